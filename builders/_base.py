@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
+from datasets.exceptions import DatasetGenerationError
 from PIL import Image, UnidentifiedImageError
 
 from vhx.errors import DataError, ErrorPolicy, SkipReport, logger
@@ -55,6 +56,20 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
         self.skip_report = SkipReport()
         self._policy = ErrorPolicy(self.config.on_error, self.skip_report)
         self._image_status: dict[str, DataError | None] = {}
+
+    def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
+        """As in ``datasets``, but a bad row surfaces as the :class:`DataError` naming it.
+
+        ``datasets`` wraps errors raised while generating in ``DatasetGenerationError``, which hides
+        the file/line/field message behind a generic one.
+        """
+        try:
+            super().download_and_prepare(*args, **kwargs)
+        except DatasetGenerationError as exc:
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, DataError):
+                raise cause from None
+            raise
 
     def _info(self) -> datasets.DatasetInfo:
         return datasets.DatasetInfo(

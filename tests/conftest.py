@@ -1,0 +1,52 @@
+"""Shared fixtures: real POPE question files with generated images, tiny Hub folders."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+# Tests never reach the Hub: fail fast instead of waiting on network timeouts.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+
+import pytest  # noqa: E402
+from PIL import Image  # noqa: E402
+
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
+POPE_SUBSETS = ("random", "popular", "adversarial")
+
+
+def pope_samples_dir() -> Path:
+    """The folder of the real POPE question files (beside the checkout), or skip."""
+    path = SAMPLES / "pope"
+    if not (path / "coco_pope_random.json").is_file():
+        pytest.skip(f"real POPE question files not found at {path}")
+    return path
+
+
+def read_pope_questions() -> dict[str, list[dict]]:
+    """All records of the three real POPE files, by subset."""
+    root = pope_samples_dir()
+    return {s: [json.loads(line) for line in (root / f"coco_pope_{s}.json").read_text().splitlines() if line.strip()] for s in POPE_SUBSETS}
+
+
+@pytest.fixture(scope="session")
+def pope_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real POPE question files + one small generated JPEG per referenced COCO image."""
+    root = tmp_path_factory.mktemp("pope")
+    src = pope_samples_dir()
+    names: set[str] = set()
+    for subset in POPE_SUBSETS:
+        shutil.copy(src / f"coco_pope_{subset}.json", root)
+        for line in (root / f"coco_pope_{subset}.json").read_text().splitlines():
+            if line.strip():
+                names.add(json.loads(line)["image"])
+    images = root / "val2014"
+    images.mkdir()
+    for i, name in enumerate(sorted(names)):
+        # distinct pixels per image, so image identity can be checked after a round trip
+        Image.new("RGB", (16, 12), (i % 256, (i * 7) % 256, 100)).save(images / name, quality=95)
+    return root

@@ -1,0 +1,121 @@
+"""POPE builder on the real question files (../shared/samples/pope) with generated images."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import datasets
+import pytest
+
+from vhx.builders import load_source
+from vhx.builders.pope import PopeBuilder
+from vhx.errors import DataError
+from vhx.schema import validate_dataset
+
+from conftest import POPE_SUBSETS, read_pope_questions
+
+
+def test_real_pope_files_build_every_question(pope_release: Path):
+    dsd, report = load_source("pope", str(pope_release))
+    assert list(dsd) == list(POPE_SUBSETS) and len(report) == 0
+    expected = read_pope_questions()
+    for subset in POPE_SUBSETS:
+        ds = dsd[subset]
+        records = expected[subset]
+        assert len(ds) == len(records) == 3000
+        assert ds["question"] == [r["text"] for r in records]
+        assert ds["answer"] == [r["label"] for r in records]
+        assert ds["source_id"] == [str(r["question_id"]) for r in records]
+        assert ds["image_id"] == ["coco:" + r["image"].removesuffix(".jpg") for r in records]
+    # the same 500 COCO images serve all three subsets
+    assert {frozenset(dsd[s]["image_id"]) for s in POPE_SUBSETS} == {frozenset(dsd["random"]["image_id"])}
+    assert len(set(dsd["random"]["image_id"])) == 500
+    validate_dataset(dsd)
+
+
+def test_image_is_the_referenced_file(pope_release: Path):
+    dsd, _ = load_source("pope", str(pope_release), subsets=["popular"])
+    assert list(dsd) == ["popular"]
+    row = dsd["popular"][10]
+    name = json.loads((pope_release / "coco_pope_popular.json").read_text().splitlines()[10])["image"]
+    from PIL import Image
+
+    assert row["image"].tobytes() == Image.open(pope_release / "val2014" / name).tobytes()
+
+
+def _write_release(root: Path, lines: list[str], *, name="coco_pope_random.json", images=("a.jpg",)) -> Path:
+    from PIL import Image
+
+    root.mkdir(parents=True, exist_ok=True)
+    (root / name).write_text("\n".join(lines) + "\n")
+    for img in images:
+        Image.new("RGB", (4, 4), "red").save(root / img)
+    return root
+
+
+def test_json_array_variant(tmp_path: Path):
+    records = [{"question_id": i, "image": "a.jpg", "text": f"Is there a cat{i} in the image?", "label": "no"} for i in range(3)]
+    root = tmp_path / "arr"
+    root.mkdir()
+    (root / "coco_pope_adversarial.json").write_text(json.dumps(records, indent=1))
+    from PIL import Image
+
+    Image.new("RGB", (4, 4)).save(root / "a.jpg")
+    dsd, _ = load_source("pope", str(root))
+    assert list(dsd) == ["adversarial"] and dsd["adversarial"]["source_id"] == ["0", "1", "2"]
+
+
+GOOD = '{"question_id": 1, "image": "a.jpg", "text": "Is there a dog in the image?", "label": "yes"}'
+
+
+@pytest.mark.parametrize(
+    "bad_line,message",
+    [
+        ('{"question_id": 2, "image": "a.jpg", "text": "Is there a cat?", "label": "maybe"}', "coco_pope_random.json:2: field 'label': bad label 'maybe'"),
+        ('{"question_id": 2, "image": "a.jpg", "text": "Is there a cat?"', "coco_pope_random.json:2: malformed JSON line"),
+        ('{"question_id": 2, "image": "a.jpg", "label": "no"}', "coco_pope_random.json:2: field 'text': missing"),
+        ('{"question_id": 2, "image": "gone.jpg", "text": "Is there a cat?", "label": "no"}', "coco_pope_random.json:2: field 'image': image not found"),
+        ('{"question_id": 1, "image": "a.jpg", "text": "Is there a cat?", "label": "no"}', "coco_pope_random.json:2: field 'question_id': duplicate question_id 1"),
+    ],
+)
+def test_bad_rows_raise_with_file_line_field(tmp_path: Path, bad_line: str, message: str):
+    root = _write_release(tmp_path / "r", [GOOD, bad_line])
+    with pytest.raises(DataError) as err:
+        load_source("pope", str(root))
+    assert message in str(err.value)
+
+
+def test_unreadable_image_and_skip_report(tmp_path: Path):
+    lines = [GOOD]
+    lines.append('{"question_id": 2, "image": "broken.jpg", "text": "Is there a cat in the image?", "label": "no"}')
+    lines.append('{"question_id": 3, "image": "broken.jpg", "text": "Is there a cup in the image?", "label": "no"}')
+    lines.append('{"question_id": 4, "image": "a.jpg", "text": "Is there a cup in the image?", "label": "perhaps"}')
+    lines.append('{"question_id": 5, "image": "a.jpg", "text": "Is there a car in the image?", "label": "No"}')
+    root = _write_release(tmp_path / "s", lines)
+    (root / "broken.jpg").write_bytes(b"not a jpeg at all")
+    with pytest.raises(DataError, match="coco_pope_random.json:2: field 'image': unreadable image"):
+        load_source("pope", str(root))
+    dsd, report = load_source("pope", str(root), on_error="skip")
+    assert dsd["random"]["source_id"] == ["1", "5"]
+    assert dsd["random"]["answer"] == ["yes", "no"]
+    assert len(report) == 3
+    reasons = report.by_reason()
+    assert sum(n for r, n in reasons.items() if r.startswith("unreadable image")) == 2
+    assert reasons["bad label 'perhaps': expected yes/no (or y/n)"] == 1
+
+
+def test_missing_files_and_folders(tmp_path: Path):
+    with pytest.raises(DataError, match="data_dir is not a folder"):
+        load_source("pope", str(tmp_path / "nope"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match="no POPE question files"):
+        load_source("pope", str(tmp_path / "empty"))
+
+
+def test_builder_class_is_a_datasets_builder(pope_release: Path, tmp_path: Path):
+    builder = PopeBuilder(data_dir=str(pope_release), cache_dir=str(tmp_path / "cache"), subsets=("random",))
+    assert isinstance(builder, datasets.GeneratorBasedBuilder)
+    builder.download_and_prepare()
+    ds = builder.as_dataset(split="random")
+    assert len(ds) == 3000 and builder.info.splits["random"].num_examples == 3000
