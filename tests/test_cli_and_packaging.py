@@ -1,0 +1,79 @@
+"""The `vhx` CLI (build / info / errors / help) and the wheel's layout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import datasets
+import pytest
+
+from vhx.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_help_lists_commands(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("build", "info", "push"):
+        assert command in out
+
+
+def test_build_pope_then_info(pope_release: Path, tmp_path: Path, capsys):
+    out = tmp_path / "hub"
+    assert main(["build", "pope", "--data-dir", str(pope_release), "--out", str(out), "--subsets", "random,popular"]) == 0
+    text = capsys.readouterr().out
+    assert "random" in text and "adversarial" not in text
+    dsd = datasets.load_dataset(str(out))
+    assert list(dsd) == ["random", "popular"] and dsd.num_rows == {"random": 3000, "popular": 3000}
+    assert main(["info", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].split() == ["random", "3000", "3000", "500", "0", "0.500"]
+    assert lines[-1].split() == ["total", "6000"]
+    # a second build into the same folder must be asked for explicitly
+    assert main(["build", "pope", "--data-dir", str(pope_release), "--out", str(out)]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+
+
+def test_build_reports_bad_rows(tmp_path: Path, capsys):
+    from PIL import Image
+
+    root = tmp_path / "pope"
+    root.mkdir()
+    Image.new("RGB", (4, 4)).save(root / "a.jpg")
+    (root / "coco_pope_random.json").write_text(
+        '{"question_id": 1, "image": "a.jpg", "text": "Is there a dog in the image?", "label": "yes"}\n'
+        '{"question_id": 2, "image": "b.jpg", "text": "Is there a cat in the image?", "label": "no"}\n'
+    )
+    assert main(["build", "pope", "--data-dir", str(root), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "coco_pope_random.json:2: field 'image': image not found" in err
+    assert main(["build", "pope", "--data-dir", str(root), "--out", str(tmp_path / "o"), "--on-error", "skip"]) == 0
+    captured = capsys.readouterr()
+    assert "skipped 1 row(s)" in captured.err
+    assert datasets.load_dataset(str(tmp_path / "o"))["random"]["source_id"] == ["1"]
+
+
+def test_console_script_runs():
+    result = subprocess.run([sys.executable, "-m", "vhx.cli", "info", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "usage: vhx info" in result.stdout
+
+
+@pytest.mark.slow
+def test_wheel_installs_builders_inside_vhx_namespace(tmp_path: Path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
+        check=True, capture_output=True,
+    )
+    wheel = next(tmp_path.glob("vhx-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names}
+    assert "vhx" in top and all(t == "vhx" or t.endswith(".dist-info") for t in top), top
+    for expected in ("vhx/builders/pope.py", "vhx/builders/_base.py", "vhx/hub_cards/vh_dataset.md", "vhx/metrics/__init__.py", "vhx/recipes/__init__.py"):
+        assert expected in names
+    assert not any(n.startswith(("builders/", "metrics/", "recipes/", "hub_cards/")) for n in names)
