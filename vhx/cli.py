@@ -135,6 +135,115 @@ def cmd_push(args: argparse.Namespace) -> int:
     return 0
 
 
+def _load_folder(folder: str | Path) -> Any:
+    import datasets
+
+    if not (Path(folder) / "README.md").is_file():
+        raise VHXError(f"{folder}: not a Hub dataset folder (write one with `vhx build`)")
+    return datasets.load_dataset(str(folder))
+
+
+def make_negator(args: argparse.Namespace) -> Any:
+    """The negator chosen on the command line (``rules`` offline, ``llm`` through an OpenAI-compatible API)."""
+    from vhx.negation import RuleNegator
+
+    if args.negator == "rules":
+        return RuleNegator()
+    from vhx.llm import LLMConfig, LLMNegator
+
+    fields = {"model": args.llm_model, "base_url": args.base_url, "temperature": args.temperature,
+              "concurrency": args.concurrency, "timeout": args.timeout, "cache_dir": args.cache_dir}
+    return LLMNegator(LLMConfig(**{k: v for k, v in fields.items() if v is not None}))
+
+
+def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    from vhx.perturbations import parse_perturb_option
+
+    if not text or text == "none":
+        return [], {}
+    return parse_perturb_option(text)
+
+
+def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_id: str) -> Any:
+    """Expand ``dsd`` as the options say, write the Hub folder, the review export and the gallery."""
+    from vhx.expand import expand
+    from vhx.gallery import write_gallery
+    from vhx.hub import write_hub_folder
+    from vhx.negation import review_export
+
+    names, params = _perturb_names(args.perturb)
+    expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0, num_proc=args.num_proc)
+    out = Path(args.out)
+    write_hub_folder(expanded, out, repo_id=repo_id, overwrite=args.overwrite,
+                     summary=f"Expanded by vhx: negation ({getattr(negator, 'name', 'rules')}) and image perturbations ({', '.join(names) or 'none'}).")
+    if args.review:
+        csv_path, html_path = review_export(expanded["original"], out / "review", n=args.review, seed=args.seed or 0)
+        print(f"review sample: {csv_path} and {html_path}")
+    gallery = write_gallery(expanded, out / "gallery.html", n=args.gallery, title=f"{repo_id}: original vs generated cases")
+    print(f"gallery: {gallery}")
+    stats = getattr(negator, "stats", None)
+    if stats is not None:
+        print(f"negator requests: {stats}")
+    return expanded
+
+
+def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None = None) -> None:
+    p.add_argument("--out", required=out_default is None, default=out_default, help="output folder")
+    p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
+    p.add_argument("--perturb", default="all", help="'all', 'none', or names: gaussian_noise,brightness,defocus_blur,jpeg_compression (name:key=value sets a parameter)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random perturbations")
+    p.add_argument("--num-proc", type=int, help="worker processes for datasets.map")
+    p.add_argument("--review", type=int, default=100, help="pairs sampled into OUT/review/ for human checking (0: none)")
+    p.add_argument("--gallery", type=int, default=12, help="cases shown in OUT/gallery.html")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    g = p.add_argument_group("LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
+    g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper)")
+    g.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 for vLLM (default: OpenAI)")
+    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    g.add_argument("--concurrency", type=int, help="requests in flight (default 8)")
+    g.add_argument("--timeout", type=float, help="seconds per request (default 60)")
+    g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    """``vhx expand``: negation + perturbations of a Hub folder into a new Hub folder."""
+    dsd = _load_folder(args.source_folder)
+    expand_and_write(dsd, args, negator=make_negator(args), repo_id=args.repo_id or f"vhx/{Path(args.source_folder).name}-expanded")
+    _print_stats(args.out)
+    return 0
+
+
+def cmd_gallery(args: argparse.Namespace) -> int:
+    """``vhx gallery``: HTML page of original vs generated cases."""
+    from vhx.gallery import write_gallery
+
+    out = write_gallery(_load_folder(args.folder), args.out or Path(args.folder) / "gallery.html", n=args.n, seed=args.seed)
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``vhx run``: the whole job on the embedded synthetic benchmark, offline."""
+    from vhx.hub import write_hub_folder
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    root = Path(args.out)
+    args.overwrite = True  # the demo job owns its output folder: a rerun replaces it
+    config = SyntheticConfig(**{k: v for k, v in (("num_images", args.num_images), ("yes_ratio", args.yes_ratio), ("seed", args.seed)) if v is not None})
+    print(f"[1/3] building the synthetic benchmark ({config.num_images} drawn scenes, yes-ratio {config.yes_ratio})")
+    dsd = generate_synthetic(config)
+    write_hub_folder(dsd, root / "synthetic", repo_id="vhx/synthetic", overwrite=args.overwrite,
+                     summary="The vhx embedded synthetic VH benchmark: drawn shapes with known colours, counts and positions.")
+    _print_stats(root / "synthetic")
+    print(f"[2/3] expanding: {args.negator} negation + image perturbations ({args.perturb or 'none'})")
+    expand_args = argparse.Namespace(**{**vars(args), "out": str(root / "synthetic-expanded")})
+    expand_and_write(dsd, expand_args, negator=make_negator(args), repo_id="vhx/synthetic-expanded")
+    print("[3/3] expanded benchmark")
+    _print_stats(root / "synthetic-expanded")
+    print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``vhx`` command."""
     parser = argparse.ArgumentParser(
@@ -150,7 +259,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    p = sub.add_parser(
+        "run",
+        help="the whole job on the embedded synthetic benchmark (offline)",
+        description="Build the synthetic benchmark, expand it (rule negation + the four common image "
+        "perturbations), and write Hub folders, a negation review sample and an HTML gallery under --out.",
+    )
+    _add_expand_options(p, out_default="vhx-out")
+    p.add_argument("--num-images", type=int, help="number of drawn scenes")
+    p.add_argument("--yes-ratio", type=float, help="share of 'yes' answers per split")
+    p.set_defaults(func=cmd_run)
+
     _add_build(sub)
+
+    p = sub.add_parser(
+        "expand",
+        help="negate and perturb the cases of a Hub folder into a new Hub folder",
+        description="Turn every case into a pair (case + negated twin), then add one split per image "
+        "perturbation holding every pair on the perturbed image (each source image perturbed once).",
+    )
+    p.add_argument("source_folder", help="Hub folder written by `vhx build`")
+    p.add_argument("--repo-id", help="Hub repo id shown in the card (default vhx/<folder>-expanded)")
+    _add_expand_options(p)
+    p.set_defaults(func=cmd_expand)
+
+    p = sub.add_parser("gallery", help="HTML page of original vs generated cases of a Hub folder")
+    p.add_argument("folder")
+    p.add_argument("--out", help="HTML file (default FOLDER/gallery.html)")
+    p.add_argument("--n", type=int, default=12, help="cases to show")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.set_defaults(func=cmd_gallery)
 
     p = sub.add_parser("info", help="splits, rows, pairs, images and yes-ratio of a Hub folder")
     p.add_argument("folder")

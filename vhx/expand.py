@@ -1,0 +1,67 @@
+"""The expansion pipeline: source cases -> pairs (negation) -> one split per image perturbation.
+
+An expanded dataset has one split per *image transform*: ``original`` holds every source case and
+its negated twin on the source image; ``gaussian_noise``, ``brightness``, ... hold the same pairs on
+the perturbed images. The source's subsets (POPE random/popular/adversarial, VHTest modes, ...) stay
+in the ``subset`` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import datasets
+
+from vhx.errors import DataError
+from vhx.schema import ORIGINAL
+
+
+def originals(dsd: datasets.DatasetDict | datasets.Dataset) -> datasets.Dataset:
+    """All source splits in one dataset; refuses rows that are already generated."""
+    if isinstance(dsd, datasets.Dataset):
+        parts = [dsd]
+    else:
+        parts = [dsd[s] for s in dsd]
+    ds = datasets.concatenate_datasets(parts) if len(parts) > 1 else parts[0]
+    transforms = set(ds.unique("transform"))
+    if transforms != {ORIGINAL}:
+        raise DataError(f"expected source cases on original images, found transforms {sorted(transforms - {ORIGINAL})}", field="transform")
+    return ds
+
+
+def expand(
+    dsd: datasets.DatasetDict | datasets.Dataset,
+    *,
+    negator: Any | None = None,
+    perturb: Sequence[str] | None = None,
+    perturb_params: dict[str, dict[str, Any]] | None = None,
+    seed: int = 0,
+    num_proc: int | None = None,
+) -> datasets.DatasetDict:
+    """Expand source cases: negate into pairs (unless already paired), then perturb per image.
+
+    Args:
+        dsd: the source benchmark (any splits) or an ``original`` split that already holds pairs.
+        negator: a :class:`vhx.negation.Negator`; ``None`` uses the offline rule negator. Cases that
+            already have their negated twin are kept as they are.
+        perturb: perturbation names from :data:`vhx.perturbations.PERTURBATIONS` (none by default).
+        perturb_params: per-perturbation parameter overrides (``{"brightness": {"c": 0.3}}``).
+        seed: seed of the random perturbations (noise is seeded per image, perturbation and seed).
+        num_proc: worker processes for the ``datasets.map`` calls.
+    """
+    from vhx.negation import RuleNegator, negate_dataset
+    from vhx.perturbations import perturb_splits
+
+    ds = originals(dsd)
+    negated = ds.unique("negated")
+    if True in negated:
+        if False not in negated or len(ds) != 2 * len(ds.unique("pair_id")):
+            raise DataError("the input mixes paired and unpaired cases; expand the source benchmark instead", field="negated")
+        pairs = ds
+    else:
+        pairs = negate_dataset(ds, negator or RuleNegator(), num_proc=num_proc)
+    out = {ORIGINAL: pairs}
+    if perturb:
+        out.update(perturb_splits(pairs, list(perturb), seed=seed, params=perturb_params, num_proc=num_proc))
+    return datasets.DatasetDict(out)

@@ -1,0 +1,94 @@
+"""A self-contained HTML gallery of original vs generated cases, side by side."""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import random
+from pathlib import Path
+from typing import Any
+
+import datasets
+from PIL import Image
+
+from vhx.schema import ORIGINAL
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;font-size:.85em}
+th{background:#f3f3f3}img{display:block;max-width:220px;max-height:220px}
+.yes{color:#0a7a2f;font-weight:600}.no{color:#b3261e;font-weight:600}.q{max-width:260px}
+.meta{color:#666;font-size:.8em}
+"""
+
+
+def image_data_uri(image: Any, max_side: int = 220, quality: int = 90) -> str:
+    """A small JPEG data URI of ``image`` (PIL image, ``{"bytes","path"}`` dict, or path) for HTML pages."""
+    if isinstance(image, dict):
+        image = Image.open(io.BytesIO(image["bytes"])) if image.get("bytes") else Image.open(image["path"])
+    elif isinstance(image, (str, Path)):
+        image = Image.open(image)
+    image = image.convert("RGB")
+    image.thumbnail((max_side, max_side))
+    buf = io.BytesIO()
+    image.save(buf, format="JPEG", quality=quality)
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def base_id(case_id: str) -> str:
+    """The id of a case without its image-transform suffix (links a case across splits)."""
+    return case_id.split("@", 1)[0]
+
+
+def write_gallery(
+    dsd: datasets.DatasetDict,
+    out: str | Path,
+    *,
+    n: int = 12,
+    seed: int = 0,
+    title: str = "vhx gallery",
+    reference_split: str | None = None,
+) -> Path:
+    """Write an HTML page: for ``n`` sampled cases, the image in every split side by side.
+
+    Rows are cases of ``reference_split`` (default ``original`` if present, else the first split);
+    columns are the splits, each showing that case's image (matched by id without the transform
+    suffix), with question and answer. Negated twins show their own question and flipped answer.
+    """
+    splits = list(dsd)
+    ref = reference_split or (ORIGINAL if ORIGINAL in dsd else splits[0])
+    raw = {s: dsd[s].cast_column("image", datasets.Image(decode=False)) for s in splits}
+    index = {s: {base_id(i): k for k, i in enumerate(raw[s]["id"])} for s in splits}
+    ref_ds = raw[ref]
+    picks = sorted(random.Random(seed).sample(range(len(ref_ds)), min(n, len(ref_ds))))
+    columns = [ref] + [s for s in splits if s != ref]
+    head = "".join(f"<th>{html.escape(s)}</th>" for s in columns)
+    body = []
+    for k in picks:
+        case = ref_ds[k]
+        answer = html.escape(case["answer"])
+        cells = [
+            f"<td class='q'><b>{html.escape(case['question'])}</b><br>answer: <span class='{answer}'>{answer}</span>"
+            f"<div class='meta'>{html.escape(case['id'])}<br>image {html.escape(case['image_id'])}</div></td>"
+        ]
+        for s in columns:
+            j = index[s].get(base_id(case["id"]))
+            if j is None:
+                cells.append("<td class='meta'>not in this split</td>")
+                continue
+            row = raw[s][j]
+            cells.append(f"<td><img alt='{html.escape(s)}' src='{image_data_uri(row['image'])}'>"
+                         f"<div class='meta'>{html.escape(row['transform_params'])}</div></td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    page = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+        f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
+        f"<p>{len(picks)} sampled cases of split <code>{html.escape(ref)}</code>; one column per split "
+        f"(images shown as JPEG thumbnails).</p>"
+        f"<table><tr><th>case</th>{head}</tr>{''.join(body)}</table></body></html>"
+    )
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(page, encoding="utf-8")
+    return out
