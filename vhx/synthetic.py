@@ -1,0 +1,501 @@
+"""A deterministic, offline synthetic VH benchmark: simple shapes on a plain background.
+
+Every image is a scene of 1-5 non-overlapping circles, squares and triangles in well-separated
+colours, drawn with PIL (no anti-aliasing, so each object is one solid colour and counts are
+unambiguous). The scene description is the ground truth: each case carries it as JSON in
+``provenance`` (see :func:`describe_scene`).
+
+Yes/no questions come in four kinds, one split each, phrased like POPE / VHTest questions:
+
+* ``existence`` "Is there a red circle in the image?"
+* ``color``     "Is the square blue?"                      (only for a shape present exactly once)
+* ``count``     "Are there two triangles in the image?"     / "Is there one triangle in the image?"
+* ``position``  "Is the red circle on the left side of the image?"  (object unique and clearly in
+  one half; halves: left/right side, top/bottom half)
+
+The answers of a split are drawn first (exactly ``round(n * yes_ratio)`` "yes"), then a question
+with that answer is picked for the scene; "no" questions use plausible false alternatives (an absent
+colour/shape combination that shares a colour or shape with the scene, another colour, a count off
+by one or two, the opposite side). Scenes are resampled until every requested kind can be asked
+``questions_per_image`` distinct times with either answer, so any yes/no mix is possible per image.
+
+Everything is derived from string-seeded :class:`random.Random` instances, so the same
+:class:`SyntheticConfig` always gives identical rows and identical PNG bytes.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import datasets
+from PIL import Image, ImageDraw
+
+from vhx.schema import FEATURES, loads, make_case
+
+KINDS: tuple[str, ...] = ("existence", "color", "count", "position")
+SHAPES: tuple[str, ...] = ("circle", "square", "triangle")
+#: Colour name -> RGB. Saturated, far apart in hue/lightness and all far from the light background.
+PALETTE: dict[str, tuple[int, int, int]] = {
+    "red": (220, 20, 20),
+    "green": (20, 160, 40),
+    "blue": (20, 60, 220),
+    "yellow": (240, 200, 0),
+    "purple": (140, 30, 180),
+    "black": (20, 20, 20),
+}
+NUMBER_WORDS: tuple[str, ...] = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+SIDES: dict[str, str] = {
+    "left": "on the left side of the image",
+    "right": "on the right side of the image",
+    "top": "in the top half of the image",
+    "bottom": "in the bottom half of the image",
+}
+_OPPOSITE = {"left": "right", "right": "left", "top": "bottom", "bottom": "top"}
+
+GENERATOR_VERSION = 1
+# Rejection sampling is bounded; with the default limits a scene is accepted within a few tries.
+_MAX_SCENE_ATTEMPTS = 2000
+_MAX_PLACEMENT_ATTEMPTS = 200
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """What to generate. ``image_size`` is ``side`` or ``(width, height)`` in pixels."""
+
+    num_images: int = 60
+    questions_per_image: int = 1
+    yes_ratio: float = 0.7
+    seed: int = 0
+    image_size: int | tuple[int, int] = 336
+    kinds: tuple[str, ...] = KINDS
+    min_objects: int = 1
+    max_objects: int = 5
+
+    def __post_init__(self) -> None:
+        kinds = tuple(self.kinds)
+        object.__setattr__(self, "kinds", kinds)
+        if not isinstance(self.num_images, int) or self.num_images < 1:
+            raise ValueError(f"num_images must be a positive int, got {self.num_images!r}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
+        if not 0.0 <= float(self.yes_ratio) <= 1.0:
+            raise ValueError(f"yes_ratio must be in [0, 1], got {self.yes_ratio!r}")
+        width, height = self.size
+        if min(width, height) < 64:
+            raise ValueError(f"image_size must be at least 64 pixels per side, got {self.image_size!r}")
+        if not kinds or len(set(kinds)) != len(kinds) or not set(kinds) <= set(KINDS):
+            raise ValueError(f"kinds must be distinct names from {KINDS}, got {kinds!r}")
+        if not 1 <= self.min_objects <= self.max_objects <= 5:
+            raise ValueError(
+                f"need 1 <= min_objects <= max_objects <= 5, got {self.min_objects!r}, {self.max_objects!r}"
+            )
+        q = self.questions_per_image
+        if not isinstance(q, int) or q < 1:
+            raise ValueError(f"questions_per_image must be a positive int, got {q!r}")
+        for kind in kinds:
+            cap = _max_yes_questions(kind, self.max_objects)
+            if q > cap:
+                raise ValueError(
+                    f"questions_per_image={q} is more than a scene can support for kind {kind!r} "
+                    f"(at most {cap} distinct 'yes' questions)"
+                )
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """``(width, height)`` of every image."""
+        if isinstance(self.image_size, int):
+            return (self.image_size, self.image_size)
+        width, height = self.image_size
+        return (int(width), int(height))
+
+
+@dataclass(frozen=True)
+class SceneObject:
+    """One drawn shape. ``bbox`` is ``(x0, y0, x1, y1)`` with exclusive ends; ``center`` its middle."""
+
+    shape: str
+    color: str
+    bbox: tuple[int, int, int, int]
+
+    @property
+    def center(self) -> tuple[float, float]:
+        """Centre of the bounding box (inside the shape for all three shapes)."""
+        x0, y0, x1, y1 = self.bbox
+        return ((x0 + x1) / 2, (y0 + y1) / 2)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description, with the colour's RGB."""
+        return {
+            "shape": self.shape,
+            "color": self.color,
+            "rgb": list(PALETTE[self.color]),
+            "bbox": list(self.bbox),
+            "center": list(self.center),
+        }
+
+
+@dataclass(frozen=True)
+class Scene:
+    """Ground truth of one synthetic image: its size, background and objects."""
+
+    width: int
+    height: int
+    background: tuple[int, int, int]
+    objects: tuple[SceneObject, ...] = field(default_factory=tuple)
+
+    def count(self, *, shape: str | None = None, color: str | None = None) -> int:
+        """Number of objects matching the given shape and/or colour."""
+        return sum(1 for o in self.objects if (shape is None or o.shape == shape) and (color is None or o.color == color))
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready description (stored in each case's ``provenance["scene"]``)."""
+        return {
+            "width": self.width,
+            "height": self.height,
+            "background": list(self.background),
+            "objects": [o.to_dict() for o in self.objects],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Scene:
+        """Inverse of :meth:`to_dict`."""
+        objects = tuple(
+            SceneObject(shape=o["shape"], color=o["color"], bbox=tuple(int(v) for v in o["bbox"]))  # type: ignore[arg-type]
+            for o in data["objects"]
+        )
+        return cls(
+            width=int(data["width"]),
+            height=int(data["height"]),
+            background=tuple(int(v) for v in data["background"]),  # type: ignore[arg-type]
+            objects=objects,
+        )
+
+
+@dataclass(frozen=True)
+class _Question:
+    text: str
+    answer: str
+    query: dict[str, Any]
+
+
+def _max_yes_questions(kind: str, max_objects: int) -> int:
+    # Distinct true statements a scene can hold: one per shape for colour/count questions,
+    # one per object for existence, one per object and axis for position.
+    return {"existence": max_objects, "color": len(SHAPES), "count": len(SHAPES), "position": 2 * max_objects}[kind]
+
+
+def _rng(*parts: Any) -> random.Random:
+    # Seeding with a string hashes it with SHA-512, which is stable across processes and platforms
+    # (unlike hash()), and keeps the streams of different images and kinds independent.
+    return random.Random(":".join(["vhx.synthetic", *map(str, parts)]))
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def _number_word(n: int) -> str:
+    return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)
+
+
+def _side_margin(width: int, height: int) -> int:
+    # An object counts as "in" a half only if its whole box clears the midline by this much.
+    return max(2, round(0.02 * min(width, height)))
+
+
+def _place_objects(rng: random.Random, width: int, height: int, n: int) -> list[tuple[int, int, int, int]] | None:
+    dim = min(width, height)
+    lo, hi = max(8, round(0.14 * dim)), max(10, round(0.26 * dim))
+    gap = max(3, round(0.015 * dim))  # keeps same-coloured neighbours separate connected regions
+    border = gap
+    boxes: list[tuple[int, int, int, int]] = []
+    for _ in range(n):
+        for _ in range(_MAX_PLACEMENT_ATTEMPTS):
+            side = rng.randint(lo, hi)
+            x0 = rng.randint(border, width - border - side)
+            y0 = rng.randint(border, height - border - side)
+            box = (x0, y0, x0 + side, y0 + side)
+            if all(
+                box[0] >= b[2] + gap or b[0] >= box[2] + gap or box[1] >= b[3] + gap or b[1] >= box[3] + gap
+                for b in boxes
+            ):
+                boxes.append(box)
+                break
+        else:
+            return None
+    return boxes
+
+
+def sample_scene(
+    seed: int,
+    index: int,
+    image_size: int | tuple[int, int] = 336,
+    *,
+    min_objects: int = 1,
+    max_objects: int = 5,
+    kinds: Sequence[str] = KINDS,
+    questions_per_image: int = 1,
+) -> Scene:
+    """The scene of image ``index`` for ``seed``: deterministic, and able to hold every question kind asked.
+
+    A scene is accepted only if each of ``kinds`` has at least ``questions_per_image`` distinct
+    "yes" and "no" questions, so any answer mix can be asked about it.
+    """
+    width, height = (image_size, image_size) if isinstance(image_size, int) else image_size
+    rng = _rng(seed, "scene", index)
+    background = tuple(rng.randint(228, 250) for _ in range(3))
+    for _ in range(_MAX_SCENE_ATTEMPTS):
+        n = rng.randint(min_objects, max_objects)
+        boxes = _place_objects(rng, width, height, n)
+        if boxes is None:
+            continue
+        objects = tuple(SceneObject(rng.choice(SHAPES), rng.choice(sorted(PALETTE)), box) for box in boxes)
+        scene = Scene(width, height, background, objects)  # type: ignore[arg-type]
+        if all(
+            len(_candidates(scene, kind, "yes")) >= questions_per_image
+            and len(_candidates(scene, kind, "no")) >= questions_per_image
+            for kind in kinds
+        ):
+            return scene
+    raise ValueError(
+        f"could not sample a scene for image {index} (seed {seed}) that supports {questions_per_image} "
+        f"question(s) of each kind {tuple(kinds)} in {_MAX_SCENE_ATTEMPTS} attempts; "
+        "use a larger image_size or fewer questions_per_image"
+    )
+
+
+def render_scene(scene: Scene) -> Image.Image:
+    """Draw ``scene`` as an RGB image (solid fills, no anti-aliasing, no outlines)."""
+    image = Image.new("RGB", (scene.width, scene.height), scene.background)
+    draw = ImageDraw.Draw(image)
+    for obj in scene.objects:
+        x0, y0, x1, y1 = obj.bbox
+        fill = PALETTE[obj.color]
+        # PIL's coordinates are inclusive, the scene's bbox ends are exclusive.
+        if obj.shape == "circle":
+            draw.ellipse((x0, y0, x1 - 1, y1 - 1), fill=fill)
+        elif obj.shape == "square":
+            draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=fill)
+        elif obj.shape == "triangle":
+            draw.polygon([((x0 + x1 - 1) / 2, y0), (x0, y1 - 1), (x1 - 1, y1 - 1)], fill=fill)
+        else:
+            raise ValueError(f"unknown shape {obj.shape!r}")
+    return image
+
+
+def encode_png(image: Image.Image) -> bytes:
+    """PNG bytes of ``image``; deterministic (fixed compression, no metadata chunks)."""
+    buf = io.BytesIO()
+    image.save(buf, format="PNG", compress_level=6, optimize=False)
+    return buf.getvalue()
+
+
+def _unique_objects(scene: Scene) -> list[SceneObject]:
+    # "the red circle" only refers to something if exactly one red circle is drawn.
+    return [o for o in scene.objects if scene.count(shape=o.shape, color=o.color) == 1]
+
+
+def _sides_of(scene: Scene, obj: SceneObject) -> list[str]:
+    margin = _side_margin(scene.width, scene.height)
+    x0, y0, x1, y1 = obj.bbox
+    sides = []
+    if x1 <= scene.width / 2 - margin:
+        sides.append("left")
+    elif x0 >= scene.width / 2 + margin:
+        sides.append("right")
+    if y1 <= scene.height / 2 - margin:
+        sides.append("top")
+    elif y0 >= scene.height / 2 + margin:
+        sides.append("bottom")
+    return sides
+
+
+def _count_question(shape: str, k: int) -> str:
+    if k == 1:
+        return f"Is there one {shape} in the image?"
+    return f"Are there {_number_word(k)} {shape}s in the image?"
+
+
+def _candidates(scene: Scene, kind: str, answer: str) -> list[_Question]:
+    """Every distinct question of ``kind`` with ``answer`` about ``scene``, in a fixed order."""
+    out: list[_Question] = []
+    if kind == "existence":
+        present = sorted({(o.color, o.shape) for o in scene.objects})
+        if answer == "yes":
+            combos = present
+        else:
+            # Plausible negatives share a colour or a shape with something drawn (POPE's "adversarial" idea).
+            colors = {c for c, _ in present}
+            shapes = {s for _, s in present}
+            combos = [
+                (c, s)
+                for c in sorted(PALETTE)
+                for s in SHAPES
+                if (c, s) not in present and (c in colors or s in shapes)
+            ]
+        for c, s in combos:
+            out.append(_Question(f"Is there {_article(c)} {c} {s} in the image?", answer, {"color": c, "shape": s}))
+    elif kind == "color":
+        for shape in SHAPES:
+            if scene.count(shape=shape) != 1:
+                continue
+            true_color = next(o.color for o in scene.objects if o.shape == shape)
+            colors = [true_color] if answer == "yes" else [c for c in sorted(PALETTE) if c != true_color]
+            for c in colors:
+                out.append(
+                    _Question(f"Is the {shape} {c}?", answer, {"shape": shape, "color": c, "true_color": true_color})
+                )
+    elif kind == "count":
+        for shape in SHAPES:
+            true_n = scene.count(shape=shape)
+            if answer == "yes":
+                claims = [true_n] if true_n >= 1 else []
+            else:
+                # Off by one or two reads as a plausible miscount; zero is never claimed ("Are there zero ...").
+                claims = [k for k in (true_n - 2, true_n - 1, true_n + 1, true_n + 2) if 1 <= k < len(NUMBER_WORDS)]
+            for k in claims:
+                out.append(_Question(_count_question(shape, k), answer, {"shape": shape, "claimed": k, "true_count": true_n}))
+    elif kind == "position":
+        for obj in _unique_objects(scene):
+            for side in _sides_of(scene, obj):
+                asked = side if answer == "yes" else _OPPOSITE[side]
+                out.append(
+                    _Question(
+                        f"Is the {obj.color} {obj.shape} {SIDES[asked]}?",
+                        answer,
+                        {"shape": obj.shape, "color": obj.color, "side": asked, "true_side": side},
+                    )
+                )
+    else:
+        raise ValueError(f"unknown kind {kind!r}; expected one of {KINDS}")
+    return out
+
+
+def _yes_count(n: int, yes_ratio: float) -> int:
+    # Round half up, so 0.5 of an odd n is not subject to banker's rounding surprises.
+    return int(math.floor(n * yes_ratio + 0.5))
+
+
+def image_name(seed: int, index: int) -> str:
+    """File name of image ``index`` for ``seed`` (also used as the embedded image's ``path``)."""
+    return f"synthetic_{seed}_{index:05d}.png"
+
+
+def generate_synthetic(
+    config: SyntheticConfig | None = None, *, image_dir: str | Path | None = None
+) -> datasets.DatasetDict:
+    """Generate the synthetic benchmark: one split per kind in ``config.kinds``, rows of :data:`vhx.schema.FEATURES`.
+
+    With ``image_dir`` the PNGs are written there and rows reference them by path; otherwise the PNG
+    bytes are embedded. The same config always gives identical rows and image bytes.
+    """
+    config = config or SyntheticConfig()
+    seed, q = config.seed, config.questions_per_image
+    width, height = config.size
+    scenes = [
+        sample_scene(
+            seed,
+            i,
+            (width, height),
+            min_objects=config.min_objects,
+            max_objects=config.max_objects,
+            kinds=config.kinds,
+            questions_per_image=q,
+        )
+        for i in range(config.num_images)
+    ]
+
+    images: list[dict[str, Any] | str] = []
+    out_dir = Path(image_dir).absolute() if image_dir is not None else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    for i, scene in enumerate(scenes):
+        png = encode_png(render_scene(scene))
+        if out_dir is not None:
+            path = out_dir / image_name(seed, i)
+            path.write_bytes(png)
+            images.append(str(path))
+        else:
+            images.append({"bytes": png, "path": image_name(seed, i)})
+
+    splits: dict[str, datasets.Dataset] = {}
+    for kind in config.kinds:
+        rng = _rng(seed, "questions", kind)
+        n = config.num_images * q
+        n_yes = _yes_count(n, config.yes_ratio)
+        answers = ["yes"] * n_yes + ["no"] * (n - n_yes)
+        rng.shuffle(answers)
+        rows: list[dict[str, Any]] = []
+        for i, scene in enumerate(scenes):
+            slot_answers = answers[i * q : (i + 1) * q]
+            # Sampling without replacement keeps the questions about one image distinct; the scene
+            # sampler guaranteed at least q candidates for either answer.
+            picked = {
+                a: iter(rng.sample(_candidates(scene, kind, a), slot_answers.count(a))) for a in ("yes", "no")
+            }
+            scene_json = scene.to_dict()
+            for j, answer in enumerate(slot_answers):
+                question = next(picked[answer])
+                rows.append(
+                    make_case(
+                        source="synthetic",
+                        subset=kind,
+                        source_id=f"{seed}-{i:05d}-{j}",
+                        image=images[i],
+                        image_id=f"synthetic:{seed}/{i:05d}",
+                        question=question.text,
+                        answer=answer,
+                        provenance={
+                            "generator": "vhx.synthetic",
+                            "generator_version": GENERATOR_VERSION,
+                            "seed": seed,
+                            "image_index": i,
+                            "kind": kind,
+                            "query": question.query,
+                            "scene": scene_json,
+                        },
+                    )
+                )
+        columns = {name: [row[name] for row in rows] for name in FEATURES}
+        splits[kind] = datasets.Dataset.from_dict(columns, features=FEATURES)
+    return datasets.DatasetDict(splits)
+
+
+def describe_scene(case: Mapping[str, Any] | str) -> Scene:
+    """The ground-truth :class:`Scene` of a synthetic case (a row, or its ``provenance`` string)."""
+    provenance = loads(case if isinstance(case, str) else case["provenance"])
+    if "scene" not in provenance:
+        raise ValueError("not a synthetic case: its provenance has no 'scene'")
+    return Scene.from_dict(provenance["scene"])
+
+
+def scene_summary(scene: Scene) -> str:
+    """A one-line human-readable description, e.g. ``2 objects: red circle (left, top), blue square``."""
+    parts = []
+    for obj in scene.objects:
+        sides = _sides_of(scene, obj)
+        parts.append(f"{obj.color} {obj.shape}" + (f" ({', '.join(sides)})" if sides else ""))
+    return f"{len(scene.objects)} object(s): " + ", ".join(parts)
+
+
+__all__ = [
+    "KINDS",
+    "PALETTE",
+    "SHAPES",
+    "Scene",
+    "SceneObject",
+    "SyntheticConfig",
+    "describe_scene",
+    "encode_png",
+    "generate_synthetic",
+    "image_name",
+    "render_scene",
+    "sample_scene",
+    "scene_summary",
+]
