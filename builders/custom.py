@@ -1,0 +1,350 @@
+"""Bring your own yes/no VH cases: a JSON-lines file plus images, or any ``datasets`` dataset.
+
+:class:`CustomBuilder` reads (``data_dir``)::
+
+    cases.jsonl        # {"image": "imgs/cat.jpg", "question": "...", "answer": "yes"} per line,
+                       # optional "id" and "subset"; one JSON array of the same records also works
+    imgs/cat.jpg       # images, relative to image_dir (default: data_dir)
+
+Column names are configurable. One split per subset value (records without one go to ``subset``,
+default ``custom``). ``image_id`` is ``custom:{image path without extension}``.
+
+:func:`from_hub_dataset` maps an existing ``datasets.Dataset`` / ``DatasetDict``, a Hub id or a local
+folder onto :data:`vhx.schema.FEATURES` with ``Dataset.map``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import datasets
+
+from vhx.errors import DataError, ErrorPolicy, OnError, SkipReport, logger
+from vhx.schema import FEATURES, make_case, normalize_answer
+
+from ._base import VHBuilder, VHBuilderConfig, image_value
+from .pope import read_pope_records
+
+SOURCE = "custom"
+# What datasets accepts as a split name.
+_SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
+
+
+@dataclass
+class CustomConfig(VHBuilderConfig):
+    """Options of :class:`CustomBuilder`.
+
+    Attributes:
+        jsonl_file: the cases file (absolute, or relative to ``data_dir``); default: the single
+            ``*.jsonl`` / ``*.json`` in ``data_dir``.
+        image_dir: folder the image paths are relative to; default ``data_dir``.
+        image_column, question_column, answer_column, id_column, subset_column: field names in the file.
+            Without an id the line number is the case's ``source_id``.
+        subset: the subset (split) of records that have no ``subset_column`` value.
+    """
+
+    jsonl_file: str | None = None
+    image_dir: str | None = None
+    image_column: str = "image"
+    question_column: str = "question"
+    answer_column: str = "answer"
+    id_column: str = "id"
+    subset_column: str = "subset"
+    subset: str = "custom"
+
+
+def _image_id_from_path(path: str) -> str:
+    return f"{SOURCE}:{PurePosixPath(path.replace(os.sep, '/')).with_suffix('').as_posix()}"
+
+
+class CustomBuilder(VHBuilder):
+    """Builder for user-made yes/no cases in JSON lines (see the module docstring for the layout)."""
+
+    BUILDER_CONFIG_CLASS = CustomConfig
+    SOURCE = SOURCE
+    DESCRIPTION = "User-provided yes/no visual hallucination test cases."
+
+    def _cases_file(self) -> Path:
+        if self.config.jsonl_file:
+            path = Path(self.config.jsonl_file).expanduser()
+            if not path.is_absolute() and self.config.data_dir:
+                path = self.data_path() / path
+            if not path.is_file():
+                raise DataError("jsonl_file not found", file=str(path))
+            return path
+        root = self.data_path()
+        found = sorted(p for p in root.iterdir() if p.suffix in (".jsonl", ".json") and p.is_file())
+        if not found:
+            raise DataError("no *.jsonl / *.json cases file in data_dir; pass jsonl_file=", file=str(root))
+        if len(found) > 1:
+            names = ", ".join(p.name for p in found)
+            raise DataError(f"several cases files ({names}); pass jsonl_file= to pick one", file=str(root))
+        return found[0]
+
+    def _subset_of(self, record: Any, where: dict[str, Any]) -> str:
+        if not isinstance(record, dict):
+            raise DataError("record is not a JSON object", **where)
+        value = record.get(self.config.subset_column)
+        subset = self.config.subset if value is None else str(value)
+        if not _SPLIT_NAME.match(subset):
+            raise DataError(
+                f"subset {subset!r} is not a valid split name (letters, digits, '_', '.')",
+                **where,
+                field=self.config.subset_column,
+            )
+        return subset
+
+    def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
+        path = self._cases_file()
+        if self.config.image_dir:
+            image_dir = Path(self.config.image_dir).expanduser()
+            if not image_dir.is_dir():
+                raise DataError("image_dir is not a folder", file=str(image_dir))
+        else:
+            image_dir = self.data_path() if self.config.data_dir else path.parent
+        # Split names must be known before generating, so the file is scanned once for subsets here;
+        # records that cannot be placed in a split are reported now and passed over silently later.
+        subsets: dict[str, None] = {}
+        for lineno, record in read_pope_records(path):
+            if isinstance(record, DataError):
+                self.fail(record)
+                continue
+            try:
+                subsets[self._subset_of(record, {"file": str(path), "line": lineno})] = None
+            except DataError as exc:
+                self.fail(exc)
+        if self.config.subsets is not None:
+            missing = [s for s in self.config.subsets if s not in subsets]
+            if missing:
+                raise DataError(f"subset(s) {missing} not found; found {sorted(subsets)}", file=str(path))
+        splits = [
+            datasets.SplitGenerator(name=s, gen_kwargs={"path": path, "image_dir": image_dir, "subset": s})
+            for s in subsets
+            if self.wanted(s)
+        ]
+        if not splits:
+            raise DataError("no usable cases", file=str(path))
+        return splits
+
+    def _generate_examples(self, path: Path, image_dir: Path, subset: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        cfg = self.config
+        seen: dict[str, int] = {}
+        for lineno, record in read_pope_records(path):
+            where = {"file": str(path), "line": lineno}
+            if isinstance(record, DataError):
+                continue
+            try:
+                if self._subset_of(record, where) != subset:
+                    continue
+            except DataError:
+                continue
+            try:
+                image = record.get(cfg.image_column)
+                if not isinstance(image, str) or not image.strip():
+                    raise DataError(f"must be an image path, got {image!r}", **where, field=cfg.image_column)
+                question = record.get(cfg.question_column)
+                if not isinstance(question, str) or not question.strip():
+                    raise DataError(f"must be a non-empty question, got {question!r}", **where, field=cfg.question_column)
+                if cfg.answer_column not in record:
+                    raise DataError("missing", **where, field=cfg.answer_column)
+                answer = normalize_answer(record[cfg.answer_column], **where, field=cfg.answer_column)
+                raw_id = record.get(cfg.id_column)
+                source_id = str(lineno) if raw_id is None else str(raw_id)
+                if source_id in seen:
+                    raise DataError(
+                        f"duplicate id {source_id!r} (first on line {seen[source_id]})", **where, field=cfg.id_column
+                    )
+            except DataError as exc:
+                self.fail(exc)
+                continue
+            image_path = image_dir / image
+            if not self.image_ok(image_path, **where):
+                continue
+            seen[source_id] = lineno
+            case = make_case(
+                source=SOURCE,
+                subset=subset,
+                source_id=source_id,
+                image=image_value(image_path),
+                image_id=_image_id_from_path(image),
+                question=question.strip(),
+                answer=answer,
+                provenance={"file": path.name, "line": lineno, "image_file": image},
+            )
+            yield case["id"], case
+        if not seen:
+            # datasets cannot store an empty split; say why here rather than fail later on "no data".
+            raise DataError(f"no usable cases in subset {subset!r}", file=str(path))
+
+
+# -- any datasets dataset -----------------------------------------------------------------------------
+
+
+def _is_saved_to_disk(path: Path) -> bool:
+    return path.is_dir() and ((path / "state.json").is_file() or (path / "dataset_dict.json").is_file())
+
+
+def _load(origin: str, split: str | None, load_kwargs: dict[str, Any]) -> datasets.Dataset | datasets.DatasetDict:
+    # load_dataset refuses folders written by save_to_disk, which users also hand over.
+    if _is_saved_to_disk(Path(origin).expanduser()):
+        data = datasets.load_from_disk(str(Path(origin).expanduser()), **load_kwargs)
+        if split is not None and isinstance(data, datasets.DatasetDict):
+            data = data[split]
+        return data
+    return datasets.load_dataset(origin, split=split, **load_kwargs)
+
+
+def _image_id(value: dict[str, Any], **where: Any) -> str:
+    path, data = value.get("path"), value.get("bytes")
+    if path:
+        return _image_id_from_path(path)
+    if data:
+        return f"{SOURCE}:{hashlib.sha1(data).hexdigest()[:16]}"
+    raise DataError("no image (neither path nor bytes)", **where)
+
+
+def _convert_split(
+    part: datasets.Dataset,
+    *,
+    label: str | None,
+    origin: str | None,
+    split: str | None,
+    image_column: str,
+    question_column: str,
+    answer_column: str,
+    id_column: str | None,
+    subset: str,
+    policy: ErrorPolicy,
+) -> datasets.Dataset:
+    for column in (image_column, question_column, answer_column, id_column):
+        if column is not None and column not in part.column_names:
+            raise DataError(f"no column {column!r} (columns: {part.column_names})", file=label, field=column)
+    feature = part.features[image_column]
+    if not isinstance(feature, datasets.Image) and not (
+        isinstance(feature, datasets.Value) and feature.dtype in ("string", "large_string")
+    ):
+        raise DataError(f"must be an Image (or image path) column, got {feature}", file=label, field=image_column)
+    # Undecoded images give their path and bytes: the image_id comes from them and nothing is re-encoded.
+    part = part.cast_column(image_column, datasets.Image(decode=False))
+    seen: dict[str, int] = {}
+
+    def convert(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
+        out: dict[str, list[Any]] = {name: [] for name in FEATURES}
+        for j, i in enumerate(indices):
+            try:
+                image = batch[image_column][j]
+                if image is None:
+                    raise DataError("no image", file=label, row=i, field=image_column)
+                image_id = _image_id(image, file=label, row=i, field=image_column)
+                question = batch[question_column][j]
+                if not isinstance(question, str) or not question.strip():
+                    raise DataError(f"must be a non-empty question, got {question!r}", file=label, row=i, field=question_column)
+                answer = normalize_answer(batch[answer_column][j], file=label, row=i, field=answer_column)
+                if id_column is not None:
+                    source_id = str(batch[id_column][j])
+                else:
+                    source_id = f"{split}:{i}" if split else str(i)
+                if source_id in seen:
+                    raise DataError(
+                        f"duplicate id {source_id!r} (first at row {seen[source_id]})",
+                        file=label,
+                        row=i,
+                        field=id_column or "row",
+                    )
+            except DataError as exc:
+                policy.handle(exc)
+                continue
+            seen[source_id] = i
+            provenance = {"dataset": origin, "split": split, "row": i, "image_path": image.get("path")}
+            case = make_case(
+                source=SOURCE,
+                subset=subset,
+                source_id=source_id,
+                image={"path": image.get("path"), "bytes": image.get("bytes")},
+                image_id=image_id,
+                question=question.strip(),
+                answer=answer,
+                provenance={k: v for k, v in provenance.items() if v is not None},
+            )
+            for name in FEATURES:
+                out[name].append(case[name])
+        return out
+
+    # Batched so bad rows can be dropped; never from cache, so the skip report describes this run.
+    return part.map(
+        convert,
+        batched=True,
+        with_indices=True,
+        remove_columns=part.column_names,
+        features=FEATURES,
+        load_from_cache_file=False,
+        desc=f"vhx cases from {label or 'dataset'}",
+    )
+
+
+def from_hub_dataset(
+    ds_or_repo_id: datasets.Dataset | datasets.DatasetDict | str | os.PathLike,
+    *,
+    split: str | None = None,
+    image_column: str = "image",
+    question_column: str = "question",
+    answer_column: str = "answer",
+    id_column: str | None = None,
+    subset: str = "custom",
+    on_error: OnError = "raise",
+    skip_report: SkipReport | None = None,
+    **load_kwargs: Any,
+) -> datasets.Dataset | datasets.DatasetDict:
+    """Map a yes/no VQA dataset onto :data:`vhx.schema.FEATURES` (``source="custom"``).
+
+    ``ds_or_repo_id`` is a ``Dataset`` / ``DatasetDict``, or a Hub id or local folder for
+    ``datasets.load_dataset(..., split=split, **load_kwargs)`` (a ``save_to_disk`` folder goes to
+    ``load_from_disk``). ``image_id`` is ``custom:{image path without extension}`` when the image
+    has a path, else ``custom:{sha1(image bytes)[:16]}``. ``source_id`` is the ``id_column`` value, or
+    ``{split}:{row}`` (just ``{row}`` when the split is unknown).
+
+    Bad rows raise :class:`DataError` naming the row and column, or with ``on_error="skip"`` are
+    dropped and recorded in ``skip_report`` (pass one in to read it; a count is logged either way).
+    """
+    policy = ErrorPolicy(on_error, skip_report)
+    origin: str | None = None
+    if isinstance(ds_or_repo_id, (str, os.PathLike)):
+        origin = os.fspath(ds_or_repo_id)
+        data = _load(origin, split, load_kwargs)
+    else:
+        if load_kwargs:
+            raise TypeError(f"loading options {sorted(load_kwargs)} only apply to a hub id or folder")
+        data = ds_or_repo_id
+        if split is not None and isinstance(data, datasets.DatasetDict):
+            data = data[split]
+    options = {
+        "origin": origin,
+        "image_column": image_column,
+        "question_column": question_column,
+        "answer_column": answer_column,
+        "id_column": id_column,
+        "subset": subset,
+        "policy": policy,
+    }
+    if isinstance(data, datasets.DatasetDict):
+        result: datasets.Dataset | datasets.DatasetDict = datasets.DatasetDict(
+            {
+                name: _convert_split(part, label=f"{origin or 'dataset'}[{name}]", split=name, **options)
+                for name, part in data.items()
+            }
+        )
+    elif isinstance(data, datasets.Dataset):
+        name = str(data.split) if data.split is not None else split
+        label = f"{origin or 'dataset'}[{name}]" if name else origin
+        result = _convert_split(data, label=label, split=name, **options)
+    else:
+        raise TypeError(f"expected a Dataset or DatasetDict (not streaming), got {type(data).__name__}")
+    if len(policy.report):
+        logger.warning("%s: %s", origin or "dataset", policy.report.summary())
+    return result
