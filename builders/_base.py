@@ -90,6 +90,35 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
             raise DataError("data_dir is not a folder", file=str(path))
         return path
 
+    def image_dir(self, default: Path, candidates: tuple[str, ...] = ()) -> Path:
+        """The ``image_dir`` option if given (it must exist), else the first existing ``default/candidate``, else ``default``."""
+        option = getattr(self.config, "image_dir", None)
+        if option:
+            path = Path(option).expanduser()
+            if not path.is_dir():
+                raise DataError("image_dir is not a folder", file=str(path))
+            return path
+        return next((default / c for c in candidates if (default / c).is_dir()), default)
+
+    def input_file(self, option: str | None, option_name: str, suffixes: tuple[str, ...]) -> Path:
+        """The file named by ``option`` (relative to ``data_dir``), else the one file in ``data_dir`` with these suffixes."""
+        if option:
+            path = Path(option).expanduser()
+            if not path.is_absolute() and self.config.data_dir:
+                path = self.data_path() / path
+            if not path.is_file():
+                raise DataError(f"{option_name} not found", file=str(path))
+            return path
+        root = self.data_path()
+        found = sorted(p for p in root.iterdir() if p.suffix in suffixes and p.is_file())
+        kinds = " / ".join(f"*{x}" for x in suffixes)
+        if not found:
+            raise DataError(f"no {kinds} file in data_dir; pass {option_name}=", file=str(root))
+        if len(found) > 1:
+            names = ", ".join(p.name for p in found)
+            raise DataError(f"several {kinds} files ({names}); pass {option_name}= to pick one", file=str(root))
+        return found[0]
+
     def wanted(self, subset: str) -> bool:
         """Whether ``subset`` was asked for (all are, unless ``subsets=`` narrowed them)."""
         return self.config.subsets is None or subset in self.config.subsets

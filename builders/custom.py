@@ -70,23 +70,6 @@ class CustomBuilder(VHBuilder):
     SOURCE = SOURCE
     DESCRIPTION = "User-provided yes/no visual hallucination test cases."
 
-    def _cases_file(self) -> Path:
-        if self.config.jsonl_file:
-            path = Path(self.config.jsonl_file).expanduser()
-            if not path.is_absolute() and self.config.data_dir:
-                path = self.data_path() / path
-            if not path.is_file():
-                raise DataError("jsonl_file not found", file=str(path))
-            return path
-        root = self.data_path()
-        found = sorted(p for p in root.iterdir() if p.suffix in (".jsonl", ".json") and p.is_file())
-        if not found:
-            raise DataError("no *.jsonl / *.json cases file in data_dir; pass jsonl_file=", file=str(root))
-        if len(found) > 1:
-            names = ", ".join(p.name for p in found)
-            raise DataError(f"several cases files ({names}); pass jsonl_file= to pick one", file=str(root))
-        return found[0]
-
     def _subset_of(self, record: Any, where: dict[str, Any]) -> str:
         if not isinstance(record, dict):
             raise DataError("record is not a JSON object", **where)
@@ -101,13 +84,8 @@ class CustomBuilder(VHBuilder):
         return subset
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
-        path = self._cases_file()
-        if self.config.image_dir:
-            image_dir = Path(self.config.image_dir).expanduser()
-            if not image_dir.is_dir():
-                raise DataError("image_dir is not a folder", file=str(image_dir))
-        else:
-            image_dir = self.data_path() if self.config.data_dir else path.parent
+        path = self.input_file(self.config.jsonl_file, "jsonl_file", (".jsonl", ".json"))
+        image_dir = self.image_dir(self.data_path() if self.config.data_dir else path.parent)
         # Split names must be known before generating, so the file is scanned once for subsets here;
         # records that cannot be placed in a split are reported now and passed over silently later.
         subsets: dict[str, None] = {}

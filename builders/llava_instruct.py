@@ -107,31 +107,9 @@ class LlavaInstructBuilder(VHBuilder):
             citation=_LLAVA_CITATION,
         )
 
-    def _json_file(self) -> Path:
-        if self.config.json_file:
-            path = Path(self.config.json_file).expanduser()
-            if not path.is_absolute() and self.config.data_dir:
-                path = self.data_path() / path
-            if not path.is_file():
-                raise DataError("json_file not found", file=str(path))
-            return path
-        root = self.data_path()
-        found = sorted(root.glob("*.json"))
-        if not found:
-            raise DataError("no *.json instruction file in data_dir; pass json_file=", file=str(root))
-        if len(found) > 1:
-            names = ", ".join(p.name for p in found)
-            raise DataError(f"several *.json files ({names}); pass json_file= to pick one", file=str(root))
-        return found[0]
-
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
-        path = self._json_file()
-        if self.config.image_dir:
-            image_dir = Path(self.config.image_dir).expanduser()
-            if not image_dir.is_dir():
-                raise DataError("image_dir is not a folder", file=str(image_dir))
-        else:
-            image_dir = self.data_path() if self.config.data_dir else path.parent
+        path = self.input_file(self.config.json_file, "json_file", (".json",))
+        image_dir = self.image_dir(self.data_path() if self.config.data_dir else path.parent)
         limit = self.config.max_examples
         # At least one: datasets cannot store an empty split.
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):

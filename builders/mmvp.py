@@ -161,14 +161,6 @@ class MMVPBuilder(VHBuilder):
     HOMEPAGE = "https://github.com/tsb0601/MMVP"
     LICENSE = "mit"
 
-    def _image_dir(self, root: Path) -> Path:
-        if self.config.image_dir:
-            path = Path(self.config.image_dir).expanduser()
-            if not path.is_dir():
-                raise DataError("image_dir is not a folder", file=str(path))
-            return path
-        return next((root / c for c in _IMAGE_DIR_CANDIDATES if (root / c).is_dir()), root)
-
     @staticmethod
     def _questions_file(root: Path) -> Path:
         exact = root / QUESTIONS_FILE
@@ -187,7 +179,7 @@ class MMVPBuilder(VHBuilder):
         path = self._questions_file(root)
         return [
             datasets.SplitGenerator(
-                name=SUBSET, gen_kwargs={"path": path, "image_dir": self._image_dir(root)}
+                name=SUBSET, gen_kwargs={"path": path, "image_dir": self.image_dir(root, _IMAGE_DIR_CANDIDATES)}
             )
         ]
 

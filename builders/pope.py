@@ -79,20 +79,9 @@ class PopeBuilder(VHBuilder):
     HOMEPAGE = "https://github.com/AoiDragon/POPE"
     LICENSE = "mit"
 
-    def _image_dir(self, root: Path) -> Path:
-        if self.config.image_dir:
-            path = Path(self.config.image_dir).expanduser()
-            if not path.is_dir():
-                raise DataError("image_dir is not a folder", file=str(path))
-            return path
-        for candidate in _IMAGE_DIR_CANDIDATES:
-            if (root / candidate).is_dir():
-                return root / candidate
-        return root
-
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         root = self.data_path()
-        image_dir = self._image_dir(root)
+        image_dir = self.image_dir(root, _IMAGE_DIR_CANDIDATES)
         splits = []
         for subset in SUBSETS:
             if not self.wanted(subset):

@@ -448,7 +448,7 @@ def test_custom_json_array_default_columns_and_builder_class(tmp_path):
     ds = builder.as_dataset(split="custom")
     assert ds["id"] == ["custom/custom/d"] and ds["answer"] == ["yes"] and ds["image_id"] == ["custom:imgs/dog"]
     (root / "more.jsonl").write_text("", encoding="utf-8")
-    with pytest.raises(DataError, match=r"several cases files \(cases\.json, more\.jsonl\)"):
+    with pytest.raises(DataError, match=r"several \*\.jsonl / \*\.json files \(cases\.json, more\.jsonl\)"):
         _load("custom", root, tmp_path / "c2")
     dsd, _ = _load("custom", root, tmp_path / "c3", jsonl_file="cases.json", image_dir=str(root))
     assert dsd["custom"].num_rows == 1
