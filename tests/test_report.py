@@ -1,0 +1,211 @@
+"""vhx.report on two small fake runs: exact Markdown / CSV / JSON contents and valid PNG plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from vhx.report import load_runs, report
+
+ANSWERS = {"p1": "yes", "p2": "yes", "p3": "no", "p4": "no"}
+
+# (pred on the source question, pred on its negated twin) per pair and split
+MODEL_A = {
+    "original": {"p1": ("yes", "no"), "p2": ("yes", "yes"), "p3": ("no", "yes"), "p4": ("yes", "unknown")},
+    "gaussian_noise": {"p1": ("yes", "no"), "p2": ("yes", "no"), "p3": ("no", "yes"), "p4": ("yes", "no")},
+}
+# model-b says "yes" to everything on original images and is always right under noise
+MODEL_B = {
+    "original": {p: ("yes", "yes") for p in ANSWERS},
+    "gaussian_noise": {"p1": ("yes", "no"), "p2": ("yes", "no"), "p3": ("no", "yes"), "p4": ("no", "yes")},
+}
+
+
+def flip(answer: str) -> str:
+    return "no" if answer == "yes" else "yes"
+
+
+def row(model: str, pair: str, negated: bool, answer: str, pred: str, *, split: str = "original", transform: str | None = None,
+        source: str = "pope", subset: str = "random", image_id: str | None = None) -> dict:
+    transform = split if transform is None else transform
+    case_id = f"{source}/{subset}/{pair}" + ("+neg" if negated else "") + ("" if transform == "original" else f"@{transform}")
+    return {
+        "id": case_id, "pair_id": case_id.replace("+neg", ""), "split": split, "source": source, "subset": subset,
+        "image_id": image_id or f"{source}:{pair}", "negated": negated, "transform": transform, "target_model": "",
+        "answer": answer, "model": model, "raw": pred, "pred": pred, "correct": pred == answer, "p_yes": None,
+    }
+
+
+def model_rows(model: str, table: dict[str, dict[str, tuple[str, str]]]) -> list[dict]:
+    rows = []
+    for split, preds in table.items():
+        for pair, (pred, pred_neg) in preds.items():
+            rows.append(row(model, pair, False, ANSWERS[pair], pred, split=split))
+            rows.append(row(model, pair, True, flip(ANSWERS[pair]), pred_neg, split=split))
+    return rows
+
+
+def mme_rows(model: str) -> list[dict]:
+    """existence: image e1 both right, e2 one wrong -> 75 + 50 = 125; code_reasoning: both wrong -> 0."""
+    spec = [("existence", "e1", "yes", "yes"), ("existence", "e1", "no", "no"), ("existence", "e2", "yes", "yes"),
+            ("existence", "e2", "no", "yes"), ("code_reasoning", "c1", "yes", "no"), ("code_reasoning", "c1", "no", "unknown")]
+    return [
+        row(model, f"{img}:{k % 2}", False, ans, pred, split=subtask, transform="original", source="mme", subset=subtask,
+            image_id=f"mme:{subtask}/{img}")
+        for k, (subtask, img, ans, pred) in enumerate(spec)
+    ]
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture()
+def runs(tmp_path: Path) -> list[Path]:
+    a, b = tmp_path / "run-a", tmp_path / "run-b"
+    a.mkdir()
+    b.mkdir()
+    write_jsonl(a / "predictions.jsonl", model_rows("model-a", MODEL_A) + mme_rows("model-a"))
+    (a / "run.json").write_text(json.dumps({"model": "model-a", "settings": {"temperature": 0}, "dataset": "vhx/pope-expanded"}))
+    rows_b = model_rows("model-b", MODEL_B)
+    # model-b ran as two shards; a stale wrong answer left in predictions.jsonl is superseded by a shard
+    write_jsonl(b / "predictions.jsonl", [dict(rows_b[0], pred="no", correct=False)])
+    write_jsonl(b / "predictions.rank0.jsonl", rows_b[::2])
+    write_jsonl(b / "predictions.rank1.jsonl", rows_b[1::2])
+    (b / "run.json").write_text(json.dumps({"model": "model-b", "settings": {"max_new_tokens": 8}, "dataset": "vhx/pope-expanded"}))
+    return [a, b]
+
+
+def table_lines(markdown: str, title: str) -> list[str]:
+    """The table rows (header and separator left out) under a ``## title`` heading."""
+    section = markdown.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in section.splitlines() if ln.startswith("|")]
+    return lines[2:]
+
+
+def test_markdown_tables_hold_the_hand_computed_values(runs: list[Path], tmp_path: Path):
+    paths = report(runs, tmp_path / "out")
+    md = paths["markdown"].read_text(encoding="utf-8")
+    assert "| split | model-a | model-b |" in md
+    # source questions: a 3/4 and 3/4; b 2/4 and 4/4 (Wilson 3/4 = [0.301, 0.954], 2/4 = [0.150, 0.850], 4/4 = [0.510, 1])
+    assert table_lines(md, "Accuracy (source questions)") == [
+        "| original | 0.750 [0.301, 0.954] | 0.500 [0.150, 0.850] |",
+        "| gaussian_noise | 0.750 [0.301, 0.954] | 1.000 [0.510, 1.000] |",
+    ]
+    # pairs: a p1 p3 (2/4) and p1-p3 (3/4); b none (0/4, Wilson upper 3.8416/7.8416) and all (4/4)
+    assert table_lines(md, "Symmetric accuracy") == [
+        "| original | 0.500 [0.150, 0.850] | 0.000 [0.000, 0.490] |",
+        "| gaussian_noise | 0.750 [0.301, 0.954] | 1.000 [0.510, 1.000] |",
+    ]
+    # original: a's p2 twin wrong, p4 twin unknown; b's p1, p2 twins wrong. noise: a's p4 both wrong
+    assert table_lines(md, "# new successful VH test cases") == [
+        "| original | 1 (+1 unknown) | 2 |",
+        "| gaussian_noise | 2 | 0 |",
+    ]
+    # all cases: a 5/8 (Wilson [0.306, 0.863]) and 6/8; b 4/8 and 8/8
+    assert table_lines(md, "Accuracy (all cases)") == [
+        "| original | 0.625 [0.306, 0.863] | 0.500 [0.215, 0.785] |",
+        "| gaussian_noise | 0.750 [0.409, 0.929] | 1.000 [0.676, 1.000] |",
+    ]
+    # a original: 5 "yes" of 7 parsed
+    assert table_lines(md, "Yes-ratio") == ["| original | 0.714 | 1.000 |", "| gaussian_noise | 0.500 | 0.500 |"]
+    assert table_lines(md, "Unknown rate") == ["| original | 0.125 | 0.000 |", "| gaussian_noise | 0.000 | 0.000 |"]
+    # MME rows stay out of the VH tables
+    assert table_lines(md, "Cases / pairs") == ["| original | 8 / 4 | 8 / 4 |", "| gaussian_noise | 8 / 4 | 8 / 4 |"]
+    # original: a solves p1 p3, b none -> +0.5, McNemar 2 * 0.5^2; Newcombe [0.5 - 0.602, 0.850] (phi = 0)
+    # noise: b solves p4 too -> -0.25, McNemar 1; Newcombe [-0.25 - 0.449, -0.25 + 0.531]
+    cmp_lines = table_lines(md, "Paired comparison: model-a vs model-b (symmetric accuracy)")
+    assert [ln.split(" | ")[:5] + ln.split(" | ")[6:] for ln in cmp_lines] == [
+        ["| original", "4", "0.500", "0.000", "+0.500 [-0.102, +0.850]", "2", "0", "0.5 |"],
+        ["| gaussian_noise", "4", "0.750", "1.000", "-0.250 [-0.699, +0.281]", "0", "1", "1 |"],
+    ]
+    assert table_lines(md, "MME") == [
+        "| perception | existence | 125.00 |",
+        "| **perception total** (max 2000) |  | 125.00 (1/10 subtasks) |",
+        "| cognition | code_reasoning | 0.00 |",
+        "| **cognition total** (max 800) |  | 0.00 (1/4 subtasks) |",
+    ]
+    runs_table = table_lines(md, "Runs")
+    assert runs_table[0] == f'| model-a | {runs[0]} | vhx/pope-expanded | {{"temperature": 0}} |'
+    assert "![accuracy vs symmetric accuracy](accuracy_scatter.png)" in md
+
+
+def test_csv_and_json_contents(runs: list[Path], tmp_path: Path):
+    paths = report(runs, tmp_path / "out")
+    assert {"markdown", "csv", "json", "compare_csv", "mme_csv", "bars_png", "scatter_png"} <= set(paths)
+    scores = pd.read_csv(paths["csv"])
+    assert list(zip(scores["model"], scores["split"])) == [
+        ("model-a", "original"), ("model-b", "original"), ("model-a", "gaussian_noise"), ("model-b", "gaussian_noise"),
+    ]
+    assert scores["symmetric_accuracy"].tolist() == [0.5, 0.0, 0.75, 1.0]
+    assert scores["accuracy_original"].tolist() == [0.75, 0.5, 0.75, 1.0]
+    assert scores["n_new_vh"].tolist() == [1, 2, 2, 0]
+    assert scores["n_new_vh_unknown"].tolist() == [1, 0, 0, 0]
+    assert scores["n_generated"].tolist() == [4, 4, 8, 8]
+    assert scores.loc[0, "yes_ratio"] == pytest.approx(5 / 7)
+    assert scores.loc[1, "symmetric_accuracy_ci_high"] == pytest.approx(3.8416 / 7.8416, abs=1e-4)
+
+    doc = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert doc["models"] == ["model-a", "model-b"] and doc["by"] == ["split"]
+    assert [r["meta"]["settings"] for r in doc["runs"]] == [{"temperature": 0}, {"max_new_tokens": 8}]
+    assert doc["tables"]["symmetric_accuracy"] == [
+        {"split": "original", "model-a": 0.5, "model-b": 0.0},
+        {"split": "gaussian_noise", "model-a": 0.75, "model-b": 1.0},
+    ]
+    assert doc["tables"]["n_new_vh"] == [
+        {"split": "original", "model-a": 1, "model-b": 2},
+        {"split": "gaussian_noise", "model-a": 2, "model-b": 0},
+    ]
+    assert [(c["split"], c["difference"], c["n_a_only"], c["n_b_only"], c["mcnemar_p"]) for c in doc["compare"]] == [
+        ("original", 0.5, 2, 0, 0.5),
+        ("gaussian_noise", -0.25, 0, 1, 1.0),
+    ]
+    (mme,) = doc["mme"]
+    assert (mme["model"], mme["existence"], mme["code_reasoning"], mme["perception"], mme["cognition"]) == ("model-a", 125.0, 0.0, 125.0, 0.0)
+    assert mme["count"] is None  # NaN becomes null
+    compare_csv = pd.read_csv(paths["compare_csv"])
+    assert compare_csv["ci_low"].round(3).tolist() == [-0.102, -0.699]
+
+
+def test_plots_are_valid_pngs(runs: list[Path], tmp_path: Path):
+    paths = report(runs, tmp_path / "out")
+    for key in ("bars_png", "scatter_png"):
+        path = paths[key]
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert path.stat().st_size > 10_000
+        with Image.open(path) as img:
+            img.verify()
+        with Image.open(path) as img:
+            assert img.format == "PNG" and img.width >= 400 and img.height >= 300
+            colors = img.convert("RGB").getcolors(maxcolors=1_000_000)
+            assert colors is not None and len(colors) > 50  # drawn content, not a blank canvas
+
+
+def test_load_runs_keeps_the_shards_latest_rows(runs: list[Path]):
+    df = load_runs(runs)
+    assert len(df) == 16 + 6 + 16
+    first_b = df[(df["model"] == "model-b") & (df["id"] == "pope/random/p1")]
+    assert first_b["pred"].tolist() == ["yes"]
+    assert set(df["run"]) == {str(runs[0]), str(runs[1])}
+
+
+def test_single_model_split_order_and_subset_grouping(tmp_path: Path):
+    run = tmp_path / "run"
+    run.mkdir()
+    splits = ["pgd:m", "brightness", "ifgsm:m", "original", "gaussian_noise"]
+    rows = []
+    for split in splits:
+        rows += model_rows("m", {split: MODEL_A["gaussian_noise"]})
+    write_jsonl(run / "predictions.jsonl", rows)
+    paths = report([run], tmp_path / "out", by=("split", "subset"), plots=False)
+    md = paths["markdown"].read_text(encoding="utf-8")
+    assert "compare_csv" not in paths and "mme_csv" not in paths and "bars_png" not in paths
+    assert "Paired comparison" not in md and "## MME" not in md
+    lines = table_lines(md, "Symmetric accuracy")
+    assert [ln.split(" | ")[0] for ln in lines] == ["| original", "| gaussian_noise", "| brightness", "| ifgsm:m", "| pgd:m"]
+    assert all(ln.split(" | ")[1] == "random" and ln.endswith("0.750 [0.301, 0.954] |") for ln in lines)
+    assert "| split | subset | m |" in md

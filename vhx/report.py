@@ -1,0 +1,443 @@
+"""Reports over prediction runs: the paper's tables (models as columns, splits as rows) and plots.
+
+A run directory holds ``predictions*.jsonl`` and ``run.json`` (see :mod:`vhx.scoring`).
+:func:`report` writes ``report.md`` (values with 95% Wilson intervals in brackets), ``scores.csv``
+(every metric of every group, full precision), ``scores.json`` (the same plus the tables, run
+metadata, comparison and MME scores), ``compare.csv`` when exactly two models are given,
+``mme.csv`` when MME rows are present, and two PNG plots.
+
+MME rows (``source == "mme"``) have no negated twins; they go to the MME table only.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vhx.scoring import (
+    MME_COGNITION,
+    MME_PERCEPTION,
+    compare,
+    load_predictions,
+    mme_scores,
+    random_guess_expectation,
+    read_run_meta,
+    score,
+)
+
+logger = logging.getLogger("vhx")
+
+#: Splits in the paper's order; attacks (``ifgsm``..., ``pgd``...) follow, then anything else.
+SPLIT_ORDER: tuple[str, ...] = ("original", "gaussian_noise", "brightness", "defocus_blur", "jpeg_compression")
+ATTACK_PREFIXES: tuple[str, ...] = ("ifgsm", "pgd")
+
+RunDirs = Sequence[str | os.PathLike] | str | os.PathLike
+
+
+def _as_dirs(run_dirs: RunDirs) -> list[Path]:
+    if isinstance(run_dirs, (str, os.PathLike)):
+        return [Path(run_dirs)]
+    return [Path(d) for d in run_dirs]
+
+
+def load_runs(run_dirs: RunDirs) -> pd.DataFrame:
+    """All predictions of the given run directories in one DataFrame, with a ``run`` column.
+
+    A ``(model, id)`` seen in several runs keeps the row of the last run given.
+    """
+    frames = []
+    for d in _as_dirs(run_dirs):
+        df = load_predictions(d)
+        df["run"] = str(d)
+        frames.append(df)
+    if not frames:
+        raise ValueError("no run directories given")
+    df = pd.concat(frames, ignore_index=True)
+    return df.drop_duplicates(subset=["model", "id"], keep="last").reset_index(drop=True)
+
+
+def _split_rank(name: Any) -> tuple[int, int]:
+    text = str(name)
+    if text in SPLIT_ORDER:
+        return (0, SPLIT_ORDER.index(text))
+    for i, prefix in enumerate(ATTACK_PREFIXES):
+        if text.startswith(prefix):
+            return (1, i)
+    return (2, 0)
+
+
+def _order_rows(frame: pd.DataFrame, keys: list[str], models: list[str] | None = None) -> pd.DataFrame:
+    """Rows sorted by group (splits in the paper's order, other keys as first seen), then model in run order."""
+    out = frame.copy()
+    sort_cols = []
+    for key in keys:
+        first_seen = {v: i for i, v in enumerate(dict.fromkeys(out[key]))}
+        rank = (lambda v, fs=first_seen: (*_split_rank(v), fs[v])) if key == "split" else first_seen.get
+        out["_k_" + key] = out[key].map(rank)
+        sort_cols.append("_k_" + key)
+    if models is not None:
+        out["_model"] = out["model"].map({m: i for i, m in enumerate(models)})
+        sort_cols.append("_model")
+    if sort_cols:
+        out = out.sort_values(sort_cols, kind="stable")
+    return out.drop(columns=sort_cols).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------------------------------
+# cell formats
+
+
+def _num(v: Any, digits: int = 3) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def _with_ci(value: str, low: str, high: str) -> Callable[[pd.Series], str]:
+    def cell(row: pd.Series) -> str:
+        if math.isnan(row[value]):
+            return "n/a"
+        return f"{row[value]:.3f} [{row[low]:.3f}, {row[high]:.3f}]"
+
+    return cell
+
+
+def _new_vh_cell(row: pd.Series) -> str:
+    text = f"{int(row['n_new_vh']):,}"
+    if row["n_new_vh_unknown"]:
+        text += f" (+{int(row['n_new_vh_unknown']):,} unknown)"
+    return text
+
+
+#: (title, explanation, value column, Markdown cell) per table, in the report's order.
+TABLES: tuple[tuple[str, str, str, Callable[[pd.Series], str]], ...] = (
+    (
+        "Accuracy (source questions)",
+        "Share of the non-negated cases answered correctly (the paper's accuracy), 95% Wilson interval in brackets.",
+        "accuracy_original",
+        _with_ci("accuracy_original", "accuracy_original_ci_low", "accuracy_original_ci_high"),
+    ),
+    (
+        "Symmetric accuracy",
+        "Share of pairs (a case and its negated twin) with both answered correctly, 95% Wilson interval in brackets.",
+        "symmetric_accuracy",
+        _with_ci("symmetric_accuracy", "symmetric_accuracy_ci_low", "symmetric_accuracy_ci_high"),
+    ),
+    (
+        "# new successful VH test cases",
+        "Generated cases (negated, or on a transformed image) with a definite wrong yes/no answer; "
+        "generated cases answered with an unreadable reply are shown separately as unknown.",
+        "n_new_vh",
+        _new_vh_cell,
+    ),
+    (
+        "Accuracy (all cases)",
+        "Share of all cases (source and negated questions) answered correctly, 95% Wilson interval in brackets.",
+        "accuracy",
+        _with_ci("accuracy", "accuracy_ci_low", "accuracy_ci_high"),
+    ),
+    (
+        "Yes-ratio",
+        "Share of \"yes\" among the predictions that were read as yes or no.",
+        "yes_ratio",
+        lambda row: _num(row["yes_ratio"]),
+    ),
+    (
+        "Unknown rate",
+        "Share of replies that could not be read as yes or no (counted as wrong everywhere above).",
+        "unknown_rate",
+        lambda row: _num(row["unknown_rate"]),
+    ),
+    (
+        "Cases / pairs",
+        "Number of cases and of complete pairs scored.",
+        "n",
+        lambda row: f"{int(row['n']):,} / {int(row['n_pairs']):,}",
+    ),
+)
+
+
+def _md_escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(_md_escape(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _pivot(scores: pd.DataFrame, keys: list[str], models: list[str], cell: Callable[[pd.Series], Any]) -> list[list[Any]]:
+    """Rows of ``keys...`` then one cell per model (``None`` where a model lacks the group)."""
+    index: dict[tuple, dict[str, Any]] = {}
+    for _, row in scores.iterrows():
+        index.setdefault(tuple(row[k] for k in keys), {})[row["model"]] = cell(row)
+    return [[*key, *(cells.get(m) for m in models)] for key, cells in index.items()]
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating, float)):
+        return None if math.isnan(obj) else float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    return obj
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [_jsonable(r) for r in df.to_dict(orient="records")]
+
+
+# --------------------------------------------------------------------------------------------------
+# plots
+
+
+def _group_label(row: pd.Series, keys: list[str]) -> str:
+    return " / ".join(str(row[k]) for k in keys) if keys else "all"
+
+
+def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path) -> Path:
+    """One panel per model: accuracy (source questions) and symmetric accuracy per group, with CIs."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(max(4.0, 1.2 * scores.groupby("model").size().max() + 2), 3.2 * len(models)), layout="constrained")
+    axes = fig.subplots(len(models), 1, squeeze=False, sharey=True)[:, 0]
+    series = (
+        ("accuracy_original", "accuracy (source questions)", "tab:blue"),
+        ("symmetric_accuracy", "symmetric accuracy", "tab:orange"),
+    )
+    for ax, model in zip(axes, models):
+        s = scores[scores["model"] == model]
+        x = np.arange(len(s))
+        width = 0.38
+        for i, (col, label, color) in enumerate(series):
+            v = s[col].to_numpy(dtype=float)
+            err = np.vstack([v - s[f"{col}_ci_low"].to_numpy(dtype=float), s[f"{col}_ci_high"].to_numpy(dtype=float) - v])
+            ax.bar(x + (i - 0.5) * width, np.nan_to_num(v), width, yerr=err, capsize=3, label=label, color=color)
+        ax.set_xticks(x, [_group_label(r, keys) for _, r in s.iterrows()], rotation=30, ha="right")
+        # headroom above 1.0 keeps the legend clear of the bars
+        ax.set_ylim(0, 1.25)
+        ax.set_yticks(np.linspace(0, 1, 6))
+        ax.set_ylabel("score")
+        ax.set_title(model or "(unnamed model)")
+        ax.legend(loc="upper center", ncols=2, fontsize="small")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path) -> Path:
+    """Accuracy (source questions) against symmetric accuracy, one point per model and group, with the
+    random-guess curve ``(q p + (1-q)(1-p), p (1-p))`` for p in [0, 1] at the data's share q of "yes"."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.0, 5.0), layout="constrained")
+    ax = fig.add_subplot()
+    # q pooled over every scored group, weighted by its number of source questions
+    weights = scores["n_original"].where(scores["q_yes"].notna(), 0).to_numpy(dtype=float)
+    q = float(np.average(scores["q_yes"].fillna(0), weights=weights)) if weights.sum() else 0.5
+    curve = np.array([random_guess_expectation(p, q) for p in np.linspace(0, 1, 201)])
+    ax.plot(curve[:, 0], curve[:, 1], color="grey", linestyle="--", label=f"random guess, P(yes) = p (q = {q:.2f})")
+    ax.plot([0, 1], [0, 1], color="lightgrey", linestyle=":", label="symmetric accuracy = accuracy")
+    markers = "osD^v<>pP*X"
+    for i, model in enumerate(models):
+        s = scores[scores["model"] == model]
+        ax.scatter(s["accuracy_original"], s["symmetric_accuracy"], marker=markers[i % len(markers)], label=model or "(unnamed)")
+        if len(s) <= 12:
+            for _, r in s.iterrows():
+                ax.annotate(_group_label(r, keys), (r["accuracy_original"], r["symmetric_accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xlim(-0.02, 1.05)
+    ax.set_ylim(-0.02, 1.05)
+    ax.set_xlabel("accuracy (source questions)")
+    ax.set_ylabel("symmetric accuracy")
+    ax.legend(loc="upper left", fontsize="small")
+    fig.savefig(path, dpi=110)
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# the report
+
+
+def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFrame) -> str:
+    rows = []
+    for d, meta in zip(dirs, metas):
+        models = sorted(df.loc[df["run"] == str(d), "model"].unique())
+        dataset = meta.get("dataset", "")
+        settings = meta.get("settings", {})
+        rows.append(
+            [
+                ", ".join(models) or str(meta.get("model", "")),
+                str(d),
+                dataset if isinstance(dataset, str) else json.dumps(dataset, sort_keys=True),
+                json.dumps(settings, sort_keys=True) if settings else "",
+            ]
+        )
+    return _md_table(["model", "run", "dataset", "settings"], rows)
+
+
+def _compare_section(cmp: pd.DataFrame, keys: list[str]) -> str:
+    a, b = cmp["model_a"].iloc[0], cmp["model_b"].iloc[0]
+    header = [*keys, "pairs", f"{a}", f"{b}", "difference [95% CI, Newcombe]", "bootstrap 95% CI", f"{a} only", f"{b} only", "McNemar p"]
+    rows = []
+    for _, r in cmp.iterrows():
+        rows.append(
+            [
+                *(str(r[k]) for k in keys),
+                f"{int(r['n_pairs']):,}",
+                _num(r["symmetric_accuracy_a"]),
+                _num(r["symmetric_accuracy_b"]),
+                f"{r['difference']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]",
+                "n/a" if math.isnan(r["boot_ci_low"]) else f"[{r['boot_ci_low']:+.3f}, {r['boot_ci_high']:+.3f}]",
+                str(int(r["n_a_only"])),
+                str(int(r["n_b_only"])),
+                f"{r['mcnemar_p']:.4g}",
+            ]
+        )
+    return _md_table(header, rows)
+
+
+def _mme_section(mme: pd.DataFrame) -> str:
+    models = list(mme["model"])
+    rows = []
+    for category, subtasks, top in (("perception", MME_PERCEPTION, 2000), ("cognition", MME_COGNITION, 800)):
+        for t in subtasks:
+            if mme[t].notna().any():
+                rows.append([category, t, *(_num(v, 2) for v in mme[t])])
+        totals = []
+        for _, r in mme.iterrows():
+            n_have, n_all = int(r[f"n_{category}"]), len(subtasks)
+            cell = _num(r[category], 2)
+            totals.append(cell if n_have in (0, n_all) else f"{cell} ({n_have}/{n_all} subtasks)")
+        rows.append([f"**{category} total** (max {top})", "", *totals])
+    return _md_table(["category", "subtask", *models], rows)
+
+
+DEFINITIONS = """\
+- **correct**: the prediction equals the ground-truth answer. Replies that could not be read as yes or
+  no ("unknown") are never turned into answers: they count as wrong and are reported as the unknown rate.
+- **symmetric accuracy**: share of pairs (a case and its negated twin on the same image) with both
+  cases correct. Under random guessing with P(yes) = p it is p(1-p) whatever the share q of "yes"
+  answers; accuracy is q p + (1-q)(1-p).
+- **# new successful VH test cases**: generated cases (negated questions, or any case on a transformed
+  image) answered with a definite wrong yes/no.
+- Intervals: Wilson score intervals (cases, or pairs for symmetric accuracy, treated as independent)."""
+
+
+def report(
+    run_dirs: RunDirs,
+    out_dir: str | os.PathLike,
+    by: Sequence[str] | str = ("split",),
+    *,
+    confidence: float = 0.95,
+    bootstrap: int = 0,
+    compare_boot: int = 2000,
+    seed: int = 0,
+    allow_unpaired: bool = False,
+    plots: bool = True,
+) -> dict[str, Path]:
+    """Score the runs and write the report files into ``out_dir``; returns ``{kind: path}``.
+
+    Kinds: ``markdown``, ``csv``, ``json``, and where they apply ``compare_csv`` (exactly two
+    models), ``mme_csv`` (MME rows present), ``bars_png`` and ``scatter_png`` (``plots`` and
+    matplotlib installed). ``bootstrap`` > 0 adds image-level bootstrap intervals to the CSV/JSON;
+    ``compare_boot`` is the number of pair resamples of the two-model comparison.
+    """
+    keys = [by] if isinstance(by, str) else list(by)
+    dirs = _as_dirs(run_dirs)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    df = load_runs(dirs)
+    metas = [read_run_meta(d) for d in dirs]
+    models = list(dict.fromkeys(df["model"]))
+    is_mme = (df["source"] == "mme").to_numpy() if "source" in df.columns else np.zeros(len(df), dtype=bool)
+    main, mme_rows = df[~is_mme], df[is_mme]
+    paths: dict[str, Path] = {}
+    md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df), ""]
+    doc: dict[str, Any] = {
+        "runs": [{"dir": str(d), "meta": meta} for d, meta in zip(dirs, metas)],
+        "by": keys,
+        "confidence": confidence,
+        "models": models,
+    }
+
+    scores = pd.DataFrame()
+    if len(main):
+        scores = score(main, keys, confidence=confidence, bootstrap=bootstrap, seed=seed, allow_unpaired=allow_unpaired)
+        scores = _order_rows(scores, keys, models)
+        score_models = [m for m in models if m in set(scores["model"])]
+        doc["scores"] = _records(scores)
+        doc["tables"] = {}
+        pct = f"{confidence:.0%}"
+        for title, note, column, cell in TABLES:
+            rows = _pivot(scores, keys, score_models, cell)
+            md += [f"## {title}", "", note.replace("95%", pct), "", _md_table([*keys, *score_models], [[str(c) if c is not None else "-" for c in r] for r in rows]), ""]
+            values = _pivot(scores, keys, score_models, lambda r, c=column: r[c])
+            doc["tables"][column] = [_jsonable(dict(zip([*keys, *score_models], r))) for r in values]
+        paths["csv"] = out / "scores.csv"
+        scores.to_csv(paths["csv"], index=False)
+
+        if len(score_models) == 2:
+            a, b = score_models
+            cmp = compare(
+                main[main["model"] == a], main[main["model"] == b], keys,
+                confidence=confidence, n_boot=compare_boot, seed=seed, allow_unpaired=True,
+            )
+            if len(cmp):
+                cmp = _order_rows(cmp, keys)
+                md += [
+                    f"## Paired comparison: {a} vs {b} (symmetric accuracy)",
+                    "",
+                    "Over the pairs scored for both models. Difference = first - second, with Newcombe's score "
+                    f"interval for paired proportions and a percentile bootstrap over pairs ({compare_boot} "
+                    "resamples); McNemar's exact test on the pairs only one model solved.",
+                    "",
+                    _compare_section(cmp, keys),
+                    "",
+                ]
+                paths["compare_csv"] = out / "compare.csv"
+                cmp.to_csv(paths["compare_csv"], index=False)
+                doc["compare"] = _records(cmp)
+
+    if len(mme_rows):
+        mme = mme_scores(mme_rows)
+        md += ["## MME", "", "Score per subtask = 100 x accuracy + 100 x accuracy+ (both questions of an image right).", "", _mme_section(mme), ""]
+        paths["mme_csv"] = out / "mme.csv"
+        mme.to_csv(paths["mme_csv"], index=False)
+        doc["mme"] = _records(mme)
+
+    if plots and len(scores):
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            logger.warning("matplotlib is not installed: the report has no plots (pip install 'vhx[plots]')")
+        else:
+            score_models = [m for m in models if m in set(scores["model"])]
+            paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / "accuracy_vs_symmetric.png")
+            paths["scatter_png"] = plot_accuracy_scatter(scores, keys, score_models, out / "accuracy_scatter.png")
+            md += [
+                "## Plots",
+                "",
+                f"![accuracy and symmetric accuracy per split]({paths['bars_png'].name})",
+                "",
+                f"![accuracy vs symmetric accuracy]({paths['scatter_png'].name})",
+                "",
+            ]
+
+    md += ["## Definitions", "", DEFINITIONS, ""]
+
+    paths["markdown"] = out / "report.md"
+    paths["markdown"].write_text("\n".join(md), encoding="utf-8")
+    paths["json"] = out / "scores.json"
+    paths["json"].write_text(json.dumps(_jsonable(doc), indent=2, ensure_ascii=False), encoding="utf-8")
+    return paths
