@@ -1,0 +1,351 @@
+"""Rule negation (hand-written table, all 9,000 real POPE questions, double negation), dataset pairing
+(num_proc, image bytes, ids) and the human-review export."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import pickle
+import re
+from collections import Counter
+from pathlib import Path
+
+import datasets
+import pytest
+from PIL import Image
+
+from conftest import read_pope_questions
+from vhx.errors import DataError
+from vhx.negation import (
+    REVIEW_COLUMNS,
+    NegationResult,
+    Negator,
+    RuleNegator,
+    negate_dataset,
+    review_export,
+    rule_coverage,
+)
+from vhx.schema import FEATURES, loads, make_case, pair_id_of, validate_dataset
+
+NEG = RuleNegator()
+
+# (question, expected negation, rule): POPE, MMVP and VHTest shapes, synthetic-benchmark shapes, and
+# the tricky parts of the subject heuristic.
+TABLE = [
+    # simple existence: a/an/any -> no
+    ("Is there a dog in the image?", "Is there no dog in the image?", "a_to_no"),
+    ("Is there an apple in the image?", "Is there no apple in the image?", "an_to_no"),
+    ("Is there a shadow on the flower?", "Is there no shadow on the flower?", "a_to_no"),
+    ("Are there any cats?", "Are there no cats?", "any_to_no"),
+    ("Is there a unicorn in the image?", "Is there no unicorn in the image?", "a_to_no"),
+    ("Is there a red circle in the image?", "Is there no red circle in the image?", "a_to_no"),
+    ("Is there no dog in the image?", "Is there a dog in the image?", "no_to_a"),
+    ("Are there no cats on the sofa?", "Are there any cats on the sofa?", "no_to_any"),
+    # counts and coordinated objects: "no" would change the meaning
+    ("Are there two dogs in the image?", "Is it false that there are two dogs in the image?", "is_it_false/there"),
+    ("Are there 3 apples in the image?", "Is it false that there are 3 apples in the image?", "is_it_false/there"),
+    ("Is there one circle in the image?", "Is it false that there is one circle in the image?", "is_it_false/there"),
+    ("Are there more than two dogs?", "Is it false that there are more than two dogs?", "is_it_false/there"),
+    ("Is there a dog and a cat in the image?", "Is it false that there is a dog and a cat in the image?", "is_it_false/there"),
+    # be + predicate (MMVP / VHTest colour, shape, size, position, orientation, OCR)
+    ("Are the butterfly's wings open?", "Is it false that the butterfly's wings are open?", "is_it_false/be"),
+    (
+        "Are the butterfly's wings closer to being open?",
+        "Is it false that the butterfly's wings are closer to being open?",
+        "is_it_false/be",
+    ),
+    ("Is the dog facing left?", "Is it false that the dog is facing left?", "is_it_false/be"),
+    ("Was the cup red?", "Is it false that the cup was red?", "is_it_false/be"),
+    ("Is the cat on the left of the dog?", "Is it false that the cat is on the left of the dog?", "is_it_false/be"),
+    ("Is the car red?", "Is it false that the car is red?", "is_it_false/be"),
+    ("Is the clock round?", "Is it false that the clock is round?", "is_it_false/be"),
+    ("Is the dog bigger than the cat?", "Is it false that the dog is bigger than the cat?", "is_it_false/be"),
+    ("Is the text 'OPEN' written on the sign?", "Is it false that the text 'OPEN' is written on the sign?", "is_it_false/be"),
+    ("Is the text 'NO PARKING' on the sign?", "Is it false that the text 'NO PARKING' is on the sign?", "is_it_false/be"),
+    ("Is the arrow pointing up?", "Is it false that the arrow is pointing up?", "is_it_false/be"),
+    (
+        "Is the red circle on the left side of the image?",
+        "Is it false that the red circle is on the left side of the image?",
+        "is_it_false/be",
+    ),
+    ("Is the red square in the bottom half of the image?",
+     "Is it false that the red square is in the bottom half of the image?", "is_it_false/be"),
+    ("Is the square red?", "Is it false that the square is red?", "is_it_false/be"),
+    ("Is the moon crescent shaped?", "Is it false that the moon is crescent shaped?", "is_it_false/be"),
+    ("Is the traffic light green?", "Is it false that the traffic light is green?", "is_it_false/be"),
+    ("Is the dark blue car parked?", "Is it false that the dark blue car is parked?", "is_it_false/be"),
+    ("Is the color of the car red?", "Is it false that the color of the car is red?", "is_it_false/be"),
+    ("Is the cat fluffy?", "Is it false that the cat is fluffy?", "is_it_false/be"),
+    ("Is the man on the left wearing glasses?", "Is it false that the man on the left is wearing glasses?", "is_it_false/be"),
+    ("Is the glass on the table empty?", "Is it false that the glass on the table is empty?", "is_it_false/be"),
+    ("Are the cat and the dog sleeping?", "Is it false that the cat and the dog are sleeping?", "is_it_false/be"),
+    ("Are all the dogs brown?", "Is it false that all the dogs are brown?", "is_it_false/be"),
+    ("Is this a cat?", "Is it false that this is a cat?", "is_it_false/be"),
+    ("Is it raining?", "Is it false that it is raining?", "is_it_false/be"),
+    ("Is the image black and white?", "Is it false that the image is black and white?", "is_it_false/be"),
+    (
+        "Is the school bus driving towards the camera?",
+        "Is it false that the school bus is driving towards the camera?",
+        "is_it_false/be",
+    ),
+    ("Is the picture taken indoors?", "Is it false that the picture is taken indoors?", "is_it_false/be"),
+    # do-support with verb agreement
+    ("Does the man wear a hat?", "Is it false that the man wears a hat?", "is_it_false/do"),
+    ("Does the man have a beard?", "Is it false that the man has a beard?", "is_it_false/do"),
+    ("Do the dogs run?", "Is it false that the dogs run?", "is_it_false/do"),
+    ("Does the woman carry a bag?", "Is it false that the woman carries a bag?", "is_it_false/do"),
+    ("Does the boy watch TV?", "Is it false that the boy watches TV?", "is_it_false/do"),
+    ("Does the dog go outside?", "Is it false that the dog goes outside?", "is_it_false/do"),
+    ("Does the sign say 'STOP'?", "Is it false that the sign says 'STOP'?", "is_it_false/do"),
+    ("Does the dog on the left have a collar?", "Is it false that the dog on the left has a collar?", "is_it_false/do"),
+    ("Does the man grab a cup?", "Is it false that the man grabs a cup?", "is_it_false/do"),
+    ("Does it have stripes?", "Is it false that it has stripes?", "is_it_false/do"),
+    ("Do you see a dog?", "Is it false that you see a dog?", "is_it_false/do"),
+    ("Does the man not wear a hat?", "Is it false that the man does not wear a hat?", "is_it_false/do"),
+    ("Doesn't the man wear a hat?", "Is it false that the man doesn't wear a hat?", "is_it_false/do"),
+    ("Did the man wear a hat?", "Is it false that the man did wear a hat?", "is_it_false/do"),
+    # modals and perfect have
+    ("Can the bird fly?", "Is it false that the bird can fly?", "is_it_false/aux"),
+    ("Can you see the sky?", "Is it false that you can see the sky?", "is_it_false/aux"),
+    ("Can the dog on the left jump?", "Is it false that the dog on the left can jump?", "is_it_false/aux"),
+    ("Could the dog be sleeping?", "Is it false that the dog could be sleeping?", "is_it_false/aux"),
+    ("Has the man taken off his hat?", "Is it false that the man has taken off his hat?", "is_it_false/aux"),
+    # own outputs and the true/false swap
+    ("Is it false that the car is red?", "Is the car red?", "undo_is_it_false"),
+    ("Is it true that the car is red?", "Is it false that the car is red?", "true_to_false"),
+    # text around the question is kept; unicode passes through
+    ("In the image, is there a dog?", "In the image, is there no dog?", "a_to_no"),
+    ("Is there a dog in the image? Answer yes or no.", "Is there no dog in the image? Answer yes or no.", "a_to_no"),
+    ("Is there a café in the image?", "Is there no café in the image?", "a_to_no"),
+    ("Is the text '東京' written on the sign?", "Is it false that the text '東京' is written on the sign?", "is_it_false/be"),
+    ("Is the text \u201cOPEN NOW\u201d written on the sign?",
+     "Is it false that the text \u201cOPEN NOW\u201d is written on the sign?", "is_it_false/be"),
+    ("Are the butterfly\u2019s wings open?", "Is it false that the butterfly\u2019s wings are open?", "is_it_false/be"),
+]
+
+
+def test_table_is_large_enough_and_covers_every_rule_shape():
+    assert len(TABLE) >= 40
+    assert {rule for _, _, rule in TABLE} >= {"a_to_no", "an_to_no", "any_to_no", "is_it_false/be", "is_it_false/do",
+                                            "is_it_false/aux", "is_it_false/there", "undo_is_it_false"}
+
+
+@pytest.mark.parametrize("question,expected,rule", TABLE, ids=[q for q, _, _ in TABLE])
+def test_rule_negation_table(question, expected, rule):
+    result = NEG.negate(question)
+    assert result == NegationResult(expected, "rules", rule)
+    assert result.question != question
+
+
+@pytest.mark.parametrize("question,expected,rule", TABLE, ids=[q for q, _, _ in TABLE])
+def test_double_negation_gives_back_the_question(question, expected, rule):
+    negated = NEG.negate(question)
+    assert NEG.unnegate(negated.question, negated.rule) == question
+    if rule != "true_to_false":  # "Is it true that S?" -> "Is it false that S?" -> "S?" without the rule hint
+        assert NEG.negate(negated.question).question == question
+
+
+def _all_pope_questions() -> list[str]:
+    return [rec["text"] for records in read_pope_questions().values() for rec in records]
+
+
+def test_every_real_pope_question_uses_a_an_to_no_and_round_trips():
+    questions = _all_pope_questions()
+    assert len(questions) == 9000
+    results = NEG.negate_batch(questions)
+    coverage = Counter(r.rule for r in results)
+    assert set(coverage) == {"a_to_no", "an_to_no"} and sum(coverage.values()) == 9000
+    spelled_otherwise = Counter()
+    for q, r in zip(questions, results):
+        m = re.fullmatch(r"Is there (a|an) (.+) in the image\?", q)
+        assert m, q
+        assert r.question == f"Is there no {m[2]} in the image?"
+        assert r.rule == f"{m[1]}_to_no"
+        # with the stored rule the article comes back exactly, for all 9,000
+        assert NEG.unnegate(r.question, r.rule) == q
+        back = NEG.negate(r.question)
+        if back.question != q:
+            spelled_otherwise[q] += 1
+        else:
+            assert back.rule == f"no_to_{m[1]}"
+    # re-deriving a/an from spelling only misses POPE's own typo "an traffic light"
+    assert set(spelled_otherwise) <= {"Is there an traffic light in the image?"}
+    assert rule_coverage(questions) == coverage
+
+
+def test_rule_coverage_counts_unsupported_questions():
+    counts = rule_coverage(["Is there a dog?", "Is the car red?", "What colour is the car?", ""])
+    assert counts == Counter({"a_to_no": 1, "is_it_false/be": 1, "unsupported": 2})
+
+
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("", "empty question"),
+        ("   ", "empty question"),
+        ("The dog is brown.", "not a question"),
+        ("dog", "not a question"),
+        ("What color is the car?", "not a yes/no question"),
+        ("Is?", "cannot negate"),
+    ],
+)
+def test_bad_questions_raise_data_error_naming_the_field(bad, message):
+    with pytest.raises(DataError, match=message) as info:
+        NEG.negate(bad)
+    assert info.value.field == "question"
+
+
+def test_bad_question_in_a_batch_names_its_position_and_non_strings_fail():
+    with pytest.raises(DataError, match=r"row 2: field 'question'") as info:
+        NEG.negate_batch(["Is the car red?", "Is there a cat?", "Where is the cat?"])
+    assert info.value.row == 2
+    with pytest.raises(DataError, match="must be a string"):
+        NEG.negate(None)  # type: ignore[arg-type]
+
+
+def test_question_without_question_mark_but_with_auxiliary_is_accepted():
+    assert NEG.negate("Is the car red").question == "Is it false that the car is red?"
+
+
+def test_unnegate_rejects_a_rule_that_does_not_fit():
+    with pytest.raises(DataError, match="not an 'Is there no"):
+        NEG.unnegate("Is the car red?", "a_to_no")
+
+
+def test_rule_negator_is_a_picklable_negator():
+    assert isinstance(NEG, Negator)
+    clone = pickle.loads(pickle.dumps(NEG))
+    assert clone.negate_batch(["Is there a dog?"]) == NEG.negate_batch(["Is there a dog?"])
+
+
+# -- datasets --------------------------------------------------------------------------------------
+def _png(i: int) -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 6), (i * 20 % 256, 50, 200 - i)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+QUESTIONS = [
+    ("Is there a dog in the image?", "yes"),
+    ("Is there an umbrella in the image?", "no"),
+    ("Is the car red?", "yes"),
+    ("Does the man wear a hat?", "no"),
+    ("Are there two cats in the image?", "yes"),
+    ("Can you see the sky?", "no"),
+    ("Is the dog facing left?", "yes"),
+]
+
+
+def _source_ds(questions=QUESTIONS, negated: bool = False) -> datasets.Dataset:
+    rows = [
+        make_case(
+            source="custom", subset="test", source_id=i, image={"bytes": _png(i), "path": None},
+            image_id=f"custom:img{i % 4}", question=q, answer=a, negated=negated,
+            provenance={"file": "q.json", "line": i + 1},
+        )
+        for i, (q, a) in enumerate(questions)
+    ]
+    return datasets.Dataset.from_list(rows, features=FEATURES)
+
+
+def _plain_rows(ds: datasets.Dataset) -> list[dict]:
+    return ds.cast_column("image", datasets.Image(decode=False)).to_list()
+
+
+def test_negate_dataset_builds_valid_pairs():
+    src = _source_ds()
+    pairs = negate_dataset(src, RuleNegator(), batch_size=3)
+    assert len(pairs) == 2 * len(src)
+    assert pairs.features == src.features
+    validate_dataset(pairs)
+    rows = _plain_rows(pairs)
+    originals = _plain_rows(src)
+    assert len({r["id"] for r in rows}) == len(rows)
+    for k, orig in enumerate(originals):
+        first, twin = rows[2 * k], rows[2 * k + 1]
+        assert first == orig  # the original row is unchanged, and comes first
+        assert twin["negated"] is True and orig["negated"] is False
+        assert twin["answer"] != orig["answer"] and {twin["answer"], orig["answer"]} == {"yes", "no"}
+        assert twin["id"] == orig["id"] + "+neg" and twin["pair_id"] == orig["pair_id"] == pair_id_of(twin["id"])
+        assert twin["question"] != orig["question"]
+        assert twin["question"] == NEG.negate(orig["question"]).question
+        for key in ("image", "image_id", "source", "subset", "source_id", "transform", "transform_params", "target_model"):
+            assert twin[key] == orig[key], key
+        prov = loads(twin["provenance"])
+        assert prov == {**loads(orig["provenance"]), "negator": "rules",
+                        "negation_rule": NEG.negate(orig["question"]).rule, "original_question": orig["question"]}
+
+
+def test_negate_dataset_keeps_image_bytes_and_decodes_back():
+    src = _source_ds()
+    pairs = negate_dataset(src, RuleNegator())
+    raw = [r["image"]["bytes"] for r in _plain_rows(pairs)]
+    assert raw == [_png(i) for i in range(len(src)) for _ in range(2)]
+    assert isinstance(pairs[1]["image"], Image.Image) and pairs[1]["image"].size == (8, 6)
+
+
+def test_negate_dataset_num_proc_2_equals_single_process():
+    src = _source_ds(QUESTIONS * 3)
+    one = negate_dataset(src, RuleNegator(), batch_size=4)
+    two = negate_dataset(src, RuleNegator(), batch_size=4, num_proc=2)
+    assert _plain_rows(one) == _plain_rows(two)
+    assert _plain_rows(one) == _plain_rows(negate_dataset(src, RuleNegator(), batch_size=4))  # deterministic
+
+
+def test_negate_dataset_rejects_negated_rows_and_bad_questions():
+    with pytest.raises(DataError, match=r"row 0: field 'negated': row is already negated"):
+        negate_dataset(_source_ds(negated=True), RuleNegator())
+    bad = list(QUESTIONS)
+    bad[4] = ("What colour is the car?", "yes")
+    with pytest.raises(DataError, match=r"row 4: field 'question': not a yes/no question"):
+        negate_dataset(_source_ds(bad), RuleNegator(), batch_size=3)
+    with pytest.raises(DataError, match="lacks column"):
+        negate_dataset(_source_ds().remove_columns("pair_id"), RuleNegator())
+
+
+# -- review export ---------------------------------------------------------------------------------
+def test_review_export_csv_and_html(tmp_path: Path):
+    tricky = 'Is the sign\'s text "<b>SALE & GO</b>" visible?'
+    src = _source_ds([*QUESTIONS, (tricky, "yes")])
+    pairs = negate_dataset(src, RuleNegator())
+    csv_path, html_path = review_export(pairs, tmp_path / "review", n=5, seed=1)
+    with csv_path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        assert tuple(reader.fieldnames) == REVIEW_COLUMNS
+        rows = list(reader)
+    assert len(rows) == 5 and len({r["id"] for r in rows}) == 5
+    by_id = {r["id"]: r for r in _plain_rows(pairs)}
+    for r in rows:
+        orig, twin = by_id[r["id"]], by_id[r["id"] + "+neg"]
+        assert (r["original_question"], r["negated_question"]) == (orig["question"], twin["question"])
+        assert (r["original_answer"], r["negated_answer"]) == (orig["answer"], twin["answer"])
+        assert r["negator"] == "rules" and r["rule"] == loads(twin["provenance"])["negation_rule"]
+        assert r["correct?"] == ""
+    text = html_path.read_text(encoding="utf-8")
+    assert text.count('<tr class="pair">') == 5
+    assert text.count("data:image/jpeg;base64,") == 5
+    # same seed, same sample; all pairs when n is larger than the dataset
+    assert review_export(pairs, tmp_path / "again", n=5, seed=1)[0].read_text() == csv_path.read_text()
+    csv_all, html_all = review_export(pairs, tmp_path / "all", n=100)
+    assert len(list(csv.DictReader(csv_all.open(encoding="utf-8")))) == len(src)
+    page = html_all.read_text(encoding="utf-8")
+    assert page.count('<tr class="pair">') == len(src)
+    assert "<b>SALE" not in page
+    assert "&lt;b&gt;SALE &amp; GO&lt;/b&gt;" in page and "&quot;" in page
+
+
+def test_review_export_needs_pairs(tmp_path: Path):
+    with pytest.raises(DataError, match="no complete"):
+        review_export(_source_ds(), tmp_path)
+
+
+def test_review_thumbnails_are_small_jpegs(tmp_path: Path):
+    rows = [make_case(source="custom", subset="t", source_id=0, image=Image.new("RGB", (800, 600), (10, 200, 30)),
+                      image_id="custom:big", question="Is there a dog?", answer="no")]
+    pairs = negate_dataset(datasets.Dataset.from_list(rows, features=FEATURES), RuleNegator())
+    _, html_path = review_export(pairs, tmp_path, n=1)
+    uri = re.search(r'src="data:image/jpeg;base64,([^"]+)"', html_path.read_text()).group(1)
+    with Image.open(io.BytesIO(base64.b64decode(uri))) as im:
+        assert im.format == "JPEG" and max(im.size) <= 160
+

@@ -1,0 +1,720 @@
+"""An OpenAI-compatible chat-completions client for negation, rephrasing and MMVP rewriting.
+
+Works with OpenAI and with any server that speaks ``POST /v1/chat/completions`` (vLLM, Ollama,
+llama.cpp): set :attr:`LLMConfig.base_url`. The API key is read from the environment variable named
+by :attr:`LLMConfig.api_key_env` when the first request is sent (a fully cached run needs none); it
+is never logged, cached or part of any ``repr``. Local servers without a key get the dummy ``EMPTY``.
+
+Requests run concurrently on a bounded thread pool and are retried with exponential backoff and
+jitter on 429, 5xx, timeouts and connection errors (the ``openai`` client's own retries are off, so
+:attr:`LLMClient.stats` counts every request). Every answer is appended to a JSON-lines cache file
+as soon as it arrives, keyed by the SHA-256 of (endpoint, model, temperature, :data:`PROMPT_VERSION`,
+task, question), so an interrupted run keeps what it got and a rerun sends no request at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import random
+import re
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from vhx.errors import DataError, OnError, VHXError
+from vhx.negation import NegationResult, RuleNegator, check_question
+
+logger = logging.getLogger("vhx.llm")
+
+#: Bump when any prompt below changes: it is part of every cache key.
+PROMPT_VERSION = "vhx-prompts-1"
+
+#: The paper's negation prompt (Figure 3), verbatim; ``[x_Q]`` is replaced by the question.
+NEGATION_PROMPT = (
+    "Rephrase the following question to be a negated question for the original question. The rephrase "
+    "method is to add prefix 'Is it false' before the original question in a declarative sentence or "
+    'change all occurrences of the "a/an" to "no" for simple cases. Below are the rules must be followed '
+    "when rephrasing the question: DO NOT CHANGE OR ADD ANY INFORMATION to the sentence, such as the "
+    "case of any letters except the first letter of the sentence, tenses, the order of clauses, "
+    "pronouns, etc.. You should only return the rephrased question. The question is: [x_Q]."
+)
+
+#: Sent after a rejected answer, as a second user turn (the first exchange stays in the conversation).
+REPAIR_PROMPT = (
+    "That answer was rejected: {reason}. Follow the rules exactly and return only the corrected "
+    "output, with nothing else."
+)
+
+#: Rephrasing for fine-tuning data (the paper rephrases every question 4 times with GPT-4o).
+REPHRASE_PROMPT = (
+    "Rephrase the following yes/no question about an image in {n} different ways. Each rephrased "
+    "question must keep exactly the same meaning and the same yes/no answer: do not add, remove or "
+    "negate any information, and keep every object, attribute, number and quoted text. Return only "
+    "the {n} rephrased questions, one per line, without numbering, bullets or quotes. The question "
+    "is: {question}"
+)
+
+#: MMVP multiple choice -> one yes/no question about option (a).
+MMVP_REWRITE_PROMPT = (
+    "Below is a multiple-choice question about an image, with two options. Rewrite it as ONE yes/no "
+    "question that asks whether option (a) is true of the image, so that the correct answer is "
+    '"yes" exactly when option (a) is the correct choice. Use the wording of the question and of '
+    "option (a); do not mention option (b), the option letters or the word 'option'. Return only the "
+    "yes/no question, on one line.\nQuestion: {question}\n(a) {option_a}\n(b) {option_b}"
+)
+
+_OPENAI_ENDPOINT = "https://api.openai.com/v1"
+_RETRY_STATUSES = {408, 409, 429}
+_FATAL_STATUSES = {401, 403, 404}
+
+
+class LLMError(VHXError):
+    """The LLM endpoint cannot be used (no API key, authentication or model errors)."""
+
+
+def default_cache_dir() -> Path:
+    """``$VHX_CACHE/llm`` if ``VHX_CACHE`` is set, else ``~/.cache/vhx/llm``."""
+    root = os.environ.get("VHX_CACHE")
+    return (Path(root).expanduser() if root else Path.home() / ".cache" / "vhx") / "llm"
+
+
+@dataclass
+class LLMConfig:
+    """Where and how to ask the LLM.
+
+    Attributes:
+        model: model name sent to the endpoint (the paper uses ``gpt-4o``).
+        base_url: OpenAI-compatible endpoint (``http://localhost:8000/v1`` for vLLM); ``None``: OpenAI.
+        temperature: sampling temperature (0: as deterministic as the endpoint allows).
+        concurrency: requests in flight at most.
+        timeout: seconds per request before it counts as failed (and is retried).
+        max_retries: retries per request after the first attempt.
+        cache_dir: folder of the answer cache; ``None`` disables caching. Default: see
+            :func:`default_cache_dir`.
+        api_key_env: environment variable holding the API key (never the key itself).
+        backoff_base: first retry delay in seconds; doubles per retry, with jitter.
+        backoff_max: longest retry delay (also caps a server's ``Retry-After``).
+        max_tokens: answer length limit.
+    """
+
+    model: str = "gpt-4o"
+    base_url: str | None = None
+    temperature: float = 0.0
+    concurrency: int = 8
+    timeout: float = 60.0
+    max_retries: int = 4
+    cache_dir: str | os.PathLike[str] | None = field(default_factory=default_cache_dir)
+    api_key_env: str = "OPENAI_API_KEY"
+    backoff_base: float = 1.0
+    backoff_max: float = 30.0
+    max_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to, normalised (part of the cache key)."""
+        return (self.base_url or _OPENAI_ENDPOINT).rstrip("/")
+
+
+@dataclass
+class LLMStats:
+    """Counters of one client (thread-safe). ``requests`` counts every HTTP attempt, retries included."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    fallbacks: int = 0
+    failures: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, **counts: int) -> None:
+        """Increase the named counters."""
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain dict."""
+        return {k: getattr(self, k) for k in ("requests", "cache_hits", "retries", "fallbacks", "failures")}
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    """One chat completion to ask for. ``payload`` is what the answer depends on besides the task."""
+
+    task: str
+    payload: str
+    messages: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class RequestFailed:
+    """A request that got no usable answer (after retries); ``reason`` says why."""
+
+    reason: str
+
+
+class AnswerCache:
+    """Answers on disk as JSON lines, appended one complete line per write.
+
+    A line cut short by an interrupted run is skipped when the file is read back. Several processes
+    may append to the same file (``O_APPEND`` writes of one line each).
+    """
+
+    FILENAME = "chat.jsonl"
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.path = Path(directory).expanduser() / self.FILENAME
+        self._lock = threading.Lock()
+        self._answers: dict[str, str] = {}
+        if self.path.is_file():
+            with self.path.open(encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    try:
+                        record = json.loads(line)
+                        self._answers[record["key"]] = record["answer"]
+                    except (json.JSONDecodeError, KeyError, TypeError):
+                        continue
+
+    def __len__(self) -> int:
+        return len(self._answers)
+
+    def get(self, key: str) -> str | None:
+        """The cached answer for ``key``, if any."""
+        return self._answers.get(key)
+
+    def put(self, key: str, answer: str, **meta: str) -> None:
+        """Store ``answer`` in memory and append it to the file right away."""
+        line = json.dumps({"key": key, "answer": answer, **meta}, ensure_ascii=False) + "\n"
+        with self._lock:
+            self._answers[key] = answer
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, line.encode("utf-8"))
+            finally:
+                os.close(fd)
+
+
+class LLMClient:
+    """Concurrent, retrying, caching chat completions against one :class:`LLMConfig`."""
+
+    def __init__(self, config: LLMConfig | None = None) -> None:
+        self.config = config or LLMConfig()
+        self.stats = LLMStats()
+        self.cache = AnswerCache(self.config.cache_dir) if self.config.cache_dir is not None else None
+        self._client: Any = None
+        self._client_lock = threading.Lock()
+        self._rng = random.Random()
+
+    def __repr__(self) -> str:
+        return f"LLMClient(model={self.config.model!r}, endpoint={self.config.endpoint!r}, stats=({self.stats}))"
+
+    def cache_key(self, request: ChatRequest) -> str:
+        """SHA-256 of everything the answer depends on."""
+        c = self.config
+        material = [c.endpoint, c.model, c.temperature, PROMPT_VERSION, request.task, request.payload]
+        return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+    def complete_many(self, requests: Sequence[ChatRequest]) -> list[str | RequestFailed]:
+        """Answer every request: from the cache, else concurrently from the endpoint.
+
+        Identical requests are sent once. Raises :class:`LLMError` for errors that no retry fixes
+        (missing key, 401/403/404).
+        """
+        results: list[str | RequestFailed | None] = [None] * len(requests)
+        pending: dict[str, list[int]] = {}
+        for i, req in enumerate(requests):
+            key = self.cache_key(req)
+            cached = self.cache.get(key) if self.cache is not None else None
+            if cached is not None:
+                self.stats.add(cache_hits=1)
+                results[i] = cached
+            else:
+                pending.setdefault(key, []).append(i)
+        if pending:
+            workers = min(self.config.concurrency, len(pending))
+            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vhx-llm") as pool:
+                futures = {pool.submit(self._send, requests[idx[0]]): (key, idx) for key, idx in pending.items()}
+                try:
+                    for fut in as_completed(futures):
+                        key, idx = futures[fut]
+                        answer = fut.result()
+                        if isinstance(answer, str) and self.cache is not None:
+                            req = requests[idx[0]]
+                            self.cache.put(key, answer, task=req.task, model=self.config.model)
+                        for i in idx:
+                            results[i] = answer
+                except BaseException:
+                    pool.shutdown(wait=True, cancel_futures=True)
+                    raise
+        return [r if r is not None else RequestFailed("no answer") for r in results]
+
+    def complete(self, request: ChatRequest) -> str | RequestFailed:
+        """One request (see :meth:`complete_many`)."""
+        return self.complete_many([request])[0]
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _openai(self) -> Any:
+        with self._client_lock:
+            if self._client is None:
+                import openai
+
+                key = os.environ.get(self.config.api_key_env)
+                if not key:
+                    if self.config.base_url is None:
+                        raise LLMError(
+                            f"no API key: set the environment variable {self.config.api_key_env} "
+                            "(or LLMConfig.api_key_env), or point base_url at a local server"
+                        )
+                    key = "EMPTY"
+                self._client = openai.OpenAI(
+                    api_key=key, base_url=self.config.endpoint, timeout=self.config.timeout, max_retries=0
+                )
+            return self._client
+
+    def _delay(self, retry: int, retry_after: float | None) -> float:
+        base = min(self.config.backoff_max, self.config.backoff_base * (2**retry))
+        delay = base * (0.5 + self._rng.random() / 2)  # jitter spreads out clients that failed together
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.config.backoff_max))
+        return delay
+
+    def _send(self, request: ChatRequest) -> str | RequestFailed:
+        import openai
+
+        client = self._openai()
+        messages = [{"role": role, "content": content} for role, content in request.messages]
+        last = "no attempt"
+        retry_after: float | None = None
+        for attempt in range(self.config.max_retries + 1):
+            if attempt:
+                self.stats.add(retries=1)
+                time.sleep(self._delay(attempt - 1, retry_after))
+                retry_after = None
+            self.stats.add(requests=1)
+            try:
+                response = client.chat.completions.create(
+                    model=self.config.model,
+                    messages=messages,
+                    temperature=self.config.temperature,
+                    max_tokens=self.config.max_tokens,
+                )
+            except openai.APIConnectionError as exc:  # includes APITimeoutError
+                last = f"{type(exc).__name__}: {exc}"
+                logger.debug("%s attempt %d: %s", request.task, attempt + 1, last)
+                continue
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                if status in _FATAL_STATUSES:
+                    raise LLMError(
+                        f"{self.config.endpoint} answered HTTP {status} for model {self.config.model!r}: "
+                        f"check the model name, base_url and the key in ${self.config.api_key_env}"
+                    ) from None
+                if status in _RETRY_STATUSES or status >= 500:
+                    last = f"HTTP {status}"
+                    retry_after = _retry_after(exc)
+                    logger.debug("%s attempt %d: %s", request.task, attempt + 1, last)
+                    continue
+                self.stats.add(failures=1)
+                return RequestFailed(f"HTTP {status}")
+            except openai.APIError as exc:
+                self.stats.add(failures=1)
+                return RequestFailed(f"bad response: {type(exc).__name__}")
+            choices = getattr(response, "choices", None) or []
+            content = choices[0].message.content if choices else None
+            if content is None:
+                self.stats.add(failures=1)
+                return RequestFailed("the answer has no text")
+            return content
+        self.stats.add(failures=1)
+        return RequestFailed(f"gave up after {self.config.max_retries + 1} attempts ({last})")
+
+
+def _retry_after(exc: Any) -> float | None:
+    try:
+        value = exc.response.headers.get("retry-after")
+        return float(value) if value is not None else None
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+# -- output checks ---------------------------------------------------------------------------------
+_STRIP_QUOTES = "\"'`\u2018\u2019\u201c\u201d"
+_NEGATION_CUES = {"no", "not", "false", "never", "none", "nothing", "nobody", "neither", "nor", "cannot"}
+#: Words a negation may add, drop or change; every other word is a content word and must be kept.
+NEGATION_FUNCTION_WORDS = frozenset(
+    _NEGATION_CUES
+    | {"it", "is", "are", "was", "were", "am", "be", "true", "that", "a", "an", "the", "any", "there",
+       "do", "does", "did", "has", "have", "had", "can", "could", "will", "would", "should", "shall",
+       "may", "might", "must"}
+)
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
+
+
+def clean_answer(text: str) -> str:
+    """Strip whitespace and a pair of quotes around the whole answer."""
+    out = text.strip()
+    while len(out) >= 2 and out[0] in _STRIP_QUOTES and out[-1] in _STRIP_QUOTES:
+        out = out[1:-1].strip()
+    return out
+
+
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower().replace("\u2019", "'"))
+
+
+def _negation_count(text: str) -> int:
+    return sum(1 for w in _words(text) if w in _NEGATION_CUES or w.endswith("n't"))
+
+
+def _stem(word: str) -> str:
+    # Simple inflection only, applied to both sides: wears/wear, watches/watch, carries/carry, dog's/dog.
+    if word.endswith("'s"):
+        word = word[:-2]
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "shes", "ches", "xes", "zzes", "oes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        return word[:-1]
+    return word
+
+
+def content_words(text: str) -> Counter:
+    """Multiset of stemmed content words: lower-cased, negation/function words and ``n't`` forms removed."""
+    return Counter(_stem(w) for w in _words(text) if w not in NEGATION_FUNCTION_WORDS and not w.endswith("n't"))
+
+
+def _norm_text(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def check_negation(question: str, answer: str) -> str | None:
+    """Why ``answer`` is not an acceptable negation of ``question`` (``None`` if it is).
+
+    Accepted: one line ending with ``?``, different from the question, with a different number of
+    negation cues (no/not/false/n't/...), and the same multiset of content words (see
+    :func:`content_words`): a negation may only add or remove the words of the two rules.
+    """
+    if not answer:
+        return "empty answer"
+    if "\n" in answer or "\r" in answer:
+        return "more than one line"
+    if not answer.endswith("?"):
+        return "does not end with '?'"
+    if _norm_text(answer) == _norm_text(question):
+        return "identical to the question"
+    if _negation_count(answer) == _negation_count(question):
+        return "adds or removes no negation"
+    want, got = content_words(question), content_words(answer)
+    if want != got:
+        added, removed = sorted((got - want).elements()), sorted((want - got).elements())
+        parts = ([f"added {added}"] if added else []) + ([f"removed {removed}"] if removed else [])
+        return "changes content words: " + ", ".join(parts)
+    return None
+
+
+def _classify(question: str, answer: str) -> str:
+    low = answer.lower()
+    if low.startswith("is it false that"):
+        return "llm/is_it_false"
+    if re.search(r"\bno\b", low) and not re.search(r"\bno\b", question.lower()):
+        return "llm/a_to_no"
+    return "llm/other"
+
+
+def _negation_request(question: str) -> ChatRequest:
+    return ChatRequest("negate", question, (("user", NEGATION_PROMPT.replace("[x_Q]", question)),))
+
+
+def _repair_request(first: ChatRequest, bad_answer: str, reason: str) -> ChatRequest:
+    messages = (*first.messages, ("assistant", bad_answer), ("user", REPAIR_PROMPT.format(reason=reason)))
+    return ChatRequest(first.task + "/repair", json.dumps([first.payload, bad_answer], ensure_ascii=False), messages)
+
+
+# -- negation --------------------------------------------------------------------------------------
+class LLMNegator:
+    """The paper's LLM negation (:data:`NEGATION_PROMPT`), checked, with :class:`RuleNegator` as fallback.
+
+    An answer that fails :func:`check_negation` is asked again once (the rejected answer and the
+    reason are sent back); if that fails too, or the request fails after its retries, the rules
+    negate the question and the result says ``negator="rules(fallback)"`` with the reason in ``note``.
+    Failed requests are not cached, so a rerun tries them again.
+
+    Picklable: a copy in a worker process (``negate_dataset(num_proc=N)``) opens its own client, so
+    ``stats`` then only counts the parent's requests.
+    """
+
+    FALLBACK = "rules(fallback)"
+
+    def __init__(self, config: LLMConfig | None = None, *, client: LLMClient | None = None) -> None:
+        self.config = client.config if client is not None else (config or LLMConfig())
+        self.name = f"llm:{self.config.model}"
+        self._client = client
+        self._rules = RuleNegator()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["config"])  # type: ignore[misc]
+
+    @property
+    def client(self) -> LLMClient:
+        """The client (created on first use)."""
+        if self._client is None:
+            self._client = LLMClient(self.config)
+        return self._client
+
+    @property
+    def stats(self) -> LLMStats:
+        """The client's request counters."""
+        return self.client.stats
+
+    def negate_batch(self, questions: list[str]) -> list[NegationResult]:
+        """Negate each question (see the class docstring)."""
+        cleaned = []
+        for i, q in enumerate(questions):
+            try:
+                cleaned.append(check_question(q))
+            except DataError as exc:
+                raise DataError(exc.reason, row=i, field="question") from None
+        firsts = [_negation_request(q) for q in cleaned]
+        answers = self.client.complete_many(firsts)
+        results: list[NegationResult | None] = [None] * len(cleaned)
+        repairs: list[tuple[int, ChatRequest]] = []
+        for i, (q, answer) in enumerate(zip(cleaned, answers)):
+            if isinstance(answer, RequestFailed):
+                results[i] = self._fallback(q, f"request failed: {answer.reason}")
+                continue
+            text = clean_answer(answer)
+            reason = check_negation(q, text)
+            if reason is None:
+                results[i] = NegationResult(text, self.name, _classify(q, text))
+            else:
+                repairs.append((i, _repair_request(firsts[i], answer, reason)))
+        if repairs:
+            second = self.client.complete_many([req for _, req in repairs])
+            for (i, _), answer in zip(repairs, second):
+                q = cleaned[i]
+                if isinstance(answer, RequestFailed):
+                    results[i] = self._fallback(q, f"request failed: {answer.reason}")
+                    continue
+                text = clean_answer(answer)
+                reason = check_negation(q, text)
+                if reason is None:
+                    results[i] = NegationResult(text, self.name, _classify(q, text))
+                else:
+                    results[i] = self._fallback(q, f"invalid LLM answer twice ({reason}): {text[:200]!r}")
+        return [r for r in results if r is not None]
+
+    def _fallback(self, question: str, reason: str) -> NegationResult:
+        self.client.stats.add(fallbacks=1)
+        logger.warning("LLM negation fell back to rules for %r: %s", question, reason)
+        rule = self._rules.negate(question)
+        return NegationResult(rule.question, self.FALLBACK, rule.rule, note=reason)
+
+
+# -- rephrasing ------------------------------------------------------------------------------------
+_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\(?\d+[.)])\s*")
+
+
+def parse_rephrasings(answer: str) -> list[str]:
+    """The non-empty lines of an answer, without bullets, numbering or surrounding quotes."""
+    lines = []
+    for line in answer.splitlines():
+        text = clean_answer(_BULLET.sub("", line, count=1))
+        if text:
+            lines.append(text)
+    return lines
+
+
+def check_rephrasings(question: str, lines: list[str], n: int) -> str | None:
+    """Why ``lines`` are not ``n`` acceptable rephrasings of ``question`` (``None`` if they are).
+
+    Accepted: at least ``n`` lines; the first ``n`` each end with ``?``, differ from the question and
+    from each other (ignoring case and spacing), and keep the question's negation count, so the
+    yes/no answer stays the same.
+    """
+    if len(lines) < n:
+        return f"{len(lines)} rephrasings instead of {n}"
+    seen = {_norm_text(question)}
+    for line in lines[:n]:
+        if not line.endswith("?"):
+            return f"{line!r} does not end with '?'"
+        norm = _norm_text(line)
+        if norm in seen:
+            return f"{line!r} repeats the question or another rephrasing"
+        seen.add(norm)
+        if _negation_count(line) != _negation_count(question):
+            return f"{line!r} adds or removes a negation"
+    return None
+
+
+def rephrase(
+    questions: Sequence[str],
+    n: int = 4,
+    *,
+    config: LLMConfig | None = None,
+    client: LLMClient | None = None,
+    on_error: OnError = "raise",
+) -> list[list[str]]:
+    """``n`` rephrasings per question that keep its meaning and answer (:data:`REPHRASE_PROMPT`).
+
+    Answers are cached and checked (:func:`check_rephrasings`); a rejected answer is asked again
+    once. Still rejected: :class:`DataError` naming the question (``on_error="raise"``) or an empty
+    list for it (``on_error="skip"``).
+    """
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    client = client or LLMClient(config)
+    cleaned = []
+    for i, q in enumerate(questions):
+        try:
+            cleaned.append(check_question(q))
+        except DataError as exc:
+            raise DataError(exc.reason, row=i, field="question") from None
+    firsts = [
+        ChatRequest(f"rephrase{n}", q, (("user", REPHRASE_PROMPT.format(n=n, question=q)),)) for q in cleaned
+    ]
+    return _checked(
+        client, firsts, cleaned,
+        parse=parse_rephrasings,
+        check=lambda q, lines: check_rephrasings(q, lines, n),
+        accept=lambda lines: lines[:n],
+        on_error=on_error,
+        what="rephrasing",
+    )
+
+
+def _checked(
+    client: LLMClient,
+    firsts: list[ChatRequest],
+    questions: list[str],
+    *,
+    parse: Callable[[str], Any],
+    check: Callable[[str, Any], str | None],
+    accept: Callable[[Any], Any],
+    on_error: OnError,
+    what: str,
+) -> list[Any]:
+    """Ask, check, ask once more with the reason for rejected answers, then fail as ``on_error`` says."""
+    results: list[Any] = [None] * len(firsts)
+    failed: dict[int, str] = {}
+    repairs: list[tuple[int, ChatRequest]] = []
+    for i, answer in enumerate(client.complete_many(firsts)):
+        if isinstance(answer, RequestFailed):
+            failed[i] = f"request failed: {answer.reason}"
+            continue
+        parsed = parse(answer)
+        reason = check(questions[i], parsed)
+        if reason is None:
+            results[i] = accept(parsed)
+        else:
+            repairs.append((i, _repair_request(firsts[i], answer, reason)))
+    if repairs:
+        for (i, _), answer in zip(repairs, client.complete_many([r for _, r in repairs])):
+            if isinstance(answer, RequestFailed):
+                failed[i] = f"request failed: {answer.reason}"
+                continue
+            parsed = parse(answer)
+            reason = check(questions[i], parsed)
+            if reason is None:
+                results[i] = accept(parsed)
+            else:
+                failed[i] = f"invalid LLM answer twice ({reason})"
+    for i, reason in sorted(failed.items()):
+        if on_error == "raise":
+            raise DataError(f"{what} of {questions[i]!r} failed: {reason}", row=i, field="question")
+        logger.warning("%s of %r skipped: %s", what, questions[i], reason)
+        results[i] = []
+    return results
+
+
+# -- MMVP multiple choice -> yes/no ----------------------------------------------------------------
+_YES_NO_START = re.compile(
+    r"^(is|are|was|were|am|do|does|did|can|could|will|would|should|shall|may|might|must|has|have|had)\b", re.I
+)
+
+
+def _letter(correct: str) -> str:
+    letter = str(correct).strip().strip("()").strip().lower()
+    if letter not in ("a", "b"):
+        raise DataError(f"correct answer must be (a) or (b), got {correct!r}", field="correct_answer")
+    return letter
+
+
+def check_mmvp_rewrite(option_a: str, answer: str) -> str | None:
+    """Why ``answer`` is not a yes/no question about option (a) (``None`` if it is)."""
+    if not answer:
+        return "empty answer"
+    if "\n" in answer or "\r" in answer:
+        return "more than one line"
+    if not answer.endswith("?"):
+        return "does not end with '?'"
+    if not _YES_NO_START.match(answer):
+        return "not a yes/no question (it must start with Is/Are/Does/Can/...)"
+    if re.search(r"\(\s*[ab]\s*\)|\boption\b", answer, re.I):
+        return "mentions the options instead of asking about option (a)"
+    wanted = set(content_words(option_a))
+    if wanted and not wanted & set(content_words(answer)):
+        return "does not use the words of option (a)"
+    return None
+
+
+class MMVPRewriter:
+    """Callable ``(question, option_a, option_b, correct_letter) -> (yes/no question, answer)``.
+
+    The question asks about option (a) (:data:`MMVP_REWRITE_PROMPT`), so the answer is ``yes`` iff
+    (a) is correct. A rejected answer is asked again once; then :class:`DataError` is raised.
+    """
+
+    def __init__(self, config: LLMConfig | None = None, *, client: LLMClient | None = None) -> None:
+        self.client = client or LLMClient(config)
+
+    @property
+    def stats(self) -> LLMStats:
+        """The client's request counters."""
+        return self.client.stats
+
+    def __call__(self, question: str, option_a: str, option_b: str, correct_letter: str) -> tuple[str, str]:
+        answer = "yes" if _letter(correct_letter) == "a" else "no"
+        for name, value in (("question", question), ("option_a", option_a), ("option_b", option_b)):
+            if not str(value).strip():
+                raise DataError("empty", field=name)
+        prompt = MMVP_REWRITE_PROMPT.format(question=question.strip(), option_a=option_a.strip(), option_b=option_b.strip())
+        payload = json.dumps([question.strip(), option_a.strip(), option_b.strip()], ensure_ascii=False)
+        first = ChatRequest("mmvp_yes_no", payload, (("user", prompt),))
+        (rewritten,) = _checked(
+            self.client, [first], [question],
+            parse=clean_answer,
+            check=lambda _q, text: check_mmvp_rewrite(option_a, text),
+            accept=lambda text: text,
+            on_error="raise",
+            what="MMVP yes/no rewrite",
+        )
+        return rewritten, answer
+
+
+def llm_mmvp_rewriter(config: LLMConfig | None = None, *, client: LLMClient | None = None) -> MMVPRewriter:
+    """An LLM-backed MMVP multiple-choice -> yes/no rewriter (see :class:`MMVPRewriter`)."""
+    return MMVPRewriter(config, client=client)

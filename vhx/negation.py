@@ -1,0 +1,932 @@
+"""Negating yes/no questions: the :class:`Negator` interface, the offline :class:`RuleNegator`, and
+the dataset-level helpers that turn source cases into (case, negated twin) pairs.
+
+The rules follow the paper's negation prompt (DESIGN.md, "Negation prompt"): change the article of a
+simple existence question to "no" (``Is there a dog in the image?`` -> ``Is there no dog in the
+image?``), otherwise prefix "Is it false that" to the question turned into a declarative clause
+(``Are the butterfly's wings open?`` -> ``Is it false that the butterfly's wings are open?``). Every
+other word is kept as written: letter case (except the first letter of the sentence), tense, clause
+order, pronouns and quoted text; only whitespace runs collapse to one space. Text before the
+auxiliary (``In the image, is there ...``) and after the question mark (``... ? Answer yes or no.``)
+is kept too.
+
+**Non-ASCII text** is kept as is: the rules only look at the English structure words (auxiliaries,
+articles, prepositions, ...), so ``Is there a café?`` -> ``Is there no café?`` and quoted text in any
+script passes through. Typographic apostrophes and quotes (``butterfly’s``, ``“OPEN”``) are understood.
+
+**Finding the subject.** A question ``AUX SUBJECT PREDICATE?`` is split by a documented heuristic,
+no parser: the subject is a pronoun (``you``, ``it``, ``there``, ...) or a noun phrase -- optional
+determiners, then at least one word, continued through possessives (``the butterfly's wings``),
+``of``/``and`` phrases and quoted text -- that ends before the first word that starts a predicate:
+
+* after *be*/*have* (``Is``, ``Are``, ``Was``, ``Has`` ...): a preposition (``on``, ``to``, ``facing``
+  is a participle), an article or determiner, an adverb (``not``, ``fully``), a comparative or a word
+  followed by ``than``, a participle (``-ing``, ``-ed``, ``written``, ``taken``), or a listed
+  predicate adjective (colours, shapes, sizes, states such as ``open``/``visible``/``present``) that
+  ends the question or is followed by a preposition, adverb, conjunction or another adjective (so the
+  ``red`` of ``the red car`` stays in the subject). A prepositional phrase followed by an ``-ing``
+  participle, a final adjective or a comparative belongs to the subject (``Is the man on the left
+  wearing glasses?``). If nothing matches, the last word is the predicate (``Is the cat fluffy?``).
+* after *do* and modals (``Does``, ``Can``, ``Will`` ...): the first word from a list of common verbs
+  (or ``not``/an adverb); else the word just before the first predicate word above (``Does the man
+  grab a cup?``); else the last word.
+
+Do-support is resolved with verb agreement: ``Does the man wear a hat?`` -> ``the man wears a hat``
+(``-s``/``-es``/``-ies`` and ``has``/``does``/``goes``/``is``), ``Do the dogs run?`` -> ``the dogs
+run``. ``Did`` keeps its auxiliary (``the man did wear a hat``) so the tense is unchanged without a
+table of irregular past forms; ``Does ... not``/adverbs keep ``does`` as well.
+
+**Double negation.** :class:`RuleNegator` recognises its own outputs: negating ``Is there no X?``
+gives ``Is there a/an X?`` and negating ``Is it false that S?`` turns ``S`` back into the question,
+so ``negate(negate(q)) == q``. The article after "no" is re-derived from spelling (``an apple``,
+``a unicorn``); where a source spells it otherwise (POPE has ``an traffic light``) pass the rule of
+the first negation (stored as ``negation_rule`` in the provenance) to :meth:`RuleNegator.unnegate`,
+which restores it exactly (the rule names say ``a_to_no`` / ``an_to_no`` / ``any_to_no``). The same
+hint undoes ``Is it true that S?`` -> ``Is it false that S?`` (rule ``true_to_false``), which plain
+double negation turns into the question form of ``S``.
+
+Questions the rules cannot negate raise :class:`~vhx.errors.DataError` naming the field
+``question``: empty text, text that is neither a question nor starts with an auxiliary verb,
+wh-questions (``What colour is ...?``), and questions whose subject and predicate cannot be found.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import random
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import datasets
+
+from vhx.errors import DataError
+from vhx.schema import FEATURES, case_id, dumps, flip_answer, loads, pair_id_of
+
+# -- rule names (what ``NegationResult.rule`` and ``rule_coverage`` report) ---------------------------
+RULE_A_TO_NO = "a_to_no"
+RULE_AN_TO_NO = "an_to_no"
+RULE_ANY_TO_NO = "any_to_no"
+RULE_NO_TO_A = "no_to_a"
+RULE_NO_TO_AN = "no_to_an"
+RULE_NO_TO_ANY = "no_to_any"
+RULE_FALSE_BE = "is_it_false/be"
+RULE_FALSE_THERE = "is_it_false/there"
+RULE_FALSE_AUX = "is_it_false/aux"
+RULE_FALSE_DO = "is_it_false/do"
+RULE_UNDO_FALSE = "undo_is_it_false"
+RULE_TRUE_TO_FALSE = "true_to_false"
+RULE_FALSE_TO_TRUE = "false_to_true"
+
+_ARTICLE_OF_RULE = {RULE_A_TO_NO: "a", RULE_AN_TO_NO: "an", RULE_ANY_TO_NO: "any"}
+_RULE_OF_ARTICLE = {v: k for k, v in _ARTICLE_OF_RULE.items()}
+_UNDO_RULE_OF_ARTICLE = {"a": RULE_NO_TO_A, "an": RULE_NO_TO_AN, "any": RULE_NO_TO_ANY}
+
+
+@dataclass(frozen=True)
+class NegationResult:
+    """One negated question.
+
+    Attributes:
+        question: the negated question.
+        negator: which negator produced it (``"rules"``, ``"llm:gpt-4o"``, ``"rules(fallback)"``).
+        rule: which rule fired (see the ``RULE_*`` names; ``llm/...`` for LLM outputs).
+        note: why a fallback happened (empty otherwise).
+    """
+
+    question: str
+    negator: str
+    rule: str
+    note: str = ""
+
+
+@runtime_checkable
+class Negator(Protocol):
+    """Anything that negates a batch of questions. Answers are flipped by the caller, not here."""
+
+    name: str
+
+    def negate_batch(self, questions: list[str]) -> list[NegationResult]:
+        """One :class:`NegationResult` per question, in order."""
+        ...
+
+
+# -- word lists ------------------------------------------------------------------------------------
+_BE = {"is", "are", "was", "were", "am", "isn't", "aren't", "wasn't", "weren't"}
+_HAVE = {"has", "have", "had", "hasn't", "haven't", "hadn't"}
+_MODALS = {
+    "can", "could", "will", "would", "should", "shall", "may", "might", "must", "cannot",
+    "can't", "couldn't", "won't", "wouldn't", "shouldn't", "mustn't",
+}
+_DO = {"does", "do", "did", "doesn't", "don't", "didn't"}
+_AUX = _BE | _HAVE | _MODALS | _DO
+
+_PRONOUNS = {
+    "it", "you", "he", "she", "they", "we", "i", "there", "someone", "somebody", "anyone", "anybody",
+    "something", "anything", "everyone", "everybody", "everything", "nobody", "nothing",
+}
+_THIRD_SINGULAR_PRONOUNS = {
+    "it", "he", "she", "this", "that", "someone", "somebody", "anyone", "anybody", "something",
+    "anything", "everyone", "everybody", "everything", "nobody", "nothing",
+}
+_DEMONSTRATIVES = {"this", "that", "these", "those"}
+_NUMBER_WORDS = {
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "several", "many", "few", "multiple",
+}
+# Words that open a noun phrase; a run of them is skipped before the head word ("all the dogs").
+_DETERMINERS = {
+    "the", "a", "an", "this", "that", "these", "those", "his", "her", "its", "their", "my", "your",
+    "our", "some", "any", "no", "each", "every", "all", "both", "another", "other",
+} | _NUMBER_WORDS
+# After the head word only these determiners start a predicate ("Is the man a doctor?").
+_PREDICATE_DETERMINERS = {
+    "the", "a", "an", "this", "these", "those", "his", "her", "its", "their", "my", "your", "our",
+    "some", "any", "no",
+}
+_CONNECTORS = {"of", "and", "or", "&"}
+# Prepositions that also end a phrase on their own ("the dog on the left", "the man inside").
+_PARTICLES = {
+    "left", "right", "out", "up", "down", "off", "over", "close", "far", "next", "past", "inside",
+    "outside", "behind", "around", "along", "near",
+}
+_PREPOSITIONS = {
+    "about", "above", "across", "against", "along", "alongside", "among", "around", "as", "at", "atop",
+    "before", "behind", "below", "beneath", "beside", "between", "beyond", "by", "close", "down",
+    "during", "far", "for", "from", "in", "inside", "into", "left", "like", "near", "next", "off", "on",
+    "onto", "out", "outside", "over", "past", "right", "than", "through", "to", "toward", "towards",
+    "under", "underneath", "up", "upon", "with", "within", "without",
+}
+_ADVERBS = {
+    "not", "never", "very", "too", "so", "quite", "really", "completely", "partially", "partly",
+    "fully", "mostly", "mainly", "slightly", "almost", "nearly", "only", "just", "still", "also",
+    "even", "all", "both", "each", "more", "less", "most", "least", "currently", "actually", "clearly",
+    "entirely", "totally", "exactly", "directly", "here", "there", "now", "today", "nearby", "together",
+    "apart", "away", "indoors", "outdoors", "upstairs", "downstairs", "ahead", "backwards", "forward",
+    "forwards", "sideways", "upside", "always", "often", "usually", "ever",
+}
+_COLOURS = {
+    "red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
+    "gray", "grey", "silver", "gold", "golden", "beige", "tan", "cyan", "magenta", "maroon", "navy",
+    "turquoise", "teal", "transparent", "colorful", "colourful", "multicolored", "multicoloured",
+    "dark", "pale", "bright",
+}
+_SHAPES = {
+    "round", "square", "circular", "rectangular", "triangular", "oval", "spherical", "cylindrical",
+    "hexagonal", "octagonal", "pentagonal", "flat", "curved", "straight", "pointed", "pointy",
+    "crooked", "bent", "crescent", "heart-shaped", "star-shaped", "diamond-shaped", "symmetric", "symmetrical",
+}
+_SIZES = {
+    "big", "small", "large", "tiny", "huge", "giant", "tall", "short", "long", "wide", "narrow",
+    "thick", "thin", "little", "enormous", "massive", "same", "equal", "different", "similar",
+    "identical",
+}
+_STATES = {
+    "open", "closed", "shut", "visible", "invisible", "present", "absent", "empty", "full", "lit",
+    "wet", "dry", "clean", "dirty", "new", "old", "young", "happy", "sad", "angry", "asleep", "awake",
+    "alone", "alive", "dead", "upright", "vertical", "horizontal", "diagonal", "level", "hot", "cold",
+    "warm", "cool", "sunny", "cloudy", "rainy", "snowy", "foggy", "shiny", "smooth", "rough", "soft",
+    "hard", "striped", "spotted", "plain", "bald", "male", "female", "ripe", "raw", "whole", "intact",
+    "real", "fake", "natural", "artificial", "clear", "blurry", "sharp", "busy", "crowded", "quiet",
+    "safe", "dangerous", "healthy", "fresh", "used", "able", "likely", "possible", "correct", "true",
+    "false", "wrong", "ready", "available", "complete", "partial", "on", "off", "free", "occupied",
+    "fluffy", "furry", "wooden", "metal", "metallic", "plastic", "sunlit",
+}
+_ADJECTIVES = _COLOURS | _SHAPES | _SIZES | _STATES
+_COMPARATIVES = {
+    "bigger", "smaller", "larger", "taller", "shorter", "longer", "wider", "narrower", "higher", "lower",
+    "closer", "nearer", "farther", "further", "brighter", "darker", "lighter", "heavier", "thicker",
+    "thinner", "older", "younger", "newer", "greater", "fewer", "more", "less", "better", "worse",
+    "faster", "slower", "deeper", "cleaner", "dirtier", "wetter", "warmer", "colder", "hotter",
+    "softer", "harder", "rounder", "biggest", "smallest", "largest", "tallest", "shortest", "longest",
+    "highest", "lowest", "closest", "nearest", "farthest", "furthest", "brightest", "darkest",
+    "heaviest", "oldest", "youngest", "newest", "best", "worst",
+}
+_IRREGULAR_PARTICIPLES = {
+    "written", "shown", "seen", "taken", "broken", "hidden", "drawn", "worn", "given", "made", "held",
+    "built", "hung", "shut", "stuck", "torn", "sewn", "thrown", "grown", "blown", "frozen", "chosen",
+    "spoken", "stolen", "fallen", "eaten", "beaten", "bitten", "ridden", "driven", "forgotten",
+    "gotten", "got", "done", "gone", "been", "known", "flown", "cut", "put", "laid", "caught", "bought",
+    "brought", "taught", "found", "bound", "sold", "told", "kept", "slept", "spent", "sent", "lent",
+    "meant", "felt", "dug", "spun", "shot", "fed", "led", "spread", "split", "sunk", "struck", "swept",
+    "woven", "shaken", "shrunk", "sung", "swung", "won", "burnt", "spilt", "lost", "sat", "stood",
+    "understood", "mounted", "placed",
+}
+# -ing / -ed words that are usually nouns (or colours) when they follow the head word.
+_NOT_PARTICIPLES = {
+    "building", "ceiling", "painting", "clothing", "drawing", "thing", "string", "spring", "swing",
+    "morning", "evening", "wedding", "railing", "icing", "frosting", "topping", "filling", "sibling",
+    "lighting", "housing", "parking", "writing", "crossing", "sling", "stuffing", "dressing",
+    "pudding", "awning", "opening", "bedding", "siding", "seating", "shed", "sled", "seed", "weed",
+    "reed", "feed", "steed", "need", "speed", "breed", "tweed", "hundred", "sacred", "bread",
+}
+# Bare verbs that start the predicate of a do-/modal question; a word that is not listed can still be
+# found by the fallbacks (see the module docstring).
+_VERBS = {
+    "appear", "be", "become", "belong", "bend", "bite", "block", "bloom", "break", "burn", "buy",
+    "carry", "cast", "catch", "chase", "climb", "close", "come", "contain", "cook", "cover", "cross",
+    "cry", "cut", "dance", "depict", "display", "do", "drag", "drink", "drip", "drive", "eat", "extend",
+    "face", "fall", "feature", "feed", "fight", "fill", "fit", "float", "flow", "fly", "follow", "form",
+    "get", "give", "glow", "go", "graze", "grow", "hang", "have", "hide", "hit", "hold", "hug",
+    "include", "jump", "keep", "kick", "kiss", "land", "laugh", "lay", "lead", "leak", "lean", "leave",
+    "lick", "lie", "lift", "like", "live", "look", "make", "match", "melt", "move", "need", "open",
+    "overlap", "own", "park", "perch", "pet", "play", "point", "pull", "push", "reach", "read",
+    "reflect", "remain", "resemble", "rest", "ride", "run", "sail", "say", "see", "seem", "sell",
+    "serve", "shade", "share", "shine", "show", "sing", "sink", "sit", "skate", "ski", "sleep",
+    "smile", "sniff", "speak", "spray", "stand", "stare", "stay", "stop", "surf", "swim", "take",
+    "talk", "throw", "touch", "tow", "turn", "use", "wait", "walk", "watch", "wave", "wear", "work",
+    "write",
+}
+_DO_KEEP = {"not", "never", "really", "actually", "also", "still", "ever", "just", "only", "always",
+            "often", "usually", "even"}
+_IRREGULAR_3SG = {"have": "has", "do": "does", "go": "goes", "be": "is"}
+_IRREGULAR_3SG_REV = {v: k for k, v in _IRREGULAR_3SG.items()}
+_IRREGULAR_PLURALS = {"people", "men", "women", "children", "mice", "teeth", "feet", "geese", "police"}
+_QUOTE_PAIRS = {"'": "'", '"': '"', "\u2018": "\u2019", "\u201c": "\u201d", "`": "`"}
+_TRAILING_PUNCT = ".,;:!"
+
+
+class _Unparsable(Exception):
+    """A question that starts like a yes/no question but whose parts cannot be found."""
+
+
+# -- tokens ----------------------------------------------------------------------------------------
+def _norm(token: str) -> str:
+    """Lower-cased token with typographic apostrophes made ASCII and trailing punctuation dropped."""
+    return token.lower().replace("\u2019", "'").rstrip(_TRAILING_PUNCT)
+
+
+def _tokenize(text: str) -> list[str]:
+    """Whitespace tokens, except that a quoted span ('NO PARKING') stays one token."""
+    raw = text.split()
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        tok = raw[i]
+        closer = _QUOTE_PAIRS.get(tok[0])
+        if closer is not None and not tok[1:].rstrip(_TRAILING_PUNCT + "?").endswith(closer):
+            j = i + 1
+            while j < len(raw) and not raw[j].rstrip(_TRAILING_PUNCT + "?").endswith(closer):
+                j += 1
+            if j < len(raw):
+                out.append(" ".join(raw[i : j + 1]))
+                i = j + 1
+                continue
+        out.append(tok)
+        i += 1
+    return out
+
+
+def _is_possessive(token: str) -> bool:
+    low = _norm(token)
+    return low.endswith("'s") or (low.endswith("s'") and len(low) > 2)
+
+
+def _is_participle(low: str) -> bool:
+    if low in _NOT_PARTICIPLES:
+        return False
+    if low in _IRREGULAR_PARTICIPLES:
+        return True
+    return (low.endswith("ing") and len(low) >= 5) or (low.endswith("ed") and len(low) >= 4)
+
+
+def _match_case(new: str, old: str) -> str:
+    if len(old) > 1 and old.isupper():
+        return new.upper()
+    if old[:1].isupper():
+        return new[:1].upper() + new[1:]
+    return new
+
+
+def _capitalize(token: str) -> str:
+    return token[:1].upper() + token[1:]
+
+
+def _lower_first(token: str) -> str:
+    # "I" stays capitalised; any other sentence-initial word is lower-cased when moved inside.
+    return token if token in ("I", "I'm") else token[:1].lower() + token[1:]
+
+
+# -- verb agreement --------------------------------------------------------------------------------
+def _third_singular(verb: str) -> str:
+    """``wear`` -> ``wears``, ``watch`` -> ``watches``, ``carry`` -> ``carries``, ``have`` -> ``has``."""
+    low = verb.lower()
+    if low in _IRREGULAR_3SG:
+        return _match_case(_IRREGULAR_3SG[low], verb)
+    if low.endswith(("s", "x", "z", "ch", "sh", "o")):
+        return verb + "es"
+    if len(low) > 1 and low.endswith("y") and low[-2] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
+
+
+def _base_form(verb: str) -> str:
+    """Inverse of :func:`_third_singular` for the forms it produces."""
+    low = verb.lower()
+    if low in _IRREGULAR_3SG_REV:
+        return _match_case(_IRREGULAR_3SG_REV[low], verb)
+    if low.endswith("ies") and len(low) > 4:
+        return verb[:-3] + "y"
+    if low.endswith(("sses", "shes", "ches", "xes", "zzes", "oes")):
+        return verb[:-2]
+    if low.endswith("s") and not low.endswith("ss"):
+        return verb[:-1]
+    return verb
+
+
+def _is_third_singular(verb: str) -> bool:
+    low = verb.lower()
+    if low in _IRREGULAR_3SG_REV:
+        return True
+    return low.endswith("s") and _third_singular(_base_form(low)) == low
+
+
+def _is_verb(low: str, *, inflected: bool) -> bool:
+    if low in _VERBS:
+        return True
+    return inflected and low.endswith("s") and _base_form(low) in _VERBS and _third_singular(_base_form(low)) == low
+
+
+def _article_for(word: str) -> str:
+    """``a`` or ``an`` by spelling, with the common exceptions (``an hour``, ``a unicorn``)."""
+    low = word.lower().lstrip("'\"\u2018\u201c")
+    if low[:1].isdigit():
+        return "an" if low.startswith(("8", "11", "18")) else "a"
+    if low.startswith(("hour", "honest", "honor", "honour", "heir")):
+        return "an"
+    if low.startswith(("uni", "use", "usu", "ute", "uk", "eu", "ewe", "one", "once")):
+        return "a"
+    return "an" if low[:1] in ("a", "e", "i", "o", "u") else "a"
+
+
+# -- subject / predicate split ---------------------------------------------------------------------
+def _free_positions(low: list[str]) -> list[int]:
+    """Positions of a noun phrase where its predicate may start.
+
+    Words right after the determiners, after a possessive and after ``of``/``and``/``or`` (plus the
+    determiners that follow them) are *forced* into the subject; the others are *free*.
+    """
+    n = len(low)
+    i = 0
+    while i < n - 1 and low[i] in _DETERMINERS:
+        i += 1
+    free: list[int] = []
+    j = i + 1  # the head word after the determiners is always part of the subject
+    while j < n:
+        if _is_possessive(low[j - 1]):
+            j += 1
+            continue
+        if low[j] in _CONNECTORS and j + 1 < n:
+            k = j + 1
+            while k < n - 1 and low[k] in _DETERMINERS:
+                k += 1
+            j = k + 1
+            continue
+        free.append(j)
+        j += 1
+    return free
+
+
+def _be_boundary(low: list[str], j: int) -> bool:
+    """Whether word ``j`` starts the predicate of a be/have question."""
+    w = low[j]
+    nxt = low[j + 1] if j + 1 < len(low) else None
+    if w in _CONNECTORS:
+        return False
+    if w in _PREPOSITIONS or w in _ADVERBS or w in _COMPARATIVES or w in _PREDICATE_DETERMINERS:
+        return True
+    # "bigger than ...", and "X shaped"/"X colored" read as one adjective ("crescent shaped").
+    if nxt in ("than", "shaped", "colored", "coloured") or _is_participle(w):
+        return True
+    if w in _ADJECTIVES:
+        # "the red car" keeps "red" in the subject; "the car red", "red in colour", "red and white" do not.
+        # After another adjective it names the thing ("the red square"): "dark blue" already split at "dark".
+        if low[j - 1] in _ADJECTIVES:
+            return False
+        return (
+            nxt is None
+            or nxt in _PREPOSITIONS
+            or nxt in _ADVERBS
+            or nxt in _ADJECTIVES
+            or nxt in _COMPARATIVES
+            or nxt in ("and", "or", "but")
+        )
+    return False
+
+
+def _starts_with_pronoun(low: list[str], *, verb_mode: bool, declarative: bool) -> bool:
+    first = low[0]
+    if first in _PRONOUNS:
+        return True
+    if first in _DEMONSTRATIVES:
+        if len(low) == 1:
+            return True
+        nxt = low[1]
+        return (
+            nxt in _PREDICATE_DETERMINERS
+            or _be_boundary(low, 1)
+            or (declarative and nxt in _AUX)
+            or (verb_mode and _is_verb(nxt, inflected=declarative))
+        )
+    return False
+
+
+# Prepositions that take a gerund object ("close to being", "good at running"): an -ing word right
+# after one of them is not the predicate.
+_GERUND_PREPS = {"to", "of", "at", "in", "by", "with", "for", "from", "into", "onto", "about", "than", "as"}
+_PHRASE_STOPS = {"be", "being", "than", "and", "or", "but", "not"}
+
+
+def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool) -> int | None:
+    """Where the predicate starts if the preposition at ``j`` belongs to the subject, else None.
+
+    ``Is the man on the left wearing glasses?`` reads as "the man on the left" + "is wearing glasses":
+    a prepositional phrase followed by an -ing participle, a final adjective or a comparative with
+    "than" is part of the subject. Declarative clauses look for the auxiliary instead.
+    """
+    for k in range(j + 1, len(low)):
+        w, prev = low[k], low[k - 1]
+        if declarative:
+            if w in _AUX:
+                return k
+        elif prev not in _DETERMINERS and prev not in _GERUND_PREPS:
+            if w.endswith("ing") and _is_participle(w):
+                return k
+            if k == len(low) - 1 and w in _ADJECTIVES:
+                return k
+            if w in _COMPARATIVES and k + 1 < len(low) and low[k + 1] == "than":
+                return k
+        if _is_participle(w) or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
+            return None
+        if w == "to" and prev not in _PREPOSITIONS:
+            return None
+    return None
+
+
+def _split_be(low: list[str], *, declarative: bool) -> int | None:
+    """End of the subject of a be/have question (or, declarative, the index of its auxiliary)."""
+    if _starts_with_pronoun(low, verb_mode=False, declarative=declarative):
+        return 1
+    free = _free_positions(low)
+    for j in free:
+        if declarative and low[j] in _AUX:
+            return j
+        if _be_boundary(low, j):
+            if low[j] in _PREPOSITIONS and low[j] not in _ADVERBS:
+                past = _past_prepositional_phrase(low, j, declarative=declarative)
+                if past is not None:
+                    return past
+            return j
+    if declarative:
+        return None
+    # "Is the cat fluffy?": an adjective we do not list is the last word.
+    last = len(low) - 1
+    return last if last in free else None
+
+
+def _split_verb(low: list[str], *, declarative: bool) -> int | None:
+    """End of the subject of a do/modal question (or, declarative, a clause with a finite verb)."""
+    if _starts_with_pronoun(low, verb_mode=True, declarative=declarative):
+        return 1
+    free = _free_positions(low)
+    for j in free:
+        if low[j] in _DO_KEEP or (declarative and low[j] in _AUX):
+            return j
+        # A word right after a determiner or preposition is a noun ("on the park bench"), not the verb.
+        prev = low[j - 1]
+        after_noun_marker = prev in _DETERMINERS or (prev in _PREPOSITIONS and prev not in _PARTICLES)
+        if _is_verb(low[j], inflected=declarative) and not after_noun_marker:
+            return j
+    free_set = set(free)
+    for j in free:
+        if _be_boundary(low, j):
+            return j - 1 if (j - 1) in free_set else None
+    last = len(low) - 1
+    return last if last in free_set else None
+
+
+# -- question <-> declarative ---------------------------------------------------------------------
+def _declarative(tokens: list[str]) -> tuple[list[str], str]:
+    """``AUX SUBJECT PREDICATE`` tokens -> (declarative clause tokens, rule name)."""
+    aux_tok, rest = tokens[0], tokens[1:]
+    aux = _norm(aux_tok)
+    low = [_norm(t) for t in rest]
+    if not rest:
+        raise _Unparsable("nothing after the auxiliary verb")
+    if aux in _BE or aux in _HAVE:
+        k = _split_be(low, declarative=False)
+    else:
+        k = _split_verb(low, declarative=False)
+    if k is None or k <= 0 or k >= len(rest):
+        raise _Unparsable("cannot find where the subject ends and the predicate starts")
+    subject, predicate = rest[:k], rest[k:]
+    aux_word = aux_tok.lower()
+    if aux in ("does", "do") and _norm(predicate[0]) not in _DO_KEEP:
+        verb = predicate[0]
+        finite = _third_singular(verb) if aux == "does" else verb
+        clause = [*subject, finite, *predicate[1:]]
+    else:
+        clause = [*subject, aux_word, *predicate]
+    if low[:k] == ["there"]:
+        rule = RULE_FALSE_THERE
+    elif aux in _BE:
+        rule = RULE_FALSE_BE
+    elif aux in _DO:
+        rule = RULE_FALSE_DO
+    else:
+        rule = RULE_FALSE_AUX
+    return clause, rule
+
+
+def _is_plural_subject(low_subject: list[str]) -> bool:
+    if "and" in low_subject or "&" in low_subject:
+        return True
+    head = low_subject[: low_subject.index("of")] if "of" in low_subject else low_subject
+    last = head[-1]
+    if last in _IRREGULAR_PLURALS or last in ("these", "those", "both", "all"):
+        return True
+    return last.endswith("s") and not last.endswith(("ss", "us", "is", "'s"))
+
+
+def _question_from_aux(tokens: list[str], k: int) -> list[str]:
+    """Clause ``SUBJECT AUX REST`` with the auxiliary at ``k`` -> question tokens."""
+    subject, aux_tok, rest = tokens[:k], tokens[k], tokens[k + 1 :]
+    aux = _norm(aux_tok)
+    nxt = _norm(rest[0]) if rest else ""
+    main_do = aux in ("does", "do") and nxt not in _DO_KEEP
+    main_have = aux in ("has", "have") and not (_is_participle(nxt) or nxt in _DO_KEEP)
+    if (main_do or main_have) and rest:
+        return _question_from_verb(tokens, k)
+    return [_capitalize(aux_tok), *subject, *rest]
+
+
+def _question_from_verb(tokens: list[str], k: int) -> list[str]:
+    """Clause ``SUBJECT VERB REST`` (finite verb at ``k``) -> do-support question tokens."""
+    subject, verb, rest = tokens[:k], tokens[k], tokens[k + 1 :]
+    low_subject = [_norm(t) for t in subject]
+    if len(low_subject) == 1 and low_subject[0] in _PRONOUNS | _DEMONSTRATIVES:
+        singular = low_subject[0] in _THIRD_SINGULAR_PRONOUNS
+    else:
+        singular = not _is_plural_subject(low_subject)
+    if singular and _is_third_singular(verb):
+        return ["Does", *subject, _base_form(verb), *rest]
+    return ["Do", *subject, verb, *rest]
+
+
+def _question_from_declarative(tokens: list[str]) -> list[str] | None:
+    """Invert a declarative clause (as :func:`_declarative` writes it) into a question, or None."""
+    if not tokens:
+        return None
+    low = [_norm(t) for t in tokens]
+    # Be/have clauses first: a subject like "the bus stop" must not be read as subject + verb "stop".
+    k = _split_be(low, declarative=True)
+    if k is not None and 0 < k < len(tokens) and low[k] in _AUX:
+        return _question_from_aux(tokens, k)
+    k = _split_verb(low, declarative=True)
+    if k is None or k <= 0 or k >= len(tokens):
+        return None
+    if low[k] in _AUX:
+        return _question_from_aux(tokens, k)
+    return _question_from_verb(tokens, k)
+
+
+# -- the rule negator ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Parts:
+    prefix: list[str]  # "In the image," before the auxiliary verb
+    core: list[str]  # from the auxiliary verb to the question mark
+    suffix: str  # text after the question mark, kept verbatim ("? Answer yes or no.")
+
+
+def check_question(question: Any) -> str:
+    """The question stripped of outer whitespace; :class:`DataError` for empty or non-question text."""
+    if not isinstance(question, str):
+        raise DataError(f"question must be a string, got {type(question).__name__}", field="question")
+    text = question.strip()
+    if not text:
+        raise DataError("empty question", field="question")
+    _split_parts(text)
+    return text
+
+
+def _split_parts(text: str) -> _Parts:
+    # The question ends at the first "?" followed by whitespace or the end ('WHY?' in quotes is kept).
+    match = re.search(r"\?(?=\s|$)", text)
+    body, suffix = (text[: match.start()], text[match.end() :]) if match else (text, "")
+    tokens = _tokenize(body)
+    low = [_norm(t) for t in tokens]
+    if not tokens:
+        raise DataError("empty question", field="question")
+    if low[0] in _AUX:
+        return _Parts([], tokens, suffix)
+    for j in range(1, len(tokens)):
+        if tokens[j - 1].endswith(",") and low[j] in _AUX:
+            return _Parts(tokens[:j], tokens[j:], suffix)
+    if match is None:
+        raise DataError(
+            f"not a question (no '?' and no auxiliary verb such as Is/Are/Does/Can at the start): {text!r}",
+            field="question",
+        )
+    raise DataError(
+        f"not a yes/no question (it must start with an auxiliary verb such as Is/Are/Does/Can): {text!r}",
+        field="question",
+    )
+
+
+def _is_simple_existence(low: list[str]) -> bool:
+    """``Is there a dog in the image?``: be + there + a/an/any/no, no coordination or lists."""
+    if len(low) < 4 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
+        return False
+    if low[2] not in ("a", "an", "any", "no"):
+        return False
+    # "no dog and no cat" is not the negation of "a dog and a cat": coordinated objects use "Is it false".
+    return not any(w in ("and", "or", "nor", "but", "&") or w.endswith(",") for w in low[3:]) and not any(
+        t.endswith(",") for t in low[2:-1]
+    )
+
+
+class RuleNegator:
+    """Deterministic, offline negation by the paper prompt's two rules (see the module docstring).
+
+    Stateless and picklable, so ``negate_dataset(..., num_proc=N)`` can ship it to worker processes.
+    """
+
+    name = "rules"
+
+    def negate(self, question: str) -> NegationResult:
+        """Negate one question; :class:`DataError` (field ``question``) if it is not a yes/no question."""
+        text = check_question(question)
+        parts = _split_parts(text)
+        try:
+            core, rule = self._negate_core(parts.core)
+        except _Unparsable as exc:
+            raise DataError(f"cannot negate {text!r}: {exc}", field="question") from None
+        return NegationResult(self._join(parts, core), self.name, rule)
+
+    def negate_batch(self, questions: list[str]) -> list[NegationResult]:
+        """Negate each question; a bad one raises :class:`DataError` naming its position (``row``)."""
+        out = []
+        for i, q in enumerate(questions):
+            try:
+                out.append(self.negate(q))
+            except DataError as exc:
+                raise DataError(exc.reason, row=i, field="question") from None
+        return out
+
+    def unnegate(self, question: str, rule: str | None = None) -> str:
+        """Undo a negation made by these rules.
+
+        ``rule`` is the :attr:`NegationResult.rule` of that negation (``negation_rule`` in the
+        provenance): with it the exact article of ``Is there no X`` (``a``/``an``/``any``) and the
+        ``Is it true that`` form come back even where they differ from the spelling rule. Without it
+        this is the same as :meth:`negate`.
+        """
+        text = check_question(question)
+        if rule in _ARTICLE_OF_RULE or rule == RULE_TRUE_TO_FALSE:
+            parts = _split_parts(text)
+            core = list(parts.core)
+            low = [_norm(t) for t in core]
+            if rule == RULE_TRUE_TO_FALSE:
+                if low[:4] != ["is", "it", "false", "that"]:
+                    raise DataError(f"{text!r} is not an 'Is it false that ...' question", field="question")
+                core[2] = _match_case("true", core[2])
+            else:
+                if not (_is_simple_existence(low) and low[2] == "no"):
+                    raise DataError(f"{text!r} is not an 'Is there no ...' question", field="question")
+                core[2] = _match_case(_ARTICLE_OF_RULE[rule], core[2])
+            return self._join(parts, core)
+        return self.negate(text).question
+
+    # -- internals ---------------------------------------------------------------------------------
+    @staticmethod
+    def _join(parts: _Parts, core: list[str]) -> str:
+        if parts.prefix:
+            core = [_lower_first(core[0]), *core[1:]]
+            words = [*parts.prefix, *core]
+        else:
+            words = [_capitalize(core[0]), *core[1:]]
+        return " ".join(words) + "?" + parts.suffix
+
+    def _negate_core(self, core: list[str]) -> tuple[list[str], str]:
+        low = [_norm(t) for t in core]
+        if low[:4] == ["is", "it", "false", "that"] and len(core) > 4:
+            question = _question_from_declarative(core[4:])
+            if question is not None:
+                return question, RULE_UNDO_FALSE
+            return [core[0], core[1], _match_case("true", core[2]), *core[3:]], RULE_FALSE_TO_TRUE
+        if low[:4] == ["is", "it", "true", "that"] and len(core) > 4:
+            return [core[0], core[1], _match_case("false", core[2]), *core[3:]], RULE_TRUE_TO_FALSE
+        if _is_simple_existence(low):
+            out = list(core)
+            article = low[2]
+            if article == "no":
+                restored = "any" if low[0] in ("are", "were") else _article_for(core[3])
+                out[2] = _match_case(restored, core[2])
+                return out, _UNDO_RULE_OF_ARTICLE[restored]
+            out[2] = _match_case("no", core[2])
+            return out, _RULE_OF_ARTICLE[article]
+        clause, rule = _declarative(list(core))
+        return ["Is", "it", "false", "that", *clause], rule
+
+
+def rule_coverage(questions: Sequence[str]) -> Counter:
+    """How often each rule fires on ``questions`` (``"unsupported"`` counts the ones it rejects)."""
+    negator = RuleNegator()
+    counts: Counter = Counter()
+    for q in questions:
+        try:
+            counts[negator.negate(q).rule] += 1
+        except DataError:
+            counts["unsupported"] += 1
+    return counts
+
+
+# -- datasets --------------------------------------------------------------------------------------
+class _PairMapper:
+    """Batched ``Dataset.map`` function: each row followed by its negated twin (picklable)."""
+
+    def __init__(self, negator: Negator) -> None:
+        self.negator = negator
+
+    def __call__(self, batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
+        n = len(indices)
+        for j in range(n):
+            if batch["negated"][j]:
+                raise DataError("row is already negated; negate_dataset takes original cases", row=indices[j], field="negated")
+        try:
+            results = self.negator.negate_batch(list(batch["question"]))
+        except DataError as exc:
+            row = indices[exc.row] if isinstance(exc.row, int) and 0 <= exc.row < n else exc.row
+            raise DataError(exc.reason, row=row, field=exc.field or "question") from None
+        if len(results) != n:
+            raise DataError(f"negator {self.negator.name!r} returned {len(results)} results for {n} questions")
+        out: dict[str, list[Any]] = {key: [] for key in batch}
+        for j in range(n):
+            row = {key: values[j] for key, values in batch.items()}
+            twin = dict(row)
+            res = results[j]
+            try:
+                twin["answer"] = flip_answer(row["answer"])
+            except DataError as exc:
+                raise DataError(exc.reason, row=indices[j], field="answer") from None
+            twin_id = case_id(
+                row["source"], row["subset"], row["source_id"],
+                negated=True, transform=row["transform"], target_model=row["target_model"],
+            )
+            if pair_id_of(twin_id) != row["pair_id"]:
+                raise DataError(
+                    f"pair_id {row['pair_id']!r} does not match the case's fields (expected {pair_id_of(twin_id)!r})",
+                    row=indices[j], field="pair_id",
+                )
+            provenance = loads(row["provenance"])
+            provenance.update(negator=res.negator, negation_rule=res.rule, original_question=row["question"])
+            if res.note:
+                provenance["negation_note"] = res.note
+            twin.update(id=twin_id, question=res.question, negated=True, provenance=dumps(provenance))
+            for key in out:
+                out[key].append(row[key])
+            for key in out:
+                out[key].append(twin[key])
+        return out
+
+
+def negate_dataset(
+    ds: datasets.Dataset,
+    negator: Negator,
+    *,
+    batch_size: int = 256,
+    num_proc: int | None = None,
+) -> datasets.Dataset:
+    """Turn a split of original cases into pairs: each row followed by its negated twin.
+
+    The twin keeps the image and every image field, gets ``negated=True``, the flipped answer, the id
+    ``...+neg`` and the same ``pair_id``; its provenance gains ``negator``, ``negation_rule`` and
+    ``original_question`` (and ``negation_note`` for fallbacks). Images pass through the map as
+    stored bytes/paths, never decoded. Rows already negated raise :class:`DataError`.
+    """
+    missing = [c for c in FEATURES if c not in ds.column_names]
+    if missing:
+        raise DataError(f"dataset lacks column(s) {missing}", field=missing[0])
+    image_feature = ds.features["image"]
+    plain = ds.cast_column("image", datasets.Image(decode=False))
+    pairs = plain.map(
+        _PairMapper(negator),
+        batched=True,
+        batch_size=batch_size,
+        with_indices=True,
+        num_proc=num_proc,
+        remove_columns=plain.column_names,
+        features=plain.features,
+        desc=f"negating ({negator.name})",
+    )
+    return pairs.cast_column("image", image_feature)
+
+
+# -- human review export ---------------------------------------------------------------------------
+REVIEW_COLUMNS = (
+    "id", "pair_id", "original_question", "negated_question", "original_answer", "negated_answer",
+    "negator", "rule", "correct?",
+)
+_THUMB_SIZE = (160, 160)
+
+
+def _thumbnail_data_uri(image: dict[str, Any] | None) -> str | None:
+    from PIL import Image
+
+    if not image:
+        return None
+    try:
+        source = io.BytesIO(image["bytes"]) if image.get("bytes") else image.get("path")
+        if not source:
+            return None
+        with Image.open(source) as im:
+            im = im.convert("RGB")
+            im.thumbnail(_THUMB_SIZE)
+            buf = io.BytesIO()
+            im.save(buf, format="JPEG", quality=70)
+    except (OSError, ValueError):
+        return None
+    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def review_export(
+    pairs_ds: datasets.Dataset,
+    out_dir: str | Path,
+    n: int = 100,
+    seed: int = 0,
+) -> tuple[Path, Path]:
+    """Sample ``n`` (case, negated twin) pairs for human checking, as the paper's manual verification.
+
+    Writes ``negation_review.csv`` (one row per pair, an empty ``correct?`` column to fill in) and
+    ``negation_review.html`` (the same table with a small embedded JPEG thumbnail per pair) into
+    ``out_dir``; returns both paths. The sample is deterministic for a given ``seed``.
+    """
+    plain = pairs_ds.cast_column("image", datasets.Image(decode=False))
+    originals: dict[str, int] = {}
+    twins: dict[str, int] = {}
+    for i, (pid, neg) in enumerate(zip(plain["pair_id"], plain["negated"])):
+        (twins if neg else originals).setdefault(pid, i)
+    complete = sorted(p for p in originals if p in twins)
+    if not complete:
+        raise DataError("no complete (case, negated twin) pairs to review", field="pair_id")
+    chosen = random.Random(seed).sample(complete, min(max(n, 0), len(complete)))
+    chosen.sort(key=originals.__getitem__)
+    orig_rows = plain.select([originals[p] for p in chosen])
+    twin_rows = plain.select([twins[p] for p in chosen]).remove_columns("image")
+
+    records = []
+    for orig, twin in zip(orig_rows, twin_rows):
+        prov = loads(twin["provenance"])
+        records.append(
+            {
+                "id": orig["id"],
+                "pair_id": orig["pair_id"],
+                "original_question": orig["question"],
+                "negated_question": twin["question"],
+                "original_answer": orig["answer"],
+                "negated_answer": twin["answer"],
+                "negator": str(prov.get("negator", "")),
+                "rule": str(prov.get("negation_rule", "")),
+                "correct?": "",
+                "_image": orig["image"],
+            }
+        )
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "negation_review.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(REVIEW_COLUMNS), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+
+    html_path = out / "negation_review.html"
+    html_path.write_text(_review_html(records, total=len(complete)), encoding="utf-8")
+    return csv_path, html_path
+
+
+def _review_html(records: list[dict[str, Any]], *, total: int) -> str:
+    esc = html.escape
+    head_cells = "".join(f"<th>{esc(c)}</th>" for c in ("image", *REVIEW_COLUMNS))
+    body = []
+    for rec in records:
+        uri = _thumbnail_data_uri(rec["_image"])
+        img = f'<img src="{uri}" alt="{esc(rec["id"])}">' if uri else "<em>image unavailable</em>"
+        cells = "".join(f"<td>{esc(str(rec[c]))}</td>" for c in REVIEW_COLUMNS)
+        body.append(f'<tr class="pair"><td>{img}</td>{cells}</tr>')
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vhx negation review</title>\n"
+        "<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}"
+        "th{background:#f0f0f0}img{max-width:160px;max-height:160px}</style></head><body>\n"
+        f"<h1>Negation review: {len(records)} of {total} pairs</h1>\n"
+        "<p>For each pair, check that the negated question is the exact negation of the original "
+        "(same image, flipped answer) and fill in the <code>correct?</code> column of the CSV.</p>\n"
+        f"<table><thead><tr>{head_cells}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>\n</body></html>\n"
+    )
