@@ -199,7 +199,7 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
     g = p.add_argument_group("LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
     g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper)")
     g.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 for vLLM (default: OpenAI)")
-    g.add_argument("--temperature", type=float, help="sampling temperature (default 0)")
+    g.add_argument("--llm-temperature", dest="temperature", type=float, help="sampling temperature (default 0)")
     g.add_argument("--concurrency", type=int, help="requests in flight (default 8)")
     g.add_argument("--timeout", type=float, help="seconds per request (default 60)")
     g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
@@ -222,6 +222,78 @@ def cmd_gallery(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+    g = p.add_argument_group("model")
+    g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, or openai:MODEL[@BASE_URL]")
+    g.add_argument("--mode", choices=["generate", "logits"], default="generate", help="generate a reply and parse it, or compare P(yes) and P(no) in one forward pass")
+    g.add_argument("--batch-size", type=int, default=8, help="cases per batch")
+    g.add_argument("--dtype", help="auto, float32, bfloat16, float16 (transformers)")
+    g.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the accelerate process's device)")
+    g.add_argument("--adapter", help="PEFT/LoRA adapter applied on top of --model")
+    g.add_argument("--prompt-template", help="prompt with {question}; default appends 'Answer the question using a single word or phrase.'")
+    g.add_argument("--max-new-tokens", type=int, help="generate mode: reply length")
+    g.add_argument("--temperature", dest="gen_temperature", type=float, help="generate mode: sampling temperature (default: the model's generation config)")
+    g.add_argument("--top-p", type=float, help="generate mode: nucleus sampling")
+    g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")
+    g.add_argument("--num-samples", type=int, help="generate mode: repetitions per case (majority vote)")
+    g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
+
+
+def _model_options(args: argparse.Namespace) -> dict[str, Any]:
+    pairs = {
+        "mode": args.mode, "batch_size": args.batch_size, "dtype": args.dtype, "device": args.device,
+        "adapter": args.adapter, "prompt_template": args.prompt_template, "max_new_tokens": args.max_new_tokens,
+        "temperature": args.gen_temperature, "top_p": args.top_p, "do_sample": args.do_sample,
+        "num_samples": args.num_samples, "trust_remote_code": args.trust_remote_code or None,
+    }
+    options = {k: v for k, v in pairs.items() if v is not None}
+    if args.model.startswith("openai:"):
+        # The API backend has no local weights: device/dtype/adapter do not apply.
+        for key in ("dtype", "device", "adapter", "trust_remote_code"):
+            options.pop(key, None)
+    return options
+
+
+def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: Path, *, splits: list[str] | None = None,
+                     limit: int | None = None, by: tuple[str, ...] = ("split",)) -> dict[str, Path]:
+    """Predict every case (resumable, incremental), then write the report under ``out/report``."""
+    from vhx.models import load_model
+    from vhx.predict import predict_dataset
+    from vhx.report import report
+
+    model = load_model(model_spec, **options)
+    predictions = predict_dataset(data, model, out, splits=splits, batch_size=options.get("batch_size", 8), limit=limit)
+    print(f"predictions: {predictions}")
+    paths = report([out], out / "report", by=by)
+    print(f"report: {paths['markdown']}")
+    return paths
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``vhx evaluate``: score a model on a Hub folder (or Hub id); resumable."""
+    import datasets
+
+    source = Path(args.folder)
+    data = _load_folder(source) if source.exists() else datasets.load_dataset(args.folder)
+    paths = score_and_report(data, args.model, _model_options(args), Path(args.out),
+                             splits=args.splits.split(",") if args.splits else None, limit=args.limit,
+                             by=tuple(args.by.split(",")))
+    print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``vhx report``: tables and plots over one or more run folders."""
+    from vhx.report import report
+
+    paths = report(args.run_dirs, args.out, by=tuple(args.by.split(",")), bootstrap=args.bootstrap)
+    for kind, path in paths.items():
+        print(f"{kind:<12} {path}")
+    print()
+    print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``vhx run``: the whole job on the embedded synthetic benchmark, offline."""
     from vhx.hub import write_hub_folder
@@ -230,17 +302,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     root = Path(args.out)
     args.overwrite = True  # the demo job owns its output folder: a rerun replaces it
     config = SyntheticConfig(**{k: v for k, v in (("num_images", args.num_images), ("yes_ratio", args.yes_ratio), ("seed", args.seed)) if v is not None})
-    print(f"[1/3] building the synthetic benchmark ({config.num_images} drawn scenes, yes-ratio {config.yes_ratio})")
+    print(f"[1/4] building the synthetic benchmark ({config.num_images} drawn scenes, yes-ratio {config.yes_ratio})")
     dsd = generate_synthetic(config)
     write_hub_folder(dsd, root / "synthetic", repo_id="vhx/synthetic", overwrite=args.overwrite,
                      summary="The vhx embedded synthetic VH benchmark: drawn shapes with known colours, counts and positions.")
     _print_stats(root / "synthetic")
-    print(f"[2/3] expanding: {args.negator} negation + image perturbations ({args.perturb or 'none'})")
+    print(f"[2/4] expanding: {args.negator} negation + image perturbations ({args.perturb or 'none'})")
     expand_args = argparse.Namespace(**{**vars(args), "out": str(root / "synthetic-expanded")})
     expand_and_write(dsd, expand_args, negator=make_negator(args), repo_id="vhx/synthetic-expanded")
-    print("[3/3] expanded benchmark")
     _print_stats(root / "synthetic-expanded")
-    print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html")
+    model_spec = args.model
+    if model_spec is None:
+        from vhx.testing import build_tiny_model
+
+        model_spec = str(build_tiny_model("llava"))
+        print(
+            "[3/4] scoring the default model. NOTE: no trained demo model ships yet, so the default is a tiny "
+            "UNTRAINED LLaVA (random weights, built locally). Its scores are near chance and only show the "
+            "pipeline working; pass --model llava-hf/llava-1.5-7b-hf (or any supported model) for real numbers."
+        )
+    else:
+        print(f"[3/4] scoring {model_spec}")
+    import datasets
+
+    expanded = datasets.load_dataset(str(root / "synthetic-expanded"))
+    options = _model_options(argparse.Namespace(**{**vars(args), "model": model_spec}))
+    if args.model is None:
+        options["name"] = "tiny-untrained-llava"
+    score_and_report(expanded, model_spec, options, root / "run")
+    print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html, "
+          f"report {root}/run/report/report.md")
     return 0
 
 
@@ -266,6 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         "perturbations), and write Hub folders, a negation review sample and an HTML gallery under --out.",
     )
     _add_expand_options(p, out_default="vhx-out")
+    _add_model_options(p, model_required=False)
+    p.set_defaults(mode="logits")
     p.add_argument("--num-images", type=int, help="number of drawn scenes")
     p.add_argument("--yes-ratio", type=float, help="share of 'yes' answers per split")
     p.set_defaults(func=cmd_run)
@@ -282,6 +375,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repo-id", help="Hub repo id shown in the card (default vhx/<folder>-expanded)")
     _add_expand_options(p)
     p.set_defaults(func=cmd_expand)
+
+    p = sub.add_parser(
+        "evaluate",
+        help="score a model on a Hub folder: predictions (resumable) + report",
+        description="Answer every case with the model, writing predictions.jsonl incrementally under --out "
+        "(an interrupted run resumes where it stopped), then write the report (Markdown, CSV, JSON, plots). "
+        "Under `accelerate launch -m vhx.cli evaluate ...` the cases are split across processes.",
+    )
+    p.add_argument("folder", help="Hub folder (or Hub dataset id) of vhx cases")
+    p.add_argument("--out", required=True, help="run folder (predictions.jsonl, run.json, report/)")
+    p.add_argument("--splits", help="comma-separated splits to score (default all)")
+    p.add_argument("--limit", type=int, help="score only the first N cases of each split")
+    p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
+    _add_model_options(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("report", help="the paper's tables and plots over one or more runs")
+    p.add_argument("run_dirs", nargs="+", help="run folders written by `vhx evaluate`")
+    p.add_argument("--out", required=True, help="report folder")
+    p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
+    p.add_argument("--bootstrap", type=int, default=0, help="image-level bootstrap resamples for extra intervals")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("gallery", help="HTML page of original vs generated cases of a Hub folder")
     p.add_argument("folder")
