@@ -7,6 +7,7 @@ imagecorruptions``); they are skipped otherwise.
 from __future__ import annotations
 
 import io
+from pathlib import Path
 import json
 import math
 import os
@@ -385,10 +386,20 @@ def pairs() -> datasets.Dataset:
     return original_split()
 
 
+def _file_bytes(image: dict) -> bytes:
+    """The stored image file of a row (perturbed images are referenced by path until published)."""
+    return image["bytes"] if image.get("bytes") is not None else Path(image["path"]).read_bytes()
+
+
 @pytest.fixture(scope="module")
-def splits(pairs: datasets.Dataset) -> dict[str, datasets.Dataset]:
+def image_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("perturbed")
+
+
+@pytest.fixture(scope="module")
+def splits(pairs: datasets.Dataset, image_dir: Path) -> dict[str, datasets.Dataset]:
     P.CALL_COUNTS.clear()
-    out = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}})
+    out = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
     out["_calls"] = dict(P.CALL_COUNTS)
     return out
 
@@ -400,9 +411,21 @@ def test_each_image_is_perturbed_once(pairs: datasets.Dataset, splits: dict) -> 
         files = splits[name].cast_column("image", datasets.Image(decode=False))
         by_image: dict[str, set[bytes]] = {}
         for image_id, image in zip(files["image_id"], files["image"]):
-            by_image.setdefault(image_id, set()).add(image["bytes"])
+            by_image.setdefault(image_id, set()).add(_file_bytes(image))
         assert all(len(b) == 1 for b in by_image.values()), name
         assert len({next(iter(b)) for b in by_image.values()}) == n_images, name
+
+
+def test_rerun_reuses_files_and_perturbs_nothing(pairs: datasets.Dataset, splits: dict, image_dir: Path) -> None:
+    P.CALL_COUNTS.clear()
+    again = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
+    assert sum(P.CALL_COUNTS.values()) == 0
+    for name in P.PERTURBATIONS:
+        assert again[name].cast_column("image", datasets.Image(decode=False))["image"] == \
+            splits[name].cast_column("image", datasets.Image(decode=False))["image"]
+    # another seed is another noise image, so gaussian noise is computed again (and only it)
+    P.perturb_splits(pairs, seed=8, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
+    assert dict(P.CALL_COUNTS) == {"gaussian_noise": len(set(pairs["image_id"]))}
 
 
 def test_split_rows_ids_and_transform_fields(pairs: datasets.Dataset, splits: dict) -> None:
@@ -437,7 +460,7 @@ def test_split_images_are_the_perturbed_pixels(pairs: datasets.Dataset, splits: 
     for name in P.PERTURBATIONS:
         files = splits[name].cast_column("image", datasets.Image(decode=False))
         for image_id, image in zip(files["image_id"], files["image"]):
-            data = image["bytes"]
+            data = _file_bytes(image)
             if name == "jpeg_compression":
                 assert data[:2] == b"\xff\xd8"  # the JPEG file itself, not a PNG of its pixels
             else:
@@ -446,21 +469,22 @@ def test_split_images_are_the_perturbed_pixels(pairs: datasets.Dataset, splits: 
             expected = P.apply(name, originals[image_id], seed_key=P.seed_key_for(image_id, 7), **params)
             assert np.array_equal(np.asarray(Image.open(io.BytesIO(data))), expected), (name, image_id)
         decoded = np.asarray(splits[name][0]["image"].convert("RGB"))  # the split decodes to the same pixels
-        assert np.array_equal(decoded, np.asarray(Image.open(io.BytesIO(files[0]["image"]["bytes"])).convert("RGB")))
+        assert np.array_equal(decoded, np.asarray(Image.open(io.BytesIO(_file_bytes(files[0]["image"]))).convert("RGB")))
 
 
-def test_num_proc_gives_the_same_splits() -> None:
+def test_num_proc_gives_the_same_splits(tmp_path: Path) -> None:
     # big enough images to use the brightness threads, after this process already created them:
     # forked workers must not wait on the parent's pool
     P.brightness(IMAGES["natural-640x480"], c=0.5)
     ds = original_split(n_images=4, questions=1, size=(400, 400))
-    single = P.perturb_splits(ds, ["brightness", "gaussian_noise"], seed=3)
-    multi = P.perturb_splits(ds, ["brightness", "gaussian_noise"], seed=3, num_proc=2)
+    # separate image folders: the second run must compute its own files, not reuse the first's
+    single = P.perturb_splits(ds, ["brightness", "gaussian_noise"], seed=3, image_dir=tmp_path / "one")
+    multi = P.perturb_splits(ds, ["brightness", "gaussian_noise"], seed=3, num_proc=2, image_dir=tmp_path / "two")
     for name in single:
         a = single[name].cast_column("image", datasets.Image(decode=False))
         b = multi[name].cast_column("image", datasets.Image(decode=False))
         assert a["id"] == b["id"]
-        assert [x["bytes"] for x in a["image"]] == [x["bytes"] for x in b["image"]]
+        assert [_file_bytes(x) for x in a["image"]] == [_file_bytes(x) for x in b["image"]]
 
 
 def test_perturb_splits_selection_and_errors(pairs: datasets.Dataset, splits: dict) -> None:

@@ -122,13 +122,13 @@ def write_hub_folder(
             features = ds.features
         elif ds.features != features:
             raise DataError(f"split {split!r} has other features than the first split; one schema per folder")
-        embedded = ds.with_format("arrow").map(
-            embed_table_storage, batched=True, keep_in_memory=True, desc=f"embedding images ({split})"
-        ).with_format(None)
-        nbytes = embedded.data.nbytes
+        # Estimate with the referenced image files counted, then embed shard by shard (as
+        # push_to_hub does), so a split bigger than memory never sits embedded in RAM at once.
+        nbytes = ds._estimate_nbytes() if hasattr(ds, "_estimate_nbytes") else ds.data.nbytes
         num_shards = max(1, math.ceil(nbytes / max_bytes))
         for index in tqdm(range(num_shards), desc=f"writing {split}", unit="shard", disable=num_shards < 2):
-            shard = embedded.shard(num_shards=num_shards, index=index, contiguous=True)
+            shard = ds.shard(num_shards=num_shards, index=index, contiguous=True)
+            shard = shard.with_format("arrow").map(embed_table_storage, batched=True, keep_in_memory=True).with_format(None)
             shard.to_parquet(str(data_dir / f"{split}-{index:05d}-of-{num_shards:05d}.parquet"))
         split_infos.append(SplitInfo(name=split, num_bytes=nbytes, num_examples=len(ds)))
         data_files.append({"split": split, "path": f"data/{split}-*"})

@@ -786,13 +786,40 @@ def _fingerprint(*parts: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def _perturb_images(batch: dict[str, list], *, name: str, params: Mapping[str, Any], seed: int) -> dict[str, list]:
-    """``datasets.map`` function over unique images: each image's perturbed file bytes."""
-    files = [
-        {"bytes": perturb_file(name, image, seed_key=seed_key_for(image_id, seed), **params), "path": None}
-        for image_id, image in zip(batch["image_id"], batch["image"])
-    ]
-    return {"image": files}
+def default_image_dir() -> Path:
+    """Where perturbed image files go by default: a ``vhx-perturbed`` folder in the datasets cache."""
+    return Path(datasets.config.HF_DATASETS_CACHE) / "vhx-perturbed"
+
+
+def _source_bytes(image: Mapping[str, Any]) -> bytes:
+    return image["bytes"] if image.get("bytes") is not None else Path(image["path"]).read_bytes()
+
+
+def _perturb_images(
+    batch: dict[str, list], *, name: str, params: Mapping[str, Any], params_json: str, seed: int, image_dir: str
+) -> dict[str, list]:
+    """``datasets.map`` function over unique images: write each perturbed file once, return its path.
+
+    Files are named by a hash of (implementation, perturbation, parameters, image_id, source bytes),
+    so a rerun or a resumed run finds them and perturbs nothing again; rows reference them by path
+    (images are embedded when the Hub folder is written), so the Arrow cache holds no duplicates.
+    """
+    suffix = ".jpg" if get_perturbation(name).file_format == "JPEG" else ".png"
+    out = []
+    for image_id, image in zip(batch["image_id"], batch["image"]):
+        raw = _source_bytes(image)
+        key = _fingerprint(_implementation_digest(), name, params_json, image_id, hashlib.sha256(raw).hexdigest())
+        path = Path(image_dir) / name / f"{key}{suffix}"
+        if not path.is_file():
+            with Image.open(io.BytesIO(raw)) as source:
+                data = perturb_file(name, source, seed_key=seed_key_for(image_id, seed), **params)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            # write-then-rename: an interrupted run never leaves a truncated file behind
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)
+        out.append({"path": str(path), "bytes": None})
+    return {"image": out}
 
 
 def _attach_images(
@@ -821,6 +848,7 @@ def perturb_splits(
     seed: int = 0,
     params: Mapping[str, Mapping[str, Any]] | None = None,
     num_proc: int | None = None,
+    image_dir: str | os.PathLike | None = None,
 ) -> dict[str, datasets.Dataset]:
     """One dataset per perturbation holding every case of ``ds`` on its perturbed image.
 
@@ -837,6 +865,8 @@ def perturb_splits(
         seed: seed of the random perturbations.
         params: per-perturbation parameter overrides, e.g. ``{"brightness": {"c": 0.3}}``.
         num_proc: worker processes for the ``map`` calls.
+        image_dir: where the perturbed image files are kept (default :func:`default_image_dir`);
+            existing files are reused, which makes an interrupted expansion resume.
     """
     selected = list(PERTURBATIONS) if names is None else list(dict.fromkeys(get_perturbation(n).name for n in names))
     overrides = dict(params or {})
@@ -855,7 +885,10 @@ def perturb_splits(
     first_row: dict[str, int] = {}
     for row, image_id in enumerate(ds["image_id"]):
         first_row.setdefault(image_id, row)
-    unique_images = ds.select(list(first_row.values())).select_columns(["image_id", "image"])
+    unique_images = (
+        ds.select(list(first_row.values())).select_columns(["image_id", "image"]).cast_column("image", datasets.Image(decode=False))
+    )
+    image_dir = str(Path(image_dir) if image_dir is not None else default_image_dir())
     position = {image_id: i for i, image_id in enumerate(first_row)}
     image_features = datasets.Features({"image_id": datasets.Value("string"), "image": datasets.Image()})
     case_features = ds.features.copy()
@@ -869,14 +902,14 @@ def perturb_splits(
         recorded = {**effective, "seed": int(seed)} if perturbation.random else effective
         params_json = dumps(recorded)
         perturbed = unique_images.map(
-            functools.partial(_perturb_images, name=name, params=effective, seed=int(seed)),
+            functools.partial(_perturb_images, name=name, params=effective, params_json=params_json, seed=int(seed), image_dir=image_dir),
             batched=True,
             batch_size=8,
             writer_batch_size=_WRITER_BATCH_SIZE,
             num_proc=num_proc,
             features=image_features,
             desc=f"{name}: perturbing {len(unique_images)} images",
-            new_fingerprint=_fingerprint(unique_images._fingerprint, name, params_json, seed, _implementation_digest()),
+            new_fingerprint=_fingerprint(unique_images._fingerprint, name, params_json, seed, _implementation_digest(), image_dir),
         )
         images = perturbed.cast_column("image", datasets.Image(decode=False))
         joined = cases.map(
