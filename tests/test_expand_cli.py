@@ -1,0 +1,98 @@
+"""The expansion pipeline and the CLI commands around it (expand, gallery, run, evaluate, report)."""
+
+from __future__ import annotations
+
+import csv
+import html
+import re
+from pathlib import Path
+
+import datasets
+import pytest
+
+from vhx.cli import main
+from vhx.errors import DataError
+from vhx.expand import expand
+from vhx.perturbations import PERTURBATIONS
+from vhx.schema import flip_answer, validate_dataset
+from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+
+@pytest.fixture(scope="module")
+def synthetic() -> datasets.DatasetDict:
+    return generate_synthetic(SyntheticConfig(num_images=6, seed=3, image_size=96))
+
+
+def test_expand_pairs_then_perturbs_every_pair(synthetic: datasets.DatasetDict, tmp_path: Path):
+    out = expand(synthetic, perturb=["brightness", "jpeg_compression"], perturb_params={"brightness": {"c": 0.2}})
+    assert list(out) == ["original", "brightness", "jpeg_compression"]
+    n_source = synthetic.num_rows
+    total = sum(n_source.values())
+    original = out["original"]
+    assert len(original) == 2 * total
+    validate_dataset(out)
+    # every case is followed by its negated twin: same image, flipped answer, shared pair id
+    rows = original.remove_columns("image").to_list()
+    for case, twin in zip(rows[::2], rows[1::2]):
+        assert not case["negated"] and twin["negated"]
+        assert twin["pair_id"] == case["pair_id"] == case["id"]
+        assert twin["answer"] == flip_answer(case["answer"]) and twin["image_id"] == case["image_id"]
+        assert twin["question"] != case["question"]
+    for name in ("brightness", "jpeg_compression"):
+        split = out[name].remove_columns("image").to_list()
+        assert [r["id"] for r in split] == [f"{r['id']}@{name}" for r in rows]
+        assert {r["transform"] for r in split} == {name}
+    assert '"c":0.2' in out["brightness"][0]["transform_params"]
+
+
+def test_expand_keeps_existing_pairs_and_refuses_mixed_input(synthetic: datasets.DatasetDict):
+    paired = expand(synthetic)["original"]
+    again = expand(datasets.DatasetDict({"original": paired}))
+    assert again["original"]["id"] == paired["id"]
+    with pytest.raises(DataError, match="mixes paired and unpaired"):
+        expand(datasets.concatenate_datasets([paired, synthetic["color"]]))
+    with pytest.raises(DataError, match="expected source cases on original images"):
+        expand(expand(synthetic, perturb=["brightness"])["brightness"])
+
+
+def test_cli_build_expand_gallery(tmp_path: Path, capsys):
+    src = tmp_path / "synth"
+    assert main(["build", "synthetic", "--out", str(src), "--num-images", "5", "--yes-ratio", "0.6", "--option", "image_size=80"]) == 0
+    out = tmp_path / "expanded"
+    assert main(["expand", str(src), "--out", str(out), "--perturb", "gaussian_noise,defocus_blur:radius=3", "--review", "6", "--gallery", "4"]) == 0
+    dsd = datasets.load_dataset(str(out))
+    assert list(dsd) == ["original", "gaussian_noise", "defocus_blur"]
+    assert dsd.num_rows == {"original": 40, "gaussian_noise": 40, "defocus_blur": 40}
+    assert '"radius":3' in dsd["defocus_blur"][0]["transform_params"]
+    with open(out / "review" / next(p.name for p in (out / "review").glob("*.csv")), newline="") as f:
+        assert len(list(csv.DictReader(f))) == 6
+    page = (out / "gallery.html").read_text()
+    assert page.count("<tr>") == 1 + 4  # header + sampled cases
+    assert len(re.findall(r"src='data:image/jpeg;base64,", page)) == 4 * 3  # every split's image for every case
+    assert "<th>gaussian_noise</th>" in page and "<th>defocus_blur</th>" in page
+    shown = re.findall(r"<td class='q'><b>(.*?)</b>", page)
+    questions = {html.escape(q, quote=True) for q in dsd["original"]["question"]}
+    assert len(shown) == 4 and set(shown) <= questions
+    text = capsys.readouterr().out
+    assert re.search(r"original\s+40\s+20\s+5\s+20\s+0\.500", text)
+
+
+@pytest.mark.slow
+def test_main_command_end_to_end(tmp_path: Path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--out", str(out), "--num-images", "4", "--review", "4", "--gallery", "3"]) == 0
+    text = capsys.readouterr().out
+    assert "tiny UNTRAINED LLaVA" in text
+    expanded = datasets.load_dataset(str(out / "synthetic-expanded"))
+    assert list(expanded) == ["original", *PERTURBATIONS]
+    n_cases = len(expanded["original"])
+    predictions = (out / "run" / "predictions.jsonl").read_text().splitlines()
+    assert len(predictions) == n_cases * (1 + len(PERTURBATIONS))
+    report = (out / "run" / "report" / "report.md").read_text()
+    assert "## Symmetric accuracy" in report and "tiny-untrained-llava" in report
+    for split in expanded:
+        assert f"| {split} |" in report
+    assert (out / "run" / "report" / "accuracy_vs_symmetric.png").stat().st_size > 1000
+    # rerunning resumes: nothing is predicted twice
+    assert main(["run", "--out", str(out), "--num-images", "4", "--review", "0", "--gallery", "3"]) == 0
+    assert len((out / "run" / "predictions.jsonl").read_text().splitlines()) == len(predictions)
