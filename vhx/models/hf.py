@@ -1,0 +1,563 @@
+"""transformers backend: any ``AutoModelForImageTextToText`` checkpoint, through its own processor.
+
+Tested architectures (on tiny random models built by :mod:`vhx.testing`): LLaVA-1.5
+(``llava-hf/llava-1.5-7b-hf``), LLaVA-NeXT, LLaVA-OneVision, InstructBLIP, Qwen2-VL and Qwen2.5-VL;
+other image-text models with a chat template load the same way. Without torchvision, processors
+that declare a video processor (Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision) are loaded image-only
+(:func:`load_processor`), since transformers cannot build their video part.
+
+Prompting: the question is put into :data:`~vhx.models.base.DEFAULT_PROMPT_TEMPLATE` (``prompt_template``
+option), then into one user turn ``[image, text]`` rendered by the processor's chat template. Models
+without a chat template (InstructBLIP) get the bare prompt, which is their own format.
+
+Answer modes:
+
+* ``generate``: decode up to ``max_new_tokens`` (default 16) with the model's generation config or
+  the ``temperature`` / ``top_p`` / ``do_sample`` overrides, parse with
+  :func:`vhx.parsing.parse_yes_no`; ``num_samples=N`` draws N answers and takes the majority vote.
+* ``logits``: one forward pass; P(yes) and P(no) of the first answer token, each summed over the
+  vocabulary's spellings (``yes``, ``Yes``, ``YES``, with or without a leading-space marker);
+  ``p_yes = P(yes) / (P(yes) + P(no))``.
+
+Batches are left-padded, so the last position of every row is its own next-token position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from vhx.errors import VHXError
+from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
+from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
+
+logger = logging.getLogger("vhx")
+
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+_DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
+
+#: Default answer length in ``generate`` mode: room for "Yes, there is a dog in the image." and
+#: short enough that chatty models do not dominate the run time.
+DEFAULT_MAX_NEW_TOKENS = 16
+
+# Architectures whose processor inserts the image placeholders itself (query tokens before the text).
+_PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2"}
+# Space markers of sentencepiece ("▁") and byte-level BPE ("Ġ") vocabularies.
+_SPACE_MARKERS = ("▁", "Ġ", " ")
+
+
+def resolve_dtype(dtype: Any) -> Any:
+    """``"auto"`` or a ``torch.dtype`` from a name (``float32``, ``bfloat16``, ``float16``, ``bf16``, ...)."""
+    import torch
+
+    if dtype is None or dtype == "auto":
+        return "auto"
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    name = _DTYPE_ALIASES.get(str(dtype), str(dtype)).removeprefix("torch.")
+    if name not in DTYPES:
+        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
+    return getattr(torch, name)
+
+
+def _torchvision_available() -> bool:
+    from transformers.utils import is_torchvision_available
+
+    return is_torchvision_available()
+
+
+def image_only_processor_class(cls: type) -> type:
+    """A subclass of processor class ``cls`` without its video processor.
+
+    Without torchvision, transformers (5.x) cannot build any video processor, and processors that
+    declare one (Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision) then fail to load at all, although images need no video
+    processor. The subclass drops the video attribute; everything else (chat template, image
+    processing, token expansion) is the original class's code, and it keeps the original name, so a
+    folder it saves names the original class.
+    """
+    base_attributes = cls.get_attributes
+
+    def get_attributes(klass: type) -> list[str]:
+        return [a for a in base_attributes() if "video" not in a]
+
+    def from_args_and_dict(klass: type, args: Any, processor_dict: dict[str, Any], **kwargs: Any) -> Any:
+        processor_dict = {k: v for k, v in processor_dict.items() if "video_processor" not in k}
+        return super(sub, klass).from_args_and_dict(args, processor_dict, **kwargs)
+
+    sub = type(
+        cls.__name__,
+        (cls,),
+        {
+            "get_attributes": classmethod(get_attributes),
+            "from_args_and_dict": classmethod(from_args_and_dict),
+            "__module__": cls.__module__,
+            "__doc__": f"{cls.__name__} without a video processor (images only).",
+        },
+    )
+    return sub
+
+
+def _processor_class_name(path: str, **kwargs: Any) -> str | None:
+    from transformers import AutoConfig
+    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
+    from transformers.processing_utils import ProcessorMixin
+
+    try:
+        processor_dict, _ = ProcessorMixin.get_processor_dict(path, **kwargs)
+    except (OSError, ValueError):
+        processor_dict = {}
+    name = processor_dict.get("processor_class")
+    if name:
+        return name
+    config = AutoConfig.from_pretrained(path, **kwargs)
+    return PROCESSOR_MAPPING_NAMES.get(config.model_type)
+
+
+def load_processor(path: str, **kwargs: Any) -> Any:
+    """``AutoProcessor.from_pretrained(path)``, image-only where torchvision is missing.
+
+    Image processors are the PIL ones when torchvision is absent (transformers picks them). For
+    processors that also declare a video processor, which needs torchvision, the processor is
+    loaded through :func:`image_only_processor_class` instead of failing.
+    """
+    from transformers import AutoProcessor
+
+    if not _torchvision_available():
+        from transformers.models.auto.processing_auto import processor_class_from_name
+
+        name = _processor_class_name(path, **kwargs)
+        cls = processor_class_from_name(name) if name else None
+        if cls is not None and any("video" in a for a in cls.get_attributes()):
+            return image_only_processor_class(cls).from_pretrained(path, **kwargs)
+    return AutoProcessor.from_pretrained(path, **kwargs)
+
+
+def yes_no_token_ids(tokenizer: Any) -> tuple[list[int], list[int]]:
+    """Ids of every vocabulary token that spells "yes" / "no" (any case, with or without a space marker).
+
+    Summing over them makes ``logits`` mode independent of whether the model prefers ``"Yes"``,
+    ``"yes"`` or ``" Yes"`` after its chat template.
+    """
+    yes: set[int] = set()
+    no: set[int] = set()
+    for token, index in tokenizer.get_vocab().items():
+        text = token
+        for marker in _SPACE_MARKERS:
+            text = text.replace(marker, "")
+        text = text.strip().lower()
+        if text in ("yes", "no"):
+            # Decoding confirms the token really reads as the word (byte-level vocabularies map
+            # bytes to other characters).
+            decoded = tokenizer.decode([index]).strip().lower()
+            if decoded == text:
+                (yes if text == "yes" else no).add(index)
+    if not yes or not no:
+        raise VHXError("the tokenizer has no single token for 'yes' and/or 'no'; use mode='generate'")
+    return sorted(yes), sorted(no)
+
+
+def _peft_adapter_base(path: str) -> str | None:
+    """The base model of a local PEFT adapter folder (``adapter_config.json`` without ``config.json``)."""
+    folder = Path(path)
+    config = folder / "adapter_config.json"
+    if folder.is_dir() and config.is_file() and not (folder / "config.json").is_file():
+        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
+        if not base:
+            raise VHXError(f"{config} names no base_model_name_or_path; pass the base as spec and adapter=")
+        return str(base)
+    return None
+
+
+def _has_processor_files(path: str) -> bool:
+    folder = Path(path)
+    return any((folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json"))
+
+
+class HFModel:
+    """A transformers image-text model answering yes/no questions (see the module docs).
+
+    Build it with :meth:`from_pretrained` (or :func:`vhx.models.load_model`); the constructor takes a
+    loaded model and processor, e.g. a model being fine-tuned.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        processor: Any,
+        *,
+        spec: str,
+        mode: str = "generate",
+        prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
+        system_prompt: str | None = None,
+        chat_template: str | None = None,
+        batch_size: int = 8,
+        max_new_tokens: int | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        do_sample: bool | None = None,
+        num_samples: int = 1,
+        seed: int = 0,
+        name: str | None = None,
+        load_options: dict[str, Any] | None = None,
+    ) -> None:
+        import torch
+
+        self.model = model.eval()
+        self.processor = processor
+        self.tokenizer = getattr(processor, "tokenizer", processor)
+        # Left padding keeps every row's last position at its own next token.
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+        self.spec = spec
+        self.mode = check_mode(mode)
+        format_question(prompt_template, "")  # validate early
+        self.prompt_template = prompt_template
+        self.system_prompt = system_prompt
+        self.chat_template = chat_template
+        if batch_size < 1 or num_samples < 1:
+            raise ValueError("batch_size and num_samples must be >= 1")
+        self.batch_size = batch_size
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.do_sample = do_sample
+        self.num_samples = num_samples
+        self.seed = seed
+        self._generator_seeded = False
+        self._model_type = getattr(getattr(model, "config", None), "model_type", "")
+        self._yes_no: tuple[list[int], list[int]] | None = None
+        self._torch = torch
+        self.load_options = dict(load_options or {})
+        self.name = name or self._default_name()
+
+    # ----------------------------------------------------------------------------------- loading
+    @classmethod
+    def from_pretrained(
+        cls,
+        spec: str,
+        *,
+        mode: str = "generate",
+        dtype: Any = "auto",
+        device: str | None = None,
+        device_map: Any = None,
+        adapter: str | None = None,
+        merge_adapter: bool = False,
+        trust_remote_code: bool = False,
+        revision: str | None = None,
+        attn_implementation: str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> HFModel:
+        """Load ``spec`` (Hub id or folder) with ``AutoProcessor`` + ``AutoModelForImageTextToText``.
+
+        Args:
+            spec: Hub id or local folder; a local PEFT adapter folder loads its base model + adapter.
+            mode: ``"generate"`` or ``"logits"``.
+            dtype: ``"auto"`` (the checkpoint's dtype), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
+            device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; default: this process's device under
+                ``accelerate`` (its local GPU), else the first GPU, else CPU. Ignored with ``device_map``.
+            device_map: passed to ``from_pretrained`` (``"auto"`` spreads a large model over GPUs).
+            adapter: a PEFT (LoRA) adapter folder or Hub id applied on top (needs ``peft``).
+            merge_adapter: merge the adapter into the weights (faster inference).
+            trust_remote_code: allow custom modelling code from the checkpoint (off by default).
+            revision: Hub revision of ``spec``.
+            attn_implementation: ``"sdpa"``, ``"eager"``, ``"flash_attention_2"``, ...
+            model_kwargs: any other ``from_pretrained`` keyword arguments.
+            options: answer options of :class:`HFModel` (``prompt_template``, ``batch_size``,
+                ``max_new_tokens``, ``temperature``, ``top_p``, ``do_sample``, ``num_samples``,
+                ``system_prompt``, ``chat_template``, ``seed``, ``name``).
+        """
+        from transformers import AutoModelForImageTextToText
+
+        check_mode(mode)
+        base_spec = spec
+        adapter_base = _peft_adapter_base(spec)
+        if adapter_base is not None:
+            if adapter is not None:
+                raise VHXError(f"{spec} is itself a PEFT adapter folder; do not also pass adapter=")
+            base_spec, adapter = adapter_base, spec
+        hub_kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
+        if revision is not None:
+            hub_kwargs["revision"] = revision
+        torch_dtype = resolve_dtype(dtype)
+        load_kwargs: dict[str, Any] = {**hub_kwargs, "dtype": torch_dtype, **(model_kwargs or {})}
+        if attn_implementation is not None:
+            load_kwargs["attn_implementation"] = attn_implementation
+        if device_map is not None:
+            load_kwargs["device_map"] = device_map
+        # The adapter folder may carry its own processor (e.g. added tokens during fine-tuning).
+        if adapter and _has_processor_files(adapter):
+            processor = load_processor(adapter, trust_remote_code=trust_remote_code)
+        else:
+            processor = load_processor(base_spec, **hub_kwargs)
+        model = AutoModelForImageTextToText.from_pretrained(base_spec, **load_kwargs)
+        if adapter:
+            model = _apply_adapter(model, adapter, merge=merge_adapter)
+        if device_map is None:
+            device = device or _default_device()
+            model = model.to(device)
+        load_options = {
+            "spec": spec,
+            "dtype": str(dtype),
+            "device": None if device_map is not None else str(device),
+            "device_map": device_map if isinstance(device_map, (str, type(None))) else "custom",
+            "adapter": adapter,
+            "merge_adapter": merge_adapter,
+            "trust_remote_code": trust_remote_code,
+            "revision": revision,
+        }
+        display = base_spec if adapter is None else f"{base_spec}+{adapter}"
+        return cls(model, processor, spec=display, mode=mode, load_options=load_options, **options)
+
+    # ----------------------------------------------------------------------------------- identity
+    @property
+    def options(self) -> dict[str, Any]:
+        """The settings that shape the answers (recorded in ``run.json``)."""
+        return {
+            "backend": "transformers",
+            "mode": self.mode,
+            "prompt_template": self.prompt_template,
+            "system_prompt": self.system_prompt,
+            "chat_template": self.chat_template,
+            "batch_size": self.batch_size,
+            "max_new_tokens": self._max_new_tokens(),
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "do_sample": self._do_sample(),
+            "num_samples": self.num_samples,
+            "seed": self.seed,
+            **self.load_options,
+        }
+
+    def _default_name(self) -> str:
+        parts = [self.spec, self.mode]
+        if self.mode == "generate":
+            if self._do_sample():
+                parts.append("sample")
+                if self.temperature is not None:
+                    parts.append(f"t={self.temperature:g}")
+                if self.top_p is not None:
+                    parts.append(f"top_p={self.top_p:g}")
+                parts.append(f"seed={self.seed}")
+            else:
+                parts.append("greedy")
+            if self.num_samples > 1:
+                parts.append(f"n={self.num_samples}")
+            if self.max_new_tokens is not None:
+                parts.append(f"max_new_tokens={self.max_new_tokens}")
+        if self.prompt_template != DEFAULT_PROMPT_TEMPLATE or self.system_prompt or self.chat_template:
+            digest = hashlib.sha256(
+                json.dumps([self.prompt_template, self.system_prompt, self.chat_template]).encode()
+            ).hexdigest()[:8]
+            parts.append(f"prompt={digest}")
+        return "|".join(parts)
+
+    def __repr__(self) -> str:
+        return f"HFModel({self.name!r})"
+
+    # ----------------------------------------------------------------------------------- prompts
+    def build_prompt(self, question: str) -> str:
+        """The full text given to the processor for ``question`` (chat template applied)."""
+        text = format_question(self.prompt_template, question)
+        template = (
+            self.chat_template or getattr(self.processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None)
+        )
+        if template:
+            messages: list[dict[str, Any]] = []
+            if self.system_prompt:
+                messages.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
+            messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]})
+            return self.processor.apply_chat_template(
+                messages, chat_template=template, add_generation_prompt=True, tokenize=False
+            )
+        if self.system_prompt:
+            text = f"{self.system_prompt}\n{text}"
+        image_token = getattr(self.processor, "image_token", None)
+        if self._model_type not in _PROCESSOR_INSERTS_IMAGE and isinstance(image_token, str) and image_token not in text:
+            text = f"{image_token}\n{text}"
+        return text
+
+    def _encode(self, images: Sequence[Image.Image], questions: Sequence[str]) -> Any:
+        texts = [self.build_prompt(q) for q in questions]
+        rgb = [im.convert("RGB") if im.mode != "RGB" else im for im in images]
+        inputs = self.processor(images=rgb, text=texts, padding=True, return_tensors="pt")
+        qformer_tokenizer = getattr(self.processor, "qformer_tokenizer", None)
+        if qformer_tokenizer is not None and "qformer_input_ids" in inputs:
+            # InstructBLIP's processor pads the Q-Former text on the LM tokenizer's (left) side, but
+            # the Q-Former has absolute position embeddings: left padding would shift its text and
+            # make answers depend on the batch. Re-encode it right-padded.
+            q = qformer_tokenizer(texts, padding=True, padding_side="right", return_tensors="pt")
+            inputs["qformer_input_ids"] = q["input_ids"]
+            inputs["qformer_attention_mask"] = q["attention_mask"]
+        device = _input_device(self.model)
+        dtype = _model_dtype(self.model)
+        # BatchFeature.to casts floating tensors (pixel values) only; ids and masks keep their dtype.
+        return inputs.to(device=device, dtype=dtype) if hasattr(inputs, "to") else inputs
+
+    # ----------------------------------------------------------------------------------- predict
+    def predict(self, images: list[Image.Image], questions: list[str]) -> list[Prediction]:
+        """Answer each (image, question); batched by ``batch_size`` with left padding."""
+        if len(images) != len(questions):
+            raise ValueError(f"got {len(images)} images but {len(questions)} questions")
+        out: list[Prediction] = []
+        for start in range(0, len(images), self.batch_size):
+            chunk_images = images[start : start + self.batch_size]
+            chunk_questions = questions[start : start + self.batch_size]
+            if self.mode == "logits":
+                out.extend(self._predict_logits(chunk_images, chunk_questions))
+            else:
+                out.extend(self._predict_generate(chunk_images, chunk_questions))
+        return out
+
+    def _max_new_tokens(self) -> int:
+        if self.max_new_tokens is not None:
+            return self.max_new_tokens
+        configured = getattr(getattr(self.model, "generation_config", None), "max_new_tokens", None)
+        return configured or DEFAULT_MAX_NEW_TOKENS
+
+    def _do_sample(self) -> bool:
+        if self.do_sample is not None:
+            return self.do_sample
+        # temperature=0 is the usual spelling of greedy decoding; any other setting asks for sampling
+        if self.temperature is not None:
+            return self.temperature > 0
+        if self.top_p is not None:
+            return True
+        return bool(getattr(getattr(self.model, "generation_config", None), "do_sample", False))
+
+    def _generate_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"max_new_tokens": self._max_new_tokens(), "do_sample": self._do_sample()}
+        if kwargs["do_sample"]:
+            if self.temperature is not None:
+                kwargs["temperature"] = self.temperature
+            if self.top_p is not None:
+                kwargs["top_p"] = self.top_p
+        else:
+            # Greedy: neutralise sampling knobs a checkpoint's generation config may carry, so
+            # transformers does not warn about unused settings.
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        pad = self.tokenizer.pad_token_id
+        if pad is not None:
+            kwargs["pad_token_id"] = pad
+        return kwargs
+
+    def _seed_once(self) -> None:
+        if not self._generator_seeded:
+            from transformers import set_seed
+
+            set_seed(self.seed)
+            self._generator_seeded = True
+
+    def _strip_prompt(self, sequences: Any, input_ids: Any) -> Any:
+        # Decoder-only models return prompt + answer; some encoder-side wrappers return the answer only.
+        length = input_ids.shape[1]
+        if sequences.shape[1] >= length and self._torch.equal(sequences[:, :length], input_ids.to(sequences.device)):
+            return sequences[:, length:]
+        return sequences
+
+    def _predict_generate(self, images: Sequence[Image.Image], questions: Sequence[str]) -> list[Prediction]:
+        torch = self._torch
+        inputs = self._encode(images, questions)
+        kwargs = self._generate_kwargs()
+        n = self.num_samples
+        sampling = kwargs["do_sample"]
+        if sampling:
+            self._seed_once()
+        repeats = n if sampling else 1
+        if n > 1 and not sampling:
+            logger.warning("num_samples=%d with greedy decoding repeats one answer; pass do_sample=True to sample", n)
+        with torch.inference_mode():
+            sequences = self.model.generate(**inputs, num_return_sequences=repeats, **kwargs)
+        # Repeated rows (num_return_sequences) follow their prompt, so compare against repeated ids.
+        ids = inputs["input_ids"].repeat_interleave(repeats, dim=0)
+        answers = self._strip_prompt(sequences, ids)
+        texts = [t.strip() for t in self.tokenizer.batch_decode(answers, skip_special_tokens=True)]
+        preds: list[Prediction] = []
+        for i in range(len(questions)):
+            group = texts[i * repeats : (i + 1) * repeats] * (n if not sampling else 1)
+            if n == 1:
+                preds.append(Prediction(raw=group[0], pred=parse_yes_no(group[0])))
+            else:
+                votes = [parse_yes_no(t) for t in group]
+                preds.append(
+                    Prediction(
+                        raw=json.dumps(group, ensure_ascii=False),
+                        pred=majority_vote(votes),
+                        p_yes=vote_share_yes(votes),
+                        samples=tuple(group),
+                    )
+                )
+        return preds
+
+    def _predict_logits(self, images: Sequence[Image.Image], questions: Sequence[str]) -> list[Prediction]:
+        torch = self._torch
+        if self._yes_no is None:
+            self._yes_no = yes_no_token_ids(self.tokenizer)
+        yes_ids, no_ids = self._yes_no
+        inputs = self._encode(images, questions)
+        # generate() with one new token is exactly one forward pass, and it derives positions from
+        # the attention mask for every architecture (1-D rope, Qwen2-VL's 3-D rope, ...) the same way
+        # as in generate mode.
+        with torch.inference_mode():
+            out = self.model.generate(
+                **inputs,
+                max_new_tokens=1,
+                min_new_tokens=0,
+                do_sample=False,
+                temperature=None,
+                top_p=None,
+                top_k=None,
+                num_beams=1,
+                output_logits=True,
+                return_dict_in_generate=True,
+                pad_token_id=self.tokenizer.pad_token_id,
+            )
+        logprobs = torch.log_softmax(out.logits[0].float(), dim=-1)
+        yes_lp = torch.logsumexp(logprobs[:, yes_ids], dim=-1)
+        no_lp = torch.logsumexp(logprobs[:, no_ids], dim=-1)
+        top = logprobs.argmax(dim=-1).tolist()
+        preds = []
+        for i in range(len(questions)):
+            y, n = float(yes_lp[i]), float(no_lp[i])
+            p_yes = 1.0 / (1.0 + math.exp(n - y)) if math.isfinite(n - y) else (1.0 if y > n else 0.0)
+            pred = "yes" if y > n else "no" if n > y else "unknown"
+            raw = self.tokenizer.decode([top[i]], skip_special_tokens=False).strip()
+            preds.append(Prediction(raw=raw, pred=pred, p_yes=p_yes))
+        return preds
+
+
+def _apply_adapter(model: Any, adapter: str, *, merge: bool) -> Any:
+    try:
+        from peft import PeftModel
+    except ImportError as exc:
+        raise VHXError("loading a LoRA/PEFT adapter needs peft: pip install 'vhx[finetune]'") from exc
+    model = PeftModel.from_pretrained(model, adapter)
+    return model.merge_and_unload() if merge else model
+
+
+def _default_device() -> str:
+    """This process's device: its own GPU under ``accelerate launch``/``torchrun``, else GPU 0 or CPU."""
+    from vhx.predict import process_state
+
+    return str(process_state().device)
+
+
+def _input_device(model: Any) -> Any:
+    # With device_map="auto" the embeddings may sit on another device than model.device reports.
+    try:
+        return model.get_input_embeddings().weight.device
+    except Exception:
+        return model.device
+
+
+def _model_dtype(model: Any) -> Any:
+    return getattr(model, "dtype", None)

@@ -1,0 +1,343 @@
+"""Score a VH dataset with a model: one JSON line per case, resumable, shardable with accelerate.
+
+:func:`predict_dataset` writes ``out_dir/predictions.jsonl``, one row per (model, case) with the keys
+of :data:`PREDICTION_KEYS`, and ``out_dir/run.json`` describing the run. Rows are appended and
+flushed after every batch, so an interrupted run loses at most the batch in flight: rerunning the
+same call skips every case the same model (same :attr:`VHModel.name`) already answered, and a line
+cut short by a crash is dropped and redone.
+
+Under ``accelerate launch`` (or ``torchrun``) each process takes a contiguous share of the remaining cases, writes
+``predictions.rank{k}.jsonl``, and process 0 merges the shares into ``predictions.jsonl`` once all
+are done. Rank files left by a crashed multi-process run are merged at the start of the next run.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import datasets
+
+from vhx.errors import DataError, VHXError
+from vhx.models.base import Prediction, VHModel
+
+logger = logging.getLogger("vhx")
+
+PREDICTIONS_FILE = "predictions.jsonl"
+RUN_FILE = "run.json"
+
+#: The keys of every row of ``predictions.jsonl``, in order.
+PREDICTION_KEYS: tuple[str, ...] = (
+    "id",
+    "pair_id",
+    "split",
+    "source",
+    "subset",
+    "image_id",
+    "negated",
+    "transform",
+    "target_model",
+    "answer",
+    "model",
+    "raw",
+    "pred",
+    "correct",
+    "p_yes",
+)
+_CASE_KEYS = ("id", "pair_id", "source", "subset", "image_id", "negated", "transform", "target_model", "answer")
+
+T = TypeVar("T")
+
+
+# --------------------------------------------------------------------------------------- inputs
+def load_cases(
+    data: datasets.Dataset | datasets.DatasetDict | str | os.PathLike, splits: Sequence[str] | str | None = None
+) -> dict[str, datasets.Dataset]:
+    """The splits to score, by name, from a Dataset, a DatasetDict, a folder or a Hub id.
+
+    A folder is read with ``datasets.load_from_disk`` when it was written by ``save_to_disk``, else
+    with ``datasets.load_dataset`` (a Hub folder written by vhx); any other string is a Hub id.
+    """
+    if isinstance(data, (str, os.PathLike)):
+        path = Path(data)
+        if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
+            data = datasets.load_from_disk(str(path))
+        else:
+            data = datasets.load_dataset(str(data))
+    if isinstance(data, datasets.Dataset):
+        parts = {str(data.split) if data.split is not None else "train": data}
+    elif isinstance(data, datasets.DatasetDict):
+        parts = dict(data)
+    else:
+        raise TypeError(f"expected a Dataset, DatasetDict or folder, got {type(data).__name__}")
+    if splits is not None:
+        wanted = [splits] if isinstance(splits, str) else list(splits)
+        unknown = [s for s in wanted if s not in parts]
+        if unknown:
+            raise DataError(f"unknown split(s) {unknown}; the dataset has {sorted(parts)}")
+        parts = {s: parts[s] for s in wanted}
+    for name, ds in parts.items():
+        missing = [k for k in (*_CASE_KEYS, "image", "question") if k not in ds.column_names]
+        if missing:
+            raise DataError(f"split '{name}' lacks column(s) {missing}: not a vhx dataset", field=missing[0])
+    return parts
+
+
+def _describe(data: Any, parts: Mapping[str, datasets.Dataset]) -> dict[str, Any]:
+    source = str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
+    return {
+        "source": source,
+        "splits": {name: len(ds) for name, ds in parts.items()},
+        "fingerprints": {name: getattr(ds, "_fingerprint", None) for name, ds in parts.items()},
+    }
+
+
+# --------------------------------------------------------------------------------------- sharding
+def shard_cases(items: Sequence[T], rank: int, world_size: int) -> list[T]:
+    """The contiguous share of ``items`` for process ``rank`` of ``world_size``.
+
+    Shares differ in size by at most one (the first ranks take the extra items), their union is
+    ``items`` and they do not overlap: the split ``accelerate``'s ``split_between_processes`` makes.
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"bad rank {rank} for world size {world_size}")
+    base, extra = divmod(len(items), world_size)
+    start = rank * base + min(rank, extra)
+    end = start + base + (1 if rank < extra else 0)
+    return list(items[start:end])
+
+
+def rank_file(out_dir: str | os.PathLike, rank: int) -> Path:
+    """Where process ``rank`` writes its share."""
+    return Path(out_dir) / f"predictions.rank{rank}.jsonl"
+
+
+# --------------------------------------------------------------------------------------- files
+def read_predictions(path: str | os.PathLike, *, repair: bool = False) -> list[dict[str, Any]]:
+    """Rows of a predictions file. A last line without newline (cut by a crash) is ignored, and
+    with ``repair=True`` removed from the file; a bad line elsewhere raises :class:`DataError`."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") + 1
+    if cut != len(data):
+        logger.warning("%s: dropping a truncated last line (interrupted run); its case is redone", path)
+        if repair:
+            with open(path, "r+b") as f:
+                f.truncate(cut)
+    rows = []
+    for number, line in enumerate(data[:cut].decode("utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"not a JSON line ({exc.msg})", file=str(path), line=number) from None
+        if not isinstance(row, dict) or "model" not in row or "id" not in row:
+            raise DataError("not a prediction row (needs 'model' and 'id')", file=str(path), line=number)
+        rows.append(row)
+    return rows
+
+
+def _key(row: Mapping[str, Any]) -> tuple[str, str, str]:
+    return (str(row["model"]), str(row.get("split", "")), str(row["id"]))
+
+
+def _append(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
+    if not rows:
+        return
+    with open(path, "a", encoding="utf-8") as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def merge_rank_files(out_dir: str | os.PathLike) -> int:
+    """Append the rows of every ``predictions.rank*.jsonl`` that ``predictions.jsonl`` lacks, then
+    delete the rank files; returns the number of rows added. Safe to repeat after a crash."""
+    out_dir = Path(out_dir)
+    main = out_dir / PREDICTIONS_FILE
+    seen = {_key(r) for r in read_predictions(main, repair=True)}
+    added = 0
+    files = sorted(out_dir.glob("predictions.rank*.jsonl"), key=_rank_of)
+    for path in files:
+        new = []
+        for row in read_predictions(path):
+            k = _key(row)
+            if k not in seen:
+                seen.add(k)
+                new.append(row)
+        _append(main, new)
+        added += len(new)
+    for path in files:
+        path.unlink()
+    return added
+
+
+def _rank_of(path: Path) -> int:
+    try:
+        return int(path.name[len("predictions.rank") : -len(".jsonl")])
+    except ValueError:
+        return 1 << 30
+
+
+# --------------------------------------------------------------------------------------- run
+def process_state() -> Any:
+    """This process's ``accelerate.PartialState``.
+
+    On a machine without an accelerator (or with ``ACCELERATE_USE_CPU=1``) it is created with
+    ``cpu=True``: accelerate then treats ``torchrun``/MPI-launched CPU processes as one group (gloo)
+    instead of as independent single processes.
+    """
+    import torch
+    from accelerate import PartialState
+
+    flag = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
+    has_accelerator = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
+    return PartialState(cpu=flag or not has_accelerator)
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _row(case: Mapping[str, Any], split: str, model_name: str, p: Prediction) -> dict[str, Any]:
+    if not isinstance(p, Prediction):
+        raise VHXError(f"model returned {type(p).__name__}, expected a Prediction")
+    row: dict[str, Any] = {k: case[k] for k in ("id", "pair_id")}
+    row["split"] = split
+    for k in ("source", "subset", "image_id", "negated", "transform", "target_model", "answer"):
+        row[k] = case[k]
+    row.update(model=model_name, raw=p.raw, pred=p.pred, correct=p.pred == case["answer"], p_yes=p.p_yes)
+    return row
+
+
+def _batches(items: Sequence[T], size: int) -> Iterator[list[T]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])
+
+
+def predict_dataset(
+    data: datasets.Dataset | datasets.DatasetDict | str | os.PathLike,
+    model: VHModel,
+    out_dir: str | os.PathLike,
+    *,
+    splits: Sequence[str] | str | None = None,
+    batch_size: int = 8,
+    limit: int | None = None,
+    progress: bool = True,
+    state: Any = None,
+) -> Path:
+    """Answer every case of ``data`` with ``model``; returns the path of ``predictions.jsonl``.
+
+    Args:
+        data: a Dataset, DatasetDict, dataset folder or Hub id of vhx cases.
+        model: any :class:`~vhx.models.VHModel`.
+        out_dir: output folder (created); may already hold a run to resume, or other models' rows.
+        splits: the splits to score (default: all).
+        batch_size: cases per ``model.predict`` call, and per flush of the output file.
+        limit: score only the first ``limit`` cases of each split.
+        progress: show a progress bar (on the main process).
+        state: an ``accelerate.PartialState``-like object (``process_index``, ``num_processes``,
+            ``is_main_process``, ``wait_for_everyone()``); default :func:`process_state`, which is
+            a single process unless started with ``accelerate launch`` (GPUs) or ``torchrun``.
+    """
+    from tqdm.auto import tqdm
+
+    from vhx import __version__
+
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    if state is None:
+        state = process_state()
+    rank, world = int(state.process_index), int(state.num_processes)
+    is_main = bool(state.is_main_process)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    main_file = out / PREDICTIONS_FILE
+    parts = load_cases(data, splits)
+    name = model.name
+
+    started = _now()
+    if is_main:
+        # Leftovers of an interrupted run: cut line repaired, unmerged shares merged, before anyone
+        # decides what is left to do.
+        merge_rank_files(out)
+        read_predictions(main_file, repair=True)
+    state.wait_for_everyone()
+
+    done = {_key(r) for r in read_predictions(main_file) if r["model"] == name}
+    todo: list[tuple[str, int]] = []
+    total = 0
+    for split, ds in parts.items():
+        n = len(ds) if limit is None else min(limit, len(ds))
+        total += n
+        ids = ds.select_columns(["id"])[:n]["id"]
+        todo.extend((split, i) for i, cid in enumerate(ids) if (name, split, str(cid)) not in done)
+    mine = shard_cases(todo, rank, world)
+
+    run_file = out / RUN_FILE
+    previous: list[Any] = []
+    if is_main:
+        if run_file.is_file():
+            try:
+                old = json.loads(run_file.read_text(encoding="utf-8"))
+                previous = old.pop("previous_runs", []) + [old]
+            except json.JSONDecodeError:
+                previous = []
+        record: dict[str, Any] = {
+            "model": name,
+            "options": dict(getattr(model, "options", {}) or {}),
+            "dataset": _describe(data, parts),
+            "limit": limit,
+            "batch_size": batch_size,
+            "vhx_version": __version__,
+            "world_size": world,
+            "cases": total,
+            "already_done": total - len(todo),
+            "started": started,
+            "finished": None,
+            "previous_runs": previous,
+        }
+        _write_json(run_file, record)
+
+    target = main_file if world == 1 else rank_file(out, rank)
+    bar = tqdm(
+        total=len(mine),
+        desc=f"scoring ({name})" if len(name) < 60 else "scoring",
+        unit="case",
+        disable=not progress or not getattr(state, "is_local_main_process", is_main),
+    )
+    try:
+        for batch in _batches(mine, batch_size):
+            cases = [parts[split][index] for split, index in batch]
+            images = [c["image"] for c in cases]
+            questions = [c["question"] for c in cases]
+            preds = model.predict(images, questions)
+            if len(preds) != len(cases):
+                raise VHXError(f"model {name!r} returned {len(preds)} predictions for {len(cases)} cases")
+            _append(target, [_row(c, split, name, p) for c, (split, _), p in zip(cases, batch, preds)])
+            bar.update(len(batch))
+    finally:
+        bar.close()
+
+    state.wait_for_everyone()
+    if is_main:
+        if world > 1:
+            merge_rank_files(out)
+        record["finished"] = _now()
+        _write_json(run_file, record)
+    state.wait_for_everyone()
+    return main_file

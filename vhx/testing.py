@@ -1,0 +1,491 @@
+"""Tiny, randomly initialised multimodal models for tests and benchmarks (no Hub access needed).
+
+:func:`build_tiny_model` writes a folder that loads like a Hub checkpoint
+(``AutoModelForImageTextToText.from_pretrained(path)`` and the processor): config, safetensors
+weights, a locally built word-level tokenizer with a chat template, and the architecture's own
+processor with its PIL ("slow") image processor, so no torchvision is needed.
+
+``AutoProcessor.from_pretrained(path)`` works for ``llava``, ``llava_next`` and ``instructblip``.
+The Qwen2-VL, Qwen2.5-VL and LLaVA-OneVision processors also declare a video processor, which transformers 5
+can only build with torchvision; without it, load them with :func:`vhx.models.hf.load_processor`
+(what :func:`vhx.models.load_model` does), which builds the same processor class without the video part.
+
+The tokenizer's vocabulary is small and fixed: yes/no in several casings, common question and
+instruction words, punctuation and each architecture's special tokens. Words outside it map to
+``<unk>``, which is enough for models whose weights are random anyway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+TINY_ARCHS: tuple[str, ...] = ("llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl", "qwen2_5_vl")
+
+#: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
+DEFAULT_SIZES: dict[str, int] = {
+    "hidden": 32,
+    "layers": 1,
+    "heads": 2,
+    "vision_hidden": 32,
+    "vision_layers": 1,
+    "image_size": 28,
+    # patches per image side: image_size // patches is the vision tower's patch size
+    "patches": 4,
+}
+
+_WORDS = """
+yes no Yes No YES NO y n true false True False not It it is Is are Are does Does do Do can Can
+there There a an A An the The this This that That in on of at to with and or but as by for from
+image picture photo scene object objects dog cat car person people man woman bird horse bus truck
+chair table cup bottle book tree sky water wall sign text word words number
+what What which Which how How many where Where who color colour red blue green yellow black white
+left right top bottom front behind above below next near open closed big small large
+one two three four five six seven eight nine ten zero
+Answer answer question Question using single phrase Please please only
+USER ASSISTANT user assistant system You you helpful Helpful
+sure Sure think I see visible
+""".split()
+_PUNCT = list("?.,:;!'\"()-*#/[]|<>_") + ["INST"]
+
+#: Special tokens shared by every tiny tokenizer; architectures add their own (``<image>``, ...).
+_BASE_SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
+
+
+def _cache_root() -> Path:
+    env = os.environ.get("VHX_TINY_CACHE")
+    return Path(env) if env else Path(tempfile.gettempdir()) / "vhx-tiny-models"
+
+
+def _version() -> str:
+    """vhx and transformers versions plus this module's source: any change rebuilds the cache."""
+    import transformers
+
+    from vhx import __version__
+
+    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:12]
+    return f"{__version__}/{transformers.__version__}/{source}"
+
+
+def build_tokenizer(
+    extra_specials: list[str],
+    chat_template: str | None,
+    *,
+    add_bos: bool = False,
+    eos_token: str = "</s>",
+    **special_attrs: str,
+) -> Any:
+    """A ``PreTrainedTokenizerFast`` over the fixed tiny vocabulary plus ``extra_specials``.
+
+    ``add_bos`` prepends ``<s>`` to every encoding, as Llama/Vicuna tokenizers do. ``special_attrs``
+    name multimodal tokens the processors look up on the tokenizer (``image_token="<image>"``), so
+    they travel with ``save_pretrained``.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    specials = _BASE_SPECIALS + [t for t in extra_specials if t not in _BASE_SPECIALS]
+    vocab: dict[str, int] = {}
+    for token in [*specials, *_WORDS, *_PUNCT]:
+        vocab.setdefault(token, len(vocab))
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    # Special tokens are matched before pre-tokenization (so "<image>" stays one token) and are
+    # dropped by decode(skip_special_tokens=True).
+    backend.add_special_tokens(specials)
+    backend.pre_tokenizer = pre_tokenizers.Whitespace()
+    # WordPiece's decoder joins words with spaces, which reads well for a word-level vocabulary.
+    backend.decoder = decoders.WordPiece(prefix="##", cleanup=True)
+    if add_bos:
+        backend.post_processor = processors.TemplateProcessing(
+            single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", vocab["<s>"])]
+        )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        unk_token="<unk>",
+        bos_token="<s>",
+        eos_token=eos_token,
+        pad_token="<pad>",
+        extra_special_tokens=dict(special_attrs),
+        padding_side="left",
+        model_max_length=4096,
+    )
+    if chat_template is not None:
+        tok.chat_template = chat_template
+    return tok
+
+
+# Chat templates in the format of each family's public checkpoints (a user turn with one image).
+_VICUNA_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}"
+    "{{ message['content'] if message['content'] is string else message['content'][0]['text'] }}{{ ' ' }}"
+    "{% else %}{{ message['role'].upper() + ': ' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] if part['type'] == 'image' %}{{ '<image>\n' }}{% endfor %}"
+    "{% for part in message['content'] if part['type'] == 'text' %}{{ part['text'] }}{% endfor %}{% endif %}"
+    "{{ ' ' if message['role'] == 'user' else '</s>' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+_MISTRAL_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'user' %}{{ '[INST] ' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] if part['type'] == 'image' %}{{ '<image>\n' }}{% endfor %}"
+    "{% for part in message['content'] if part['type'] == 'text' %}{{ part['text'] }}{% endfor %}{% endif %}"
+    "{{ ' [/INST]' }}"
+    "{% elif message['role'] == 'assistant' %}{{ ' ' }}"
+    "{{ message['content'] if message['content'] is string else message['content'][0]['text'] }}{{ '</s>' }}"
+    "{% endif %}{% endfor %}"
+)
+
+
+def _chatml_template(image_marker: str, default_system: str | None) -> str:
+    system = (
+        "{% if messages[0]['role'] != 'system' %}{{ '<|im_start|>system\n" + default_system + "<|im_end|>\n' }}{% endif %}"
+        if default_system
+        else ""
+    )
+    return (
+        system + "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+        "{% if message['content'] is string %}{{ message['content'] }}"
+        "{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' %}{{ '" + image_marker + "' }}"
+        "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}{{ '<|im_end|>\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+    )
+
+
+def _text_config(model_type: str, tok: Any, sizes: dict[str, int], **extra: Any) -> dict[str, Any]:
+    hidden = sizes["hidden"]
+    return {
+        "model_type": model_type,
+        "vocab_size": len(tok),
+        "hidden_size": hidden,
+        "intermediate_size": hidden * 2,
+        "num_hidden_layers": sizes["layers"],
+        "num_attention_heads": sizes["heads"],
+        "num_key_value_heads": sizes["heads"],
+        "max_position_embeddings": 1024,
+        "pad_token_id": tok.pad_token_id,
+        "bos_token_id": tok.bos_token_id,
+        "eos_token_id": tok.eos_token_id,
+        **extra,
+    }
+
+
+def _patch(sizes: dict[str, int]) -> int:
+    side, patches = sizes["image_size"], sizes["patches"]
+    if patches < 2 or patches % 2 or side % patches:
+        raise ValueError(f"patches must be even and divide image_size, got {patches} for {side}")
+    return side // patches
+
+
+def _clip_vision(sizes: dict[str, int], patch: int, model_type: str = "clip_vision_model") -> dict[str, Any]:
+    hidden = sizes["vision_hidden"]
+    return {
+        "model_type": model_type,
+        "hidden_size": hidden,
+        "intermediate_size": hidden * 2,
+        "num_hidden_layers": sizes["vision_layers"],
+        "num_attention_heads": sizes["heads"],
+        "image_size": sizes["image_size"],
+        "patch_size": patch,
+        "projection_dim": hidden,
+    }
+
+
+def _build_llava(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    tok = build_tokenizer(["<image>"], _VICUNA_TEMPLATE, add_bos=True, image_token="<image>")
+    patch = _patch(sizes)
+    config = LlavaConfig(
+        vision_config=_clip_vision(sizes, patch),
+        text_config=_text_config("llama", tok, sizes),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        image_seq_length=(sizes["image_size"] // patch) ** 2,
+        vision_feature_layer=-1,
+    )
+    side = sizes["image_size"]
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tok,
+        patch_size=patch,
+        vision_feature_select_strategy=config.vision_feature_select_strategy,
+        num_additional_image_tokens=1,  # CLIP's CLS token
+        chat_template=_VICUNA_TEMPLATE,
+    )
+    _save(LlavaForConditionalGeneration(config), processor, path)
+
+
+def _image_only(cls: type) -> type:
+    """``cls``, or its image-only variant where torchvision (needed by video processors) is missing."""
+    from vhx.models.hf import _torchvision_available, image_only_processor_class
+
+    return cls if _torchvision_available() else image_only_processor_class(cls)
+
+
+def _save(model: Any, processor: Any, path: Path) -> None:
+    model.eval()
+    model.save_pretrained(path)
+    processor.save_pretrained(path)
+
+
+def _pinpoints(side: int) -> list[list[int]]:
+    # anyres grids of 1x2, 2x1 and 2x2 tiles: enough to exercise the tiling with tiny images
+    return [[side, 2 * side], [2 * side, side], [2 * side, 2 * side]]
+
+
+def _build_llava_next(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import LlavaNextConfig, LlavaNextForConditionalGeneration, LlavaNextProcessor
+    from transformers.models.llava_next.image_processing_pil_llava_next import LlavaNextImageProcessorPil
+
+    tok = build_tokenizer(["<image>"], _MISTRAL_TEMPLATE, add_bos=True, image_token="<image>")
+    side = sizes["image_size"]
+    patch = _patch(sizes)
+    config = LlavaNextConfig(
+        vision_config=_clip_vision(sizes, patch),
+        text_config=_text_config("mistral", tok, sizes, sliding_window=None),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        image_grid_pinpoints=_pinpoints(side),
+        image_seq_length=(side // patch) ** 2,
+        vision_feature_layer=-1,
+    )
+    image_processor = LlavaNextImageProcessorPil(
+        size={"shortest_edge": side}, crop_size={"height": side, "width": side}, image_grid_pinpoints=_pinpoints(side)
+    )
+    processor = LlavaNextProcessor(
+        image_processor=image_processor,
+        tokenizer=tok,
+        patch_size=patch,
+        vision_feature_select_strategy=config.vision_feature_select_strategy,
+        num_additional_image_tokens=1,
+        chat_template=_MISTRAL_TEMPLATE,
+    )
+    _save(LlavaNextForConditionalGeneration(config), processor, path)
+
+
+def _build_llava_onevision(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import LlavaOnevisionConfig, LlavaOnevisionForConditionalGeneration, LlavaOnevisionProcessor
+    from transformers.models.llava_onevision.image_processing_pil_llava_onevision import (
+        LlavaOnevisionImageProcessorPil,
+    )
+
+    template = _chatml_template("<image>\n", None)
+    tok = build_tokenizer(
+        ["<image>", "<video>", "<|im_start|>", "<|im_end|>"],
+        template,
+        eos_token="<|im_end|>",
+        image_token="<image>",
+        video_token="<video>",
+    )
+    side = sizes["image_size"]
+    patch = _patch(sizes)
+    config = LlavaOnevisionConfig(
+        vision_config={**_clip_vision(sizes, patch, "siglip_vision_model"), "vision_use_head": False},
+        text_config=_text_config("qwen2", tok, sizes),
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        video_token_index=tok.convert_tokens_to_ids("<video>"),
+        image_grid_pinpoints=_pinpoints(side),
+    )
+    image_processor = LlavaOnevisionImageProcessorPil(size={"height": side, "width": side}, image_grid_pinpoints=_pinpoints(side))
+    processor = _image_only(LlavaOnevisionProcessor)(
+        image_processor=image_processor,
+        tokenizer=tok,
+        num_image_tokens=(side // patch) ** 2,
+        vision_feature_select_strategy=config.vision_feature_select_strategy,
+        vision_aspect_ratio=config.vision_aspect_ratio,
+        chat_template=template,
+    )
+    _save(LlavaOnevisionForConditionalGeneration(config), processor, path)
+
+
+def _build_instructblip(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import InstructBlipConfig, InstructBlipForConditionalGeneration, InstructBlipProcessor
+    from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
+
+    # InstructBLIP has no chat template: the prompt is the bare instruction. Its processor adds the
+    # "<image>" query placeholder to the tokenizer itself.
+    tok = build_tokenizer([], None, add_bos=True)
+    qformer_tok = build_tokenizer([], None)
+    # The Q-Former is BERT-like with absolute positions: its text must be right-padded.
+    qformer_tok.padding_side = "right"
+    side = sizes["image_size"]
+    hidden, vhidden = sizes["hidden"], sizes["vision_hidden"]
+    num_query = 4
+    processor = InstructBlipProcessor(
+        image_processor=BlipImageProcessorPil(size={"height": side, "width": side}),
+        tokenizer=tok,
+        qformer_tokenizer=qformer_tok,
+        num_query_tokens=num_query,
+    )
+    config = InstructBlipConfig(
+        vision_config={
+            "hidden_size": vhidden,
+            "intermediate_size": vhidden * 2,
+            "num_hidden_layers": sizes["vision_layers"],
+            "num_attention_heads": sizes["heads"],
+            "image_size": side,
+            "patch_size": _patch(sizes),
+        },
+        qformer_config={
+            "vocab_size": len(qformer_tok),
+            "hidden_size": hidden,
+            "num_hidden_layers": 1,
+            "num_attention_heads": sizes["heads"],
+            "intermediate_size": hidden * 2,
+            "cross_attention_frequency": 1,
+            "encoder_hidden_size": vhidden,
+            "max_position_embeddings": 512,
+            "pad_token_id": qformer_tok.pad_token_id,
+        },
+        text_config=_text_config("llama", tok, sizes),
+        num_query_tokens=num_query,
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+    )
+    _save(InstructBlipForConditionalGeneration(config), processor, path)
+
+
+def _build_qwen2_vl(path: Path, sizes: dict[str, int], *, v2_5: bool = False) -> None:
+    import transformers
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    prefix = "Qwen2_5_VL" if v2_5 else "Qwen2VL"
+    config_cls = getattr(transformers, f"{prefix}Config")
+    model_cls = getattr(transformers, f"{prefix}ForConditionalGeneration")
+    processor_cls = getattr(transformers, f"{prefix}Processor")
+
+    specials = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    template = _chatml_template("<|vision_start|><|image_pad|><|vision_end|>", "You are a helpful assistant.")
+    tok = build_tokenizer(specials, template, eos_token="<|im_end|>", image_token="<|image_pad|>", video_token="<|video_pad|>")
+    side = sizes["image_size"]
+    hidden = sizes["hidden"]
+    head_dim = hidden // sizes["heads"]
+    # mrope splits the rotary half-dimension into (temporal, height, width) sections
+    half = head_dim // 2
+    section = [half - 2 * (half // 3), half // 3, half // 3]
+    patch, merge = _patch(sizes), 2
+    vision: dict[str, Any] = {
+        "depth": sizes["vision_layers"],
+        "num_heads": sizes["heads"],
+        "patch_size": patch,
+        "spatial_merge_size": merge,
+        "temporal_patch_size": 2,
+    }
+    if v2_5:
+        # Qwen2.5-VL's vision tower attends within windows (in pixels) except in the listed blocks.
+        vision.update(
+            hidden_size=sizes["vision_hidden"],
+            intermediate_size=sizes["vision_hidden"] * 2,
+            out_hidden_size=hidden,
+            window_size=patch * merge * 2,
+            fullatt_block_indexes=[sizes["vision_layers"] - 1],
+        )
+    else:
+        vision.update(embed_dim=sizes["vision_hidden"], hidden_size=hidden, mlp_ratio=2)
+    rope = {"rope_type": "default", "mrope_section": section, "rope_theta": 10000.0}
+    config = config_cls(
+        vision_config=vision,
+        text_config=_text_config(f"{'qwen2_5_vl' if v2_5 else 'qwen2_vl'}_text", tok, sizes, rope_parameters=rope),
+        image_token_id=tok.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tok.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
+        vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"),
+    )
+    # Pixel budget from one merged patch to 2 * side^2: the aspect ratio is kept and the sides become
+    # multiples of patch * merge, so images of other shapes give other numbers of image tokens.
+    image_processor = Qwen2VLImageProcessorPil(
+        size={"shortest_edge": (patch * merge) ** 2, "longest_edge": side * side * 2},
+        patch_size=patch,
+        merge_size=merge,
+        temporal_patch_size=2,
+    )
+    processor = _image_only(processor_cls)(image_processor=image_processor, tokenizer=tok, chat_template=template)
+    _save(model_cls(config), processor, path)
+
+
+def _build_qwen2_5_vl(path: Path, sizes: dict[str, int]) -> None:
+    _build_qwen2_vl(path, sizes, v2_5=True)
+
+
+_BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
+    "llava": _build_llava,
+    "llava_next": _build_llava_next,
+    "llava_onevision": _build_llava_onevision,
+    "instructblip": _build_instructblip,
+    "qwen2_vl": _build_qwen2_vl,
+    "qwen2_5_vl": _build_qwen2_5_vl,
+}
+
+
+@contextlib.contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """No "Writing model shards" bars while building throwaway models."""
+    from transformers.utils import logging as hf_logging
+
+    was_enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            hf_logging.enable_progress_bar()
+
+
+def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int = 0, **sizes: int) -> Path:
+    """Build (or reuse from the cache) a tiny random ``arch`` model folder and return its path.
+
+    Args:
+        arch: one of :data:`TINY_ARCHS`.
+        path: where the folder should be; ``None`` returns the cached folder itself. A given path
+            receives a copy of the cached build.
+        seed: seed of the random weights (same seed, same weights).
+        sizes: overrides of :data:`DEFAULT_SIZES` (``hidden=128, layers=2, image_size=112, patches=8``).
+
+    Builds are cached under ``$VHX_TINY_CACHE`` (default: the temp dir) by
+    (arch, seed, sizes, vhx version, transformers version, this module's source), so repeated calls
+    cost a directory copy.
+    """
+    import torch
+
+    if arch not in _BUILDERS:
+        raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {TINY_ARCHS}")
+    unknown = set(sizes) - set(DEFAULT_SIZES)
+    if unknown:
+        raise ValueError(f"unknown size option(s) {sorted(unknown)}; expected some of {sorted(DEFAULT_SIZES)}")
+    full = {**DEFAULT_SIZES, **sizes}
+    key = hashlib.sha256(json.dumps([arch, seed, full, _version()], sort_keys=True).encode()).hexdigest()[:16]
+    cached = _cache_root() / f"{arch}-{key}"
+    if not (cached / "config.json").is_file():
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{arch}-", dir=cached.parent))
+        try:
+            with torch.random.fork_rng(devices=[]), _quiet_progress():
+                torch.manual_seed(seed)
+                _BUILDERS[arch](staging, full)
+            if cached.exists() and not (cached / "config.json").is_file():
+                shutil.rmtree(cached, ignore_errors=True)  # a broken leftover, not a build
+            # Rename is atomic, so a concurrent builder never sees a half-written folder.
+            try:
+                staging.rename(cached)
+            except OSError:
+                shutil.rmtree(staging, ignore_errors=True)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+    if path is None:
+        return cached
+    dest = Path(path)
+    shutil.copytree(cached, dest, dirs_exist_ok=True)
+    return dest
