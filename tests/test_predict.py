@@ -388,3 +388,20 @@ def test_two_real_processes_under_torchrun(dsd, tmp_path):
     assert len(rows) == 20 and len({r["id"] for r in rows}) == 20
     assert not list(out.glob("predictions.rank*.jsonl"))
     assert json.loads((out / "run.json").read_text())["world_size"] == 2
+
+
+def test_resume_refuses_other_cases_under_the_same_ids(dsd, tmp_path):
+    from vhx.errors import VHXError
+    from vhx.hub import write_hub_folder
+
+    out = tmp_path / "run"
+    predict_dataset(dsd, FakeModel(), out, progress=False)
+    # the same cases, rewritten and reloaded (new files, new datasets fingerprint): resumes, predicts nothing
+    write_hub_folder(dsd, tmp_path / "hub")
+    again = FakeModel()
+    predict_dataset(str(tmp_path / "hub"), again, out, progress=False)
+    assert again.calls == []
+    # same ids, another question: stale predictions must not be reused silently
+    changed = dsd["original"].map(lambda row: {"question": row["question"] + " Really?"})
+    with pytest.raises(VHXError, match="split 'original' were made on other cases"):
+        predict_dataset(datasets.DatasetDict({"original": changed}), FakeModel(), out, progress=False)

@@ -14,6 +14,7 @@ are done. Rank files left by a crashed multi-process run are merged at the start
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
 import json
 import logging
 import os
@@ -88,13 +89,51 @@ def load_cases(
     return parts
 
 
+def content_digest(ds: datasets.Dataset) -> str:
+    """Hash of what a prediction depends on besides the image: ids, questions, answers, transforms.
+
+    Unlike ``Dataset._fingerprint`` it does not change when the same data is rewritten or reloaded,
+    so a resumed run can tell "same cases" from "other cases under the same ids".
+    """
+    digest = hashlib.sha256()
+    columns = ["id", "question", "answer", "image_id", "transform_params"]
+    for batch in ds.select_columns(columns).with_format("arrow").iter(batch_size=10_000):
+        for column in columns:
+            for value in batch[column].to_pylist():
+                digest.update(str(value).encode("utf-8") + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def _describe(data: Any, parts: Mapping[str, datasets.Dataset]) -> dict[str, Any]:
     source = str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
     return {
         "source": source,
         "splits": {name: len(ds) for name, ds in parts.items()},
         "fingerprints": {name: getattr(ds, "_fingerprint", None) for name, ds in parts.items()},
+        "content": {name: content_digest(ds) for name, ds in parts.items()},
     }
+
+
+def _check_same_cases(run_file: Path, model: str, description: Mapping[str, Any], done_splits: set[str]) -> None:
+    """Refuse to resume a run whose earlier predictions were made on other cases under the same ids."""
+    if not run_file.is_file() or not done_splits:
+        return
+    try:
+        old = json.loads(run_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return
+    for record in [old, *old.get("previous_runs", [])]:
+        if record.get("model") != model:
+            continue
+        before = (record.get("dataset") or {}).get("content") or {}
+        now = description["content"]
+        for split in sorted(done_splits & set(now)):
+            if split in before and before[split] != now[split]:
+                raise VHXError(
+                    f"{run_file.parent}: the predictions of {model!r} on split {split!r} were made on other cases "
+                    f"(content {before[split]} != {now[split]}); use a new output folder or "
+                    "delete its predictions to start over"
+                )
 
 
 # --------------------------------------------------------------------------------------- sharding
@@ -279,6 +318,8 @@ def predict_dataset(
     state.wait_for_everyone()
 
     done = {_key(r) for r in read_predictions(main_file) if r["model"] == name}
+    description = _describe(data, parts)
+    _check_same_cases(out / RUN_FILE, name, description, {split for _, split, _ in done})
     todo: list[tuple[str, int]] = []
     total = 0
     for split, ds in parts.items():
@@ -300,7 +341,7 @@ def predict_dataset(
         record: dict[str, Any] = {
             "model": name,
             "options": dict(getattr(model, "options", {}) or {}),
-            "dataset": _describe(data, parts),
+            "dataset": description,
             "limit": limit,
             "batch_size": batch_size,
             "vhx_version": __version__,
