@@ -56,6 +56,9 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="stop at the first bad row, or skip and report bad rows")
     p.add_argument("--option", action="append", type=_parse_option, default=[], metavar="KEY=VALUE", help="builder option, e.g. image_dir=/data/coco/val2014 (repeatable; VALUE parsed as JSON if it can be)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument("--rewriter", choices=["rules", "llm"], default="rules",
+                   help="mmvp: multiple-choice -> yes/no rewrite by the documented rules, or by an LLM")
+    _add_llm_options(p, "LLM rewriter for mmvp (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
     g = p.add_argument_group("synthetic benchmark")
     g.add_argument("--num-images", type=int, help="number of drawn scenes")
     g.add_argument("--yes-ratio", type=float, help="share of 'yes' answers per split")
@@ -86,6 +89,12 @@ def build_source(args: argparse.Namespace) -> Any:
     if not args.data_dir:
         raise VHXError(f"`vhx build {args.source}` needs --data-dir (the folder of the release)")
     options = dict(args.option)
+    if args.rewriter == "llm":
+        if args.source != "mmvp":
+            raise VHXError("--rewriter llm applies to mmvp only")
+        from vhx.llm import llm_mmvp_rewriter
+
+        options["rewriter"] = llm_mmvp_rewriter(_llm_config(args))
     if args.subsets:
         options["subsets"] = tuple(args.subsets.split(","))
     dsd, report = load_source(args.source, args.data_dir, on_error=args.on_error, **options)
@@ -149,11 +158,9 @@ def make_negator(args: argparse.Namespace) -> Any:
 
     if args.negator == "rules":
         return RuleNegator()
-    from vhx.llm import LLMConfig, LLMNegator
+    from vhx.llm import LLMNegator
 
-    fields = {"model": args.llm_model, "base_url": args.base_url, "temperature": args.temperature,
-              "concurrency": args.concurrency, "timeout": args.timeout, "cache_dir": args.cache_dir}
-    return LLMNegator(LLMConfig(**{k: v for k, v in fields.items() if v is not None}))
+    return LLMNegator(_llm_config(args))
 
 
 def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
@@ -196,13 +203,25 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
     p.add_argument("--review", type=int, default=100, help="pairs sampled into OUT/review/ for human checking (0: none)")
     p.add_argument("--gallery", type=int, default=12, help="cases shown in OUT/gallery.html")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    g = p.add_argument_group("LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
+    _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
+
+
+def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
+    g = p.add_argument_group(title)
     g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper)")
     g.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 for vLLM (default: OpenAI)")
     g.add_argument("--llm-temperature", dest="temperature", type=float, help="sampling temperature (default 0)")
     g.add_argument("--concurrency", type=int, help="requests in flight (default 8)")
     g.add_argument("--timeout", type=float, help="seconds per request (default 60)")
     g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
+
+
+def _llm_config(args: argparse.Namespace) -> Any:
+    from vhx.llm import LLMConfig
+
+    fields = {"model": args.llm_model, "base_url": args.base_url, "temperature": args.temperature,
+              "concurrency": args.concurrency, "timeout": args.timeout, "cache_dir": args.cache_dir}
+    return LLMConfig(**{k: v for k, v in fields.items() if v is not None})
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
