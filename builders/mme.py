@@ -27,23 +27,12 @@ from typing import Any
 import datasets
 
 from vhx.errors import DataError, logger
-from vhx.schema import make_case, normalize_answer
+from vhx.schema import MME_COGNITION, MME_PERCEPTION, make_case, normalize_answer
 
 from ._base import VHBuilder, image_value
 
-PERCEPTION: tuple[str, ...] = (
-    "existence",
-    "count",
-    "position",
-    "color",
-    "posters",
-    "celebrity",
-    "scene",
-    "landmark",
-    "artwork",
-    "OCR",
-)
-COGNITION: tuple[str, ...] = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
+PERCEPTION: tuple[str, ...] = MME_PERCEPTION
+COGNITION: tuple[str, ...] = MME_COGNITION
 SUBTASKS: tuple[str, ...] = PERCEPTION + COGNITION
 
 #: Image suffixes looked up for a question file's stem, in order of preference.

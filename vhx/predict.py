@@ -25,31 +25,13 @@ from typing import Any, TypeVar
 import datasets
 
 from vhx.errors import DataError, VHXError
+from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
 
 logger = logging.getLogger("vhx")
 
-PREDICTIONS_FILE = "predictions.jsonl"
-RUN_FILE = "run.json"
-
 #: The keys of every row of ``predictions.jsonl``, in order.
-PREDICTION_KEYS: tuple[str, ...] = (
-    "id",
-    "pair_id",
-    "split",
-    "source",
-    "subset",
-    "image_id",
-    "negated",
-    "transform",
-    "target_model",
-    "answer",
-    "model",
-    "raw",
-    "pred",
-    "correct",
-    "p_yes",
-)
+PREDICTION_KEYS: tuple[str, ...] = PREDICTION_FIELDS
 _CASE_KEYS = ("id", "pair_id", "source", "subset", "image_id", "negated", "transform", "target_model", "answer")
 
 T = TypeVar("T")

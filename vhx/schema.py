@@ -67,6 +67,20 @@ FIELD_DOCS: dict[str, str] = {
     "provenance": "JSON: source file and line, negator, rewrite rule, and other free-form notes",
 }
 
+#: The keys of every row of a run's ``predictions.jsonl`` (written by vhx.predict, read by vhx.scoring).
+PREDICTION_FIELDS: tuple[str, ...] = (
+    "id", "pair_id", "split", "source", "subset", "image_id", "negated", "transform", "target_model",
+    "answer", "model", "raw", "pred", "correct", "p_yes",
+)
+PREDICTIONS_FILE = "predictions.jsonl"
+RUN_FILE = "run.json"
+
+#: MME subtasks (``subset`` of MME rows): perception scores sum to at most 2000, cognition to 800.
+MME_PERCEPTION: tuple[str, ...] = (
+    "existence", "count", "position", "color", "posters", "celebrity", "scene", "landmark", "artwork", "OCR",
+)
+MME_COGNITION: tuple[str, ...] = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
+
 _YES = {"yes", "y", "true", "1"}
 _NO = {"no", "n", "false", "0"}
 

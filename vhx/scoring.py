@@ -50,51 +50,20 @@ import pandas as pd
 from scipy import stats
 
 from vhx.errors import DataError
-from vhx.schema import ANSWERS, ORIGINAL
+from vhx.schema import ANSWERS, MME_COGNITION, MME_PERCEPTION, ORIGINAL, PREDICTION_FIELDS, RUN_FILE
 
 logger = logging.getLogger("vhx")
 
 PRED_VALUES: tuple[str, ...] = ("yes", "no", "unknown")
 UNKNOWN = "unknown"
 
-#: Every field a prediction row carries (the runner's contract).
-PREDICTION_FIELDS: tuple[str, ...] = (
-    "id",
-    "pair_id",
-    "split",
-    "source",
-    "subset",
-    "image_id",
-    "negated",
-    "transform",
-    "target_model",
-    "answer",
-    "model",
-    "raw",
-    "pred",
-    "correct",
-    "p_yes",
-)
 #: Fields :func:`score` needs in every row (grouping columns come on top).
 REQUIRED_FIELDS: tuple[str, ...] = ("id", "pair_id", "negated", "transform", "answer", "pred")
 
-MME_PERCEPTION: tuple[str, ...] = (
-    "existence",
-    "count",
-    "position",
-    "color",
-    "posters",
-    "celebrity",
-    "scene",
-    "landmark",
-    "artwork",
-    "OCR",
-)
-MME_COGNITION: tuple[str, ...] = ("commonsense_reasoning", "numerical_calculation", "text_translation", "code_reasoning")
 MME_SUBTASKS: tuple[str, ...] = MME_PERCEPTION + MME_COGNITION
 
 PREDICTIONS_GLOB = "predictions*.jsonl"
-RUN_META = "run.json"
+RUN_META = RUN_FILE
 
 Predictions = pd.DataFrame | Sequence[Mapping[str, Any]] | str | os.PathLike
 
