@@ -498,23 +498,14 @@ class LLMNegator:
                 cleaned.append(check_question(q))
             except DataError as exc:
                 raise DataError(exc.reason, row=i, field="question") from None
-        firsts = [_negation_request(q) for q in cleaned]
-        answers = self.client.complete_many(firsts)
+        requests = [_negation_request(q) for q in cleaned]
         results: list[NegationResult | None] = [None] * len(cleaned)
-        repairs: list[tuple[int, ChatRequest]] = []
-        for i, (q, answer) in enumerate(zip(cleaned, answers)):
-            if isinstance(answer, RequestFailed):
-                results[i] = self._fallback(q, f"request failed: {answer.reason}")
-                continue
-            text = clean_answer(answer)
-            reason = check_negation(q, text)
-            if reason is None:
-                results[i] = NegationResult(text, self.name, _classify(q, text))
-            else:
-                repairs.append((i, _repair_request(firsts[i], answer, reason)))
-        if repairs:
-            second = self.client.complete_many([req for _, req in repairs])
-            for (i, _), answer in zip(repairs, second):
+        pending = list(range(len(cleaned)))
+        # First attempt, then one repair request (telling the LLM what was wrong), then the rules.
+        for attempt in (1, 2):
+            answers = self.client.complete_many([requests[i] for i in pending])
+            retry: list[int] = []
+            for i, answer in zip(pending, answers):
                 q = cleaned[i]
                 if isinstance(answer, RequestFailed):
                     results[i] = self._fallback(q, f"request failed: {answer.reason}")
@@ -523,8 +514,14 @@ class LLMNegator:
                 reason = check_negation(q, text)
                 if reason is None:
                     results[i] = NegationResult(text, self.name, _classify(q, text))
+                elif attempt == 1:
+                    requests[i] = _repair_request(requests[i], answer, reason)
+                    retry.append(i)
                 else:
                     results[i] = self._fallback(q, f"invalid LLM answer twice ({reason}): {text[:200]!r}")
+            pending = retry
+            if not pending:
+                break
         return [r for r in results if r is not None]
 
     def _fallback(self, question: str, reason: str) -> NegationResult:
