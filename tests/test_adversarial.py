@@ -1,0 +1,438 @@
+"""White-box adversarial expansion on tiny random models of every supported architecture.
+
+Measured preprocessing match (torch replay vs the PIL processor, tiny models, images 40x60 / 70x33 /
+100x100 with texture + noise): pixel values (after normalisation) differ by at most ~0.016 (PIL's
+8-bit rounding after each resize is up to 0.5/255 / CLIP std ~= 0.0075, plus PIL's fixed-point
+filter), except a few saturated pixels (< 0.5%) where Pillow ran its two resize passes in the other
+order (up to ~0.08); visual tokens differ by at most ~1.3% of their largest magnitude, and every
+token keeps a cosine above 0.9996 to the processor path (per architecture, minimum token cosine /
+max abs error relative to the largest feature: llava 0.99981 / 1.3e-2, llava_next 0.99973 / 8.8e-4,
+llava_onevision 0.99963 / 6.5e-4, instructblip 0.99997 / 9.4e-3, qwen2_vl 0.99989 / 1.2e-2). At the
+model's own input size no resize happens and the paths agree to float rounding. The assertions below
+leave a margin over those numbers.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import datasets
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from vhx.adversarial import (
+    ATTACK_COUNTS,
+    AttackConfig,
+    AttackError,
+    adversarial_split,
+    attack_batch,
+    load_view,
+    processor_features,
+    similarity,
+)
+from vhx.adversarial import expand as adv_expand
+from vhx.adversarial.attack import quantize, random_start, step_size
+from vhx.adversarial.views import AUTHORS_AXIS, resize
+from vhx.models.base import Prediction
+from vhx.models.hf import load_processor
+from vhx.schema import FEATURES, loads, make_case, validate_dataset
+from vhx.testing import TINY_ARCHS, build_tiny_model
+
+ARCHS = [a for a in TINY_ARCHS]
+
+
+# ----------------------------------------------------------------------------------- fixtures
+def _texture(h: int, w: int, seed: int) -> np.ndarray:
+    """A smooth pattern plus noise, clipped: saturated pixels included."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = np.stack([128 + 140 * np.sin(xx / (4 + c) + seed) * np.cos(yy / 6) for c in range(3)], -1)
+    return np.clip(base + rng.normal(0, 25, (h, w, 3)), 0, 255).astype(np.uint8)
+
+
+def _png(arr: np.ndarray) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+_VIEWS: dict[str, object] = {}
+
+
+def _view(arch: str):
+    """One loaded view per architecture for the whole module (loading is the slow part)."""
+    if arch not in _VIEWS:
+        _VIEWS[arch] = load_view(build_tiny_model(arch), device="cpu")
+    return _VIEWS[arch]
+
+
+def _batch(*arrays: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
+
+
+def make_pairs(spec: list[tuple[str, np.ndarray, list[bool]]]) -> datasets.Dataset:
+    """Pairs (case + negated twin) per image; each bool says whether that pair triggers VH.
+
+    The ``triggers_vh`` column marks only the negated twin of a triggering pair, so the tests also
+    check that a pair is kept together when just one of its cases triggers VH.
+    """
+    rows = []
+    for image_id, arr, pair_flags in spec:
+        image = {"bytes": _png(arr), "path": None}
+        for q, flag in enumerate(pair_flags):
+            sid = f"{image_id}-{q}"
+            for negated in (False, True):
+                row = make_case(
+                    source="synthetic",
+                    subset="test",
+                    source_id=sid,
+                    image=image,
+                    image_id=image_id,
+                    question=f"Is there no dog {q}?" if negated else f"Is there a dog {q}?",
+                    answer="no" if negated else "yes",
+                    negated=negated,
+                    provenance={"note": "test"},
+                )
+                row["triggers_vh"] = bool(flag and negated)
+                rows.append(row)
+    features = FEATURES.copy()
+    features["triggers_vh"] = datasets.Value("bool")
+    return datasets.Dataset.from_list(rows, features=features)
+
+
+FAST = {"steps_min": 3, "steps_max": 3}
+
+
+# ----------------------------------------------------------------------------------- views
+@pytest.mark.parametrize("arch", ARCHS)
+def test_view_matches_processor_and_model_features(arch: str) -> None:
+    view = _view(arch)
+    processor = load_processor(str(build_tiny_model(arch)))
+    for h, w in [(40, 60), (70, 33), (28, 28)]:
+        arrays = [_texture(h, w, seed) for seed in (1, 2)]
+        pil = [Image.fromarray(a) for a in arrays]
+        reference = processor_features(view, processor, pil)
+        x = _batch(*arrays).float() / 255.0
+        with torch.no_grad():
+            ours = view(x)
+        assert ours.shape == reference.shape
+        cos = torch.nn.functional.cosine_similarity(ours, reference, dim=-1)
+        assert cos.min().item() > 0.999, (arch, (h, w), cos.min().item())
+        rel = ((ours - reference).abs().max() / reference.abs().max()).item()
+        assert rel < 0.03, (arch, (h, w), rel)
+        # the model inputs themselves: within PIL's 8-bit rounding of the resized image, except a
+        # few saturated pixels where Pillow ran its two resize passes in the other order
+        ours_in = view.preprocess(x)["pixel_values"]
+        ref_in = processor.image_processor(pil, return_tensors="pt")["pixel_values"]
+        diff = (ours_in - ref_in.reshape(ours_in.shape)).abs()
+        assert (diff > 0.02).float().mean().item() < 0.005
+        assert diff.max().item() < 0.12
+        if (h, w) == (28, 28) and arch != "qwen2_vl":
+            # no resize needed at the model's own size: the paths agree to float rounding
+            assert (ours - reference).abs().max().item() < 1e-4
+
+
+def test_resize_matches_pil_bicubic_to_one_level() -> None:
+    rng = np.random.default_rng(0)
+    for (h, w), (nh, nw) in [((40, 60), (37, 56)), ((30, 30), (90, 90)), ((70, 33), (28, 28)), ((50, 50), (20, 100)), ((70, 33), (59, 28)), ((40, 60), (28, 42))]:
+        arr = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+        pil = np.asarray(Image.fromarray(arr).resize((nw, nh), Image.BICUBIC)).astype(np.float64)
+        ours = resize(_batch(arr).double() / 255.0, (nh, nw), "bicubic")[0].permute(1, 2, 0).numpy() * 255.0
+        # PIL rounds to 8 bits (0.5) and uses fixed-point weights: about one level at most
+        assert np.abs(ours - pil).max() < 1.1
+
+
+def test_view_weights_frozen_and_features_differentiable() -> None:
+    view = _view("llava")
+    assert all(not p.requires_grad for p in view.model.parameters())
+    x = (_batch(_texture(40, 60, 0)).float() / 255.0).requires_grad_(True)
+    view(x).sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    assert all(p.grad is None for p in view.model.parameters())
+
+
+# ----------------------------------------------------------------------------------- similarity
+def test_similarity_definitions() -> None:
+    a = torch.randn(2, 5, 7)
+    b = torch.randn(2, 5, 7)
+    feature = similarity(a, b, "feature")
+    token = similarity(a, b, "token")
+    manual_feature = torch.stack([torch.stack([torch.dot(a[i, n], b[i, n]) / a[i, n].norm() / b[i, n].norm() for n in range(5)]).mean() for i in range(2)])
+    manual_token = torch.stack([torch.stack([torch.dot(a[i, :, d], b[i, :, d]) / a[i, :, d].norm() / b[i, :, d].norm() for d in range(7)]).mean() for i in range(2)])
+    assert torch.allclose(feature, manual_feature, atol=1e-6)
+    assert torch.allclose(token, manual_token, atol=1e-6)
+    assert torch.allclose(similarity(a, a, "feature"), torch.ones(2))
+    # the authors' choice per architecture
+    assert torch.allclose(similarity(a, b, "authors", "llava"), token)
+    assert torch.allclose(similarity(a, b, "authors", "llava_next"), feature)
+    assert set(AUTHORS_AXIS) >= {"llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl"}
+    with pytest.raises(AttackError):
+        similarity(a, b, "authors", None)
+    with pytest.raises(AttackError):
+        similarity(a, b, "bogus")
+
+
+def test_cosine_schedule_and_options() -> None:
+    config = AttackConfig(schedule="cosine", step=0.5 / 255, eta_min=1e-4)
+    assert step_size(config, 0, 10) == pytest.approx(0.5 / 255)
+    assert step_size(config, 5, 10) == pytest.approx(1e-4 + (0.5 / 255 - 1e-4) / 2)
+    values = [step_size(config, t, 10) for t in range(10)]
+    assert values == sorted(values, reverse=True) and values[-1] > 1e-4
+    assert step_size(AttackConfig(), 7, 10) == pytest.approx(0.5 / 255)
+    defaults = AttackConfig()
+    assert (defaults.eps, defaults.step, defaults.steps_min, defaults.steps_max, defaults.init) == (8 / 255, 0.5 / 255, 500, 100, 5 / 255)
+    assert defaults.steps_for("min") == 500 and defaults.steps_for("max") == 100
+    for bad in ({"method": "fgsm"}, {"similarity": "l2"}, {"schedule": "linear"}, {"eps": 0}, {"init": 1.0}):
+        with pytest.raises(AttackError):
+            AttackConfig(**bad)
+
+
+def test_random_start_is_seeded_per_image() -> None:
+    a = random_start((3, 8, 9), 5 / 255, "img-1", 0)
+    assert torch.equal(a, random_start((3, 8, 9), 5 / 255, "img-1", 0))
+    assert not torch.equal(a, random_start((3, 8, 9), 5 / 255, "img-2", 0))
+    assert not torch.equal(a, random_start((3, 8, 9), 5 / 255, "img-1", 1))
+    assert set(torch.unique(a * 255).round().tolist()) == {-5.0, 5.0}
+    share_positive = (a > 0).float().mean().item()
+    assert 0.35 < share_positive < 0.65
+
+
+# ----------------------------------------------------------------------------------- attack
+@pytest.mark.parametrize("arch", ARCHS)
+def test_min_branch_lowers_similarity(arch: str) -> None:
+    view = _view(arch)
+    images = _batch(_texture(40, 60, 3), _texture(40, 60, 4))
+    result = attack_batch(view, images, "min", AttackConfig(steps_min=5), image_ids=["a", "b"])
+    for initial, best, final in zip(result.initial_similarity, result.best_similarity, result.final_similarity):
+        assert initial == pytest.approx(1.0, abs=1e-5)
+        assert best < initial - 1e-3
+        assert final < initial - 1e-3
+    assert result.steps_run == [5, 5]
+    assert all(p.grad is None for p in view.model.parameters())
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_max_branch_raises_similarity_above_random_start(arch: str) -> None:
+    view = _view(arch)
+    images = _batch(_texture(40, 60, 5), _texture(40, 60, 6))
+    # PGD (L-inf-normalised steps) works on every tiny model; I-FGSM's fixed sign steps overshoot on
+    # the tiny InstructBLIP, whose similarity is already 0.9995 at the random start.
+    config = AttackConfig(method="pgd", steps_max=10, stop_similarity=None, patience=None)
+    result = attack_batch(view, images, "max", config, image_ids=["a", "b"])
+    for initial, best, final in zip(result.initial_similarity, result.best_similarity, result.final_similarity):
+        assert initial < 1.0
+        assert best > initial
+        assert final > initial
+    # the new image still differs from the original
+    assert min(result.linf) >= 1
+
+
+def test_max_branch_ifgsm_llava_and_no_weight_gradients() -> None:
+    view = _view("llava")
+    images = _batch(_texture(40, 60, 7))
+    config = AttackConfig(steps_max=10, stop_similarity=None, patience=None)
+    result = attack_batch(view, images, "max", config, image_ids=["a"])
+    assert result.best_similarity[0] > result.initial_similarity[0]
+    assert result.final_similarity[0] > result.initial_similarity[0]
+    assert all(p.grad is None and not p.requires_grad for p in view.model.parameters())
+
+
+def test_early_stopping() -> None:
+    view = _view("llava")
+    images = _batch(_texture(40, 60, 8), _texture(40, 60, 9))
+    # a threshold every start already meets: no update at all, the random start is returned
+    result = attack_batch(view, images, "max", AttackConfig(steps_max=20, stop_similarity=0.0), image_ids=["a", "b"])
+    assert result.steps_run == [0, 0]
+    assert result.linf == [5, 5]
+    # patience: stops once the similarity stalls, before the budget
+    config = AttackConfig(steps_max=60, stop_similarity=None, patience=2, min_improvement=0.5)
+    result = attack_batch(view, images, "max", config, image_ids=["a", "b"])
+    assert result.steps_run == [2, 2]
+    # the min branch never stops early
+    result = attack_batch(view, images, "min", AttackConfig(steps_min=4, stop_similarity=0.0, patience=1), image_ids=["a", "b"])
+    assert result.steps_run == [4, 4]
+
+
+@pytest.mark.parametrize("eps255", [8.0, 7.5, 3.0])
+def test_eps_ball_and_range_hold_after_quantisation(eps255: float) -> None:
+    view = _view("llava")
+    arr = _texture(40, 60, 10)
+    arr[:5] = 0
+    arr[-5:] = 255  # saturated rows: the [0, 1] clip must act
+    images = _batch(arr, _texture(40, 60, 11))
+    eps = eps255 / 255
+    for branch in ("min", "max"):
+        config = AttackConfig(eps=eps, step=1.5 / 255, init=min(5 / 255, eps), steps_min=6, steps_max=6, stop_similarity=None, patience=None)
+        result = attack_batch(view, images, branch, config, image_ids=["a", "b"])
+        for original, adv, linf in zip(images.permute(0, 2, 3, 1).numpy(), result.images, result.linf):
+            assert adv.dtype == np.uint8 and adv.shape == original.shape
+            diff = np.abs(adv.astype(int) - original.astype(int))
+            assert diff.max() <= eps255 + 1e-9
+            assert diff.max() == linf
+            assert linf >= 1
+    # quantisation alone: deltas on the ball's edge that rounding would push out
+    x = torch.tensor([[[[10 / 255, 250 / 255, 0.0, 1.0]]]]).expand(1, 3, 1, 4)
+    delta = torch.tensor([[[[7.5 / 255, 7.5 / 255, -7.5 / 255, 7.5 / 255]]]]).expand(1, 3, 1, 4)
+    q = quantize(x, delta, 7.5 / 255)
+    assert q.tolist()[0][0][0] == [17.0, 255.0, 0.0, 255.0]
+
+
+# ----------------------------------------------------------------------------------- splits
+def _spec() -> list[tuple[str, np.ndarray, list[bool]]]:
+    return [
+        ("img-a", _texture(40, 60, 20), [False, False]),  # min only
+        ("img-b", _texture(40, 60, 21), [True, False, True]),  # both branches
+        ("img-c", _texture(36, 36, 22), [True]),  # max only, another size
+    ]
+
+
+def test_split_ids_fields_and_sharing(tmp_path) -> None:
+    pairs = make_pairs(_spec())
+    view = _view("llava")
+    ATTACK_COUNTS.clear()
+    out = adversarial_split(pairs, view, vh_column="triggers_vh", model_id="tiny-llava", batch_size=8, progress=False, **FAST)
+    # one attack per (image_id, branch): a-min, b-min, b-max, c-max
+    assert ATTACK_COUNTS["attacks"] == 4
+    # batches: sizes and branches never mix (40x60 min [a, b], 40x60 max [b], 36x36 max [c])
+    assert ATTACK_COUNTS["batches"] == 3
+    assert len(out) == len(pairs)
+    validate_dataset(out)
+    assert set(out.column_names) >= set(FEATURES)
+    by_id = {row["id"]: row for row in out}
+    row = by_id["synthetic/test/img-b-1+neg@ifgsm:tiny-llava"]
+    assert row["pair_id"] == "synthetic/test/img-b-1@ifgsm:tiny-llava"
+    assert row["transform"] == "ifgsm" and row["target_model"] == "tiny-llava"
+    params = loads(row["transform_params"])
+    assert params["branch"] == "min" and params["method"] == "ifgsm" and params["steps"] == 3
+    assert params["eps"] == pytest.approx(8 / 255) and params["step"] == pytest.approx(0.5 / 255)
+    assert params["similarity"] == "feature" and params["schedule"] == "constant" and params["seed"] == 0
+    assert params["steps_run"] == 3 and params["final_similarity"] < 1.0
+    prov = loads(row["provenance"])
+    assert prov["note"] == "test" and prov["adversarial"]["vh_source"] == "column:triggers_vh"
+    # pairs stay together: a pair with one triggering row is attacked on the max branch as a whole
+    for pid in ("synthetic/test/img-b-0@ifgsm:tiny-llava", "synthetic/test/img-b-2@ifgsm:tiny-llava"):
+        members = [r for r in out if r["pair_id"] == pid]
+        assert len(members) == 2
+        assert {loads(r["transform_params"])["branch"] for r in members} == {"max"}
+        assert np.array_equal(np.asarray(members[0]["image"]), np.asarray(members[1]["image"]))
+        assert {loads(r["provenance"])["adversarial"]["triggers_vh"] for r in members} == {False, True}
+    # every case with the same (image, branch) holds the same image; images stay in the eps ball
+    originals = {r["id"]: np.asarray(r["image"]) for r in pairs}
+    images: dict[tuple[str, str], np.ndarray] = {}
+    for r, src in zip(out, pairs):
+        adv = np.asarray(r["image"])
+        branch = loads(r["transform_params"])["branch"]
+        key = (r["image_id"], branch)
+        if key in images:
+            assert np.array_equal(images[key], adv)
+        images[key] = adv
+        diff = np.abs(adv.astype(int) - originals[src["id"]].astype(int))
+        assert 1 <= diff.max() <= 8
+    assert not np.array_equal(images[("img-b", "min")], images[("img-b", "max")])
+
+
+def test_resume_skips_finished_attacks(tmp_path) -> None:
+    pairs = make_pairs(_spec())
+    view = _view("llava")
+    ATTACK_COUNTS.clear()
+    first = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, **FAST)
+    assert ATTACK_COUNTS["attacks"] == 4
+    index = [json.loads(line) for line in (tmp_path / "attacks.jsonl").read_text().splitlines()]
+    assert len(index) == 4 and len(list((tmp_path / "images").glob("*.png"))) == 4
+    ATTACK_COUNTS.clear()
+    second = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, **FAST)
+    assert ATTACK_COUNTS["attacks"] == 0
+    assert first["id"] == second["id"]
+    assert first["transform_params"] == second["transform_params"]
+    for a, b in zip(first, second):
+        assert np.array_equal(np.asarray(a["image"]), np.asarray(b["image"]))
+    # other settings are other attacks
+    ATTACK_COUNTS.clear()
+    adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, seed=1, **FAST)
+    assert ATTACK_COUNTS["attacks"] == 4  # the seed drives both branches' random moves
+
+
+def test_interrupted_run_resumes_with_the_rest(tmp_path, monkeypatch) -> None:
+    pairs = make_pairs(_spec())
+    view = _view("llava")
+    real = adv_expand.attack_batch
+    calls = {"n": 0}
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(adv_expand, "attack_batch", flaky)
+    ATTACK_COUNTS.clear()
+    with pytest.raises(KeyboardInterrupt):
+        adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, batch_size=1, progress=False, **FAST)
+    assert ATTACK_COUNTS["attacks"] == 1
+    monkeypatch.setattr(adv_expand, "attack_batch", real)
+    # a line cut short by the crash is ignored on resume
+    with open(tmp_path / "attacks.jsonl", "a") as f:
+        f.write('{"key": "truncat')
+    ATTACK_COUNTS.clear()
+    out = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, batch_size=1, progress=False, **FAST)
+    assert ATTACK_COUNTS["attacks"] == 3
+    assert len(out) == len(pairs)
+
+
+class _OracleScorer:
+    """Answers right except on the questions listed as hallucinated (one of each such pair)."""
+
+    name = "oracle"
+
+    def __init__(self, wrong: set[str]) -> None:
+        self.wrong = wrong
+
+    def predict(self, images: list[Image.Image], questions: list[str]) -> list[Prediction]:
+        out = []
+        for q in questions:
+            truth = "no" if "no dog" in q else "yes"
+            pred = ("yes" if truth == "no" else "no") if q in self.wrong else truth
+            out.append(Prediction(raw=pred, pred=pred))
+        return out
+
+
+def test_branches_from_a_scorer(tmp_path) -> None:
+    pairs = make_pairs([("img-a", _texture(40, 60, 30), [False, False]), ("img-b", _texture(40, 60, 31), [False])])
+    scorer = _OracleScorer({"Is there a dog 1?"})  # img-a pair 1 triggers VH
+    ATTACK_COUNTS.clear()
+    out = adversarial_split(pairs, _view("llava"), scorer=scorer, model_id="m", out_dir=tmp_path, method="pgd", progress=False, **FAST)
+    assert ATTACK_COUNTS["attacks"] == 3  # a-min, a-max, b-min
+    branches = {r["id"]: loads(r["transform_params"])["branch"] for r in out}
+    assert branches["synthetic/test/img-a-1@pgd:m"] == branches["synthetic/test/img-a-1+neg@pgd:m"] == "max"
+    assert branches["synthetic/test/img-a-0@pgd:m"] == "min" and branches["synthetic/test/img-b-0@pgd:m"] == "min"
+    assert loads(out[0]["provenance"])["adversarial"]["vh_source"] == "scorer:oracle"
+    assert (tmp_path / "scores" / "predictions.jsonl").is_file()
+
+
+def test_bad_inputs_are_refused() -> None:
+    pairs = make_pairs([("img-a", _texture(40, 60, 40), [False])])
+    with pytest.raises(Exception, match="trigger VH"):
+        adversarial_split(pairs, _view("llava"), progress=False, **FAST)
+    with pytest.raises(AttackError):
+        adversarial_split(pairs, _view("llava"), vh_column="triggers_vh", method="fgsm", progress=False)
+    with pytest.raises(AttackError):
+        attack_batch(_view("llava"), torch.zeros(1, 3, 8, 8), "min", AttackConfig(), image_ids=["a"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch", ["llava", "qwen2_vl"])
+def test_end_to_end_from_a_model_folder(arch: str, tmp_path) -> None:
+    """A model folder as target: loaded once, scored (generate mode) and attacked through it."""
+    pairs = make_pairs([("img-a", _texture(40, 60, 50), [False]), ("img-b", _texture(36, 36, 51), [False])])
+    path = build_tiny_model(arch, tmp_path / arch)
+    ATTACK_COUNTS.clear()
+    out = adversarial_split(pairs, str(path), method="ifgsm", out_dir=tmp_path / "out", device="cpu", progress=False, **FAST)
+    assert len(out) == 4
+    validate_dataset(out)
+    assert out[0]["target_model"] == arch
+    assert out[0]["id"].endswith(f"@ifgsm:{arch}")
+    assert ATTACK_COUNTS["attacks"] == 2
+    assert loads(out[0]["provenance"])["adversarial"]["vh_source"].startswith("scorer:")

@@ -1,0 +1,592 @@
+"""Adversarial splits: every pair of an ``original`` split on its white-box adversarial image.
+
+:func:`adversarial_split` turns the ``original`` split (cases and their negated twins, as negation
+produces them) into an ``ifgsm`` or ``pgd`` split against one target model:
+
+1. **Branch per pair.** A pair triggers VH when the target model answers at least one of its two
+   cases wrongly (the pair fails symmetric accuracy; an unparseable answer counts as wrong). The
+   answers come from scoring the pairs with the target model (:func:`vhx.predict.predict_dataset`,
+   cached under ``out_dir/scores``) or from a boolean column (``vh_column="triggers_vh"``; a pair
+   triggers when any of its rows is true). Pairs that trigger VH take the ``max`` branch (keep the
+   visual tokens, from a random start), the others the ``min`` branch (push them away). The branch
+   is decided per pair, not per case, so both questions of a pair stay on one image.
+2. **One attack per (image_id, branch, settings).** The objective depends on the image and the
+   branch only, so every pair that needs the same (image, branch) shares one attack.
+3. **Batched.** Pending attacks are grouped by image size and branch and attacked ``batch_size``
+   images at a time (images of different sizes never share a batch: anyres grids and Qwen2-VL's
+   resize depend on the size, and padding would change what the model sees).
+4. **Resumable.** With ``out_dir``, each finished attack is written at once: its PNG under
+   ``out_dir/images/{key}.png``, then one line in ``out_dir/attacks.jsonl`` (the key hashes the
+   image id, the branch, the attack settings, the model id and the view settings). A rerun with the
+   same settings skips every attack listed there; an interrupted run loses at most the batch in
+   flight.
+5. **Several GPUs.** Under ``accelerate launch`` the pending attacks are split between the processes
+   (``PartialState().split_between_processes``); each process attacks its share on its own GPU and
+   writes ``attacks.rank{k}.jsonl``; all processes then read every index and build the same split.
+   ``out_dir`` must then be a folder all processes see.
+
+Each output row keeps its case and gets the adversarial image (PNG), ``transform`` = the method,
+``target_model`` = the model id, ids from :func:`vhx.schema.case_id` (``...@ifgsm:{model}``),
+``transform_params`` = the attack settings of its branch plus ``final_similarity`` (of the saved
+8-bit image) and ``steps_run``, and ``provenance`` = the case's provenance plus an ``adversarial``
+entry (whether the case / its pair triggered VH and how that was decided, initial and best
+similarity, L-inf distance of the saved image in 1/255 units, the attack key).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import io
+import json
+import logging
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import datasets
+import numpy as np
+import torch
+from PIL import Image
+
+from vhx.adversarial.attack import METHODS, AttackConfig, AttackError, attack_batch
+from vhx.adversarial.views import VisionView, default_device, load_view, view_from_model
+from vhx.errors import DataError, VHXError
+from vhx.perturbations import png_bytes, to_rgb_array
+from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, loads, pair_id_of
+
+logger = logging.getLogger("vhx")
+
+#: Attacks run in this process: ``"attacks"`` counts attacked images, ``"batches"`` attack calls.
+#: Tests and benchmarks read it to check sharing and resuming.
+ATTACK_COUNTS: Counter[str] = Counter()
+
+INDEX_FILE = "attacks.jsonl"
+IMAGES_DIR = "images"
+SCORES_DIR = "scores"
+
+
+# --------------------------------------------------------------------------------------------
+# The store of finished attacks
+# --------------------------------------------------------------------------------------------
+
+
+class AttackStore:
+    """Finished attacks by key: PNG files + JSON-lines index under ``out_dir``, or in memory."""
+
+    def __init__(self, out_dir: str | os.PathLike | None, *, rank: int = 0, world: int = 1) -> None:
+        self.out_dir = Path(out_dir) if out_dir is not None else None
+        self.records: dict[str, dict[str, Any]] = {}
+        self._memory: dict[str, bytes] = {}
+        self._index = None
+        if self.out_dir is not None:
+            (self.out_dir / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
+            name = INDEX_FILE if world == 1 else f"attacks.rank{rank}.jsonl"
+            self._index = self.out_dir / name
+            self._repair()
+            self.load()
+
+    def _repair(self) -> None:
+        """Cut a last line left unfinished by a crash off this process's index, so appends stay valid."""
+        if self._index is None or not self._index.is_file():
+            return
+        data = self._index.read_bytes()
+        cut = data.rfind(b"\n") + 1
+        if cut != len(data):
+            logger.warning("%s: dropping a truncated last line (interrupted run); its attack is redone", self._index)
+            with open(self._index, "r+b") as f:
+                f.truncate(cut)
+
+    def load(self) -> None:
+        """(Re)read every index file; lines cut by a crash and entries without their PNG are skipped."""
+        if self.out_dir is None:
+            return
+        for path in sorted(self.out_dir.glob("attacks*.jsonl")):
+            data = path.read_bytes()
+            complete = data[: data.rfind(b"\n") + 1].decode("utf-8")
+            for number, line in enumerate(complete.splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise DataError(f"not a JSON line ({exc.msg})", file=str(path), line=number) from None
+                if (self.out_dir / IMAGES_DIR / f"{record['key']}.png").is_file():
+                    self.records[record["key"]] = record
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.records
+
+    def png(self, key: str) -> bytes:
+        """The PNG file of attack ``key``."""
+        if self.out_dir is None:
+            return self._memory[key]
+        return (self.out_dir / IMAGES_DIR / f"{key}.png").read_bytes()
+
+    def add(self, key: str, png: bytes, record: Mapping[str, Any]) -> None:
+        """Keep one finished attack: the image first (atomically), then its index line."""
+        record = {"key": key, **record}
+        if self.out_dir is None:
+            self._memory[key] = png
+        else:
+            final = self.out_dir / IMAGES_DIR / f"{key}.png"
+            tmp = final.with_suffix(f".png.tmp{os.getpid()}")
+            tmp.write_bytes(png)
+            os.replace(tmp, final)
+            with open(self._index, "a", encoding="utf-8") as f:
+                f.write(json.dumps(record, sort_keys=True) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+        self.records[key] = record
+
+
+def attack_key(image_id: str, branch: str, settings: Mapping[str, Any]) -> str:
+    """The stable key of one attack: SHA-256 of (image_id, branch, settings), 32 hex digits."""
+    text = json.dumps([image_id, branch, dict(settings)], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+# --------------------------------------------------------------------------------------------
+# Which pairs trigger VH
+# --------------------------------------------------------------------------------------------
+
+
+def row_triggers(
+    pairs: datasets.Dataset,
+    *,
+    vh_column: str | None = None,
+    scorer: Any = None,
+    out_dir: str | os.PathLike | None = None,
+    batch_size: int = 8,
+    progress: bool = True,
+) -> tuple[list[bool], str]:
+    """Per row: does the target model answer it wrongly? Returns the flags and how they were decided.
+
+    From ``vh_column`` (booleans) when given, else from ``scorer`` (a :class:`~vhx.models.VHModel`)
+    via :func:`vhx.predict.predict_dataset`: wrong or unparseable answer = triggers VH.
+    """
+    if vh_column is not None:
+        if vh_column not in pairs.column_names:
+            raise DataError(f"no column {vh_column!r} to read which cases trigger VH", field=vh_column)
+        values = pairs[vh_column]
+        flags = []
+        for i, v in enumerate(values):
+            if not isinstance(v, (bool, np.bool_)):
+                raise DataError(f"must be a bool, got {v!r}", row=i, field=vh_column)
+            flags.append(bool(v))
+        return flags, f"column:{vh_column}"
+    if scorer is None:
+        raise VHXError("cannot tell which cases trigger VH: pass vh_column=, a scorer=, or a model path / HFModel")
+    from vhx.predict import PREDICTIONS_FILE, predict_dataset, read_predictions
+
+    with _work_dir(out_dir) as folder:
+        target = Path(folder) / SCORES_DIR
+        scored = pairs.cast_column("image", datasets.Image())
+        predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress)
+        preds = {r["id"]: r for r in read_predictions(target / PREDICTIONS_FILE) if r["model"] == scorer.name}
+    flags = []
+    for cid, answer in zip(pairs["id"], pairs["answer"]):
+        row = preds.get(cid)
+        if row is None:
+            raise VHXError(f"the scorer left case {cid!r} unanswered")
+        flags.append(row["pred"] != answer)
+    return flags, f"scorer:{scorer.name}"
+
+
+@contextlib.contextmanager
+def _work_dir(out_dir: str | os.PathLike | None) -> Iterator[str]:
+    """``out_dir`` itself, or a temporary folder removed afterwards when there is none."""
+    if out_dir is not None:
+        yield os.fspath(out_dir)
+        return
+    with tempfile.TemporaryDirectory(prefix="vhx-adv-") as tmp:
+        yield tmp
+
+
+def pair_branches(pairs: datasets.Dataset, flags: Sequence[bool]) -> tuple[list[str], list[bool]]:
+    """Per row: its pair's branch (``max`` if any row of the pair triggers VH, else ``min``) and that pair flag."""
+    pair_ids = pairs["pair_id"]
+    triggered: dict[str, bool] = {}
+    for pid, flag in zip(pair_ids, flags):
+        triggered[pid] = triggered.get(pid, False) or bool(flag)
+    pair_flags = [triggered[pid] for pid in pair_ids]
+    return ["max" if f else "min" for f in pair_flags], pair_flags
+
+
+# --------------------------------------------------------------------------------------------
+# Running the attacks
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Job:
+    key: str
+    image_id: str
+    branch: str
+    row: int  # a row holding the image
+    size: tuple[int, int]  # (height, width)
+
+
+def _image_size(image: Mapping[str, Any]) -> tuple[int, int]:
+    """(height, width) from the file header only."""
+    with _open_image(image) as im:
+        return im.size[1], im.size[0]
+
+
+def _open_image(image: Mapping[str, Any]) -> Image.Image:
+    if image.get("bytes"):
+        return Image.open(io.BytesIO(image["bytes"]))
+    if image.get("path"):
+        return Image.open(image["path"])
+    raise DataError("image has neither bytes nor path", field="image")
+
+
+def _load_pixels(image: Mapping[str, Any]) -> np.ndarray:
+    with _open_image(image) as im:
+        return to_rgb_array(im).copy()
+
+
+def _batches(jobs: Sequence[_Job], batch_size: int) -> Iterator[list[_Job]]:
+    """Jobs grouped by (size, branch) in first-appearance order, ``batch_size`` at a time."""
+    groups: dict[tuple[tuple[int, int], str], list[_Job]] = {}
+    for job in jobs:
+        groups.setdefault((job.size, job.branch), []).append(job)
+    for group in groups.values():
+        for start in range(0, len(group), batch_size):
+            yield group[start : start + batch_size]
+
+
+def run_attacks(
+    view: Any,
+    cases: datasets.Dataset,
+    jobs: Sequence[_Job],
+    config: AttackConfig,
+    store: AttackStore,
+    *,
+    batch_size: int,
+    amp: bool | None,
+    progress: bool,
+    desc: str,
+) -> int:
+    """Attack every job (equal sizes and branches batched together), writing each batch to ``store``."""
+    from tqdm.auto import tqdm
+
+    done = 0
+    bar = tqdm(total=len(jobs), desc=desc, unit="image", disable=not progress)
+    try:
+        for batch in _batches(jobs, batch_size):
+            pixels = np.stack([_load_pixels(cases[job.row]["image"]) for job in batch])
+            tensor = torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous()
+            branch = batch[0].branch
+            result = attack_batch(view, tensor, branch, config, image_ids=[j.image_id for j in batch], amp=amp)
+            ATTACK_COUNTS["batches"] += 1
+            ATTACK_COUNTS["attacks"] += len(batch)
+            for i, job in enumerate(batch):
+                store.add(
+                    job.key,
+                    png_bytes(result.images[i]),
+                    {
+                        "image_id": job.image_id,
+                        "branch": branch,
+                        "height": job.size[0],
+                        "width": job.size[1],
+                        "initial_similarity": result.initial_similarity[i],
+                        "best_similarity": result.best_similarity[i],
+                        "final_similarity": result.final_similarity[i],
+                        "steps_run": result.steps_run[i],
+                        "linf_255": result.linf[i],
+                    },
+                )
+            done += len(batch)
+            bar.update(len(batch))
+    finally:
+        bar.close()
+    return done
+
+
+# --------------------------------------------------------------------------------------------
+# The split
+# --------------------------------------------------------------------------------------------
+
+
+def _check_pairs(pairs: datasets.Dataset) -> None:
+    missing = [k for k in FEATURES if k not in pairs.column_names]
+    if missing:
+        raise DataError(f"dataset lacks column(s) {missing}", field=missing[0])
+    if len(pairs) and set(pairs.unique("transform")) != {ORIGINAL}:
+        others = sorted(set(pairs.unique("transform")) - {ORIGINAL})
+        raise DataError(f"expected cases on original images, found transforms {others}", field="transform")
+
+
+def _resolve(
+    model_path_or_view: Any,
+    *,
+    need_scorer: bool,
+    scorer: Any,
+    device: Any,
+    model_id: str | None,
+    view_options: Mapping[str, Any],
+) -> tuple[VisionView, Any]:
+    """The view to attack through and the scorer to decide branches with (may be None)."""
+    if isinstance(model_path_or_view, VisionView):
+        view = model_path_or_view
+        if model_id is not None:
+            view.model_id = model_id
+        return view, scorer
+    if hasattr(model_path_or_view, "model") and hasattr(model_path_or_view, "processor"):
+        hf = model_path_or_view
+        view = view_from_model(hf.model, hf.processor, model_id=model_id, **view_options)
+        return view, scorer if scorer is not None else hf
+    if need_scorer and scorer is None:
+        # One load serves both: score with the full model, attack through its vision path.
+        from vhx.models import load_model
+
+        target = device if device is not None else default_device()
+        hf = load_model(os.fspath(model_path_or_view), device=str(target))
+        view = view_from_model(hf.model, hf.processor, model_id=model_id, **view_options)
+        return view, hf
+    view = load_view(model_path_or_view, device=device, model_id=model_id, **view_options)
+    return view, scorer
+
+
+def _attach(
+    batch: dict[str, list],
+    indices: list[int],
+    *,
+    method: str,
+    model_id: str,
+    store: AttackStore,
+    row_keys: Sequence[str],
+    row_branches: Sequence[str],
+    row_flags: Sequence[bool],
+    pair_flags: Sequence[bool],
+    vh_source: str,
+    config: AttackConfig,
+    view_settings: Mapping[str, Any],
+) -> dict[str, list]:
+    """``datasets.map`` function: each case on its attack's image, with new ids and provenance."""
+    images, ids, params, provenance = [], [], [], []
+    for j, index in enumerate(indices):
+        key = row_keys[index]
+        record = store.records[key]
+        branch = row_branches[index]
+        images.append({"bytes": store.png(key), "path": None})
+        cid = case_id(
+            batch["source"][j], batch["subset"][j], batch["source_id"][j],
+            negated=batch["negated"][j], transform=method, target_model=model_id,
+        )  # fmt: skip
+        ids.append(cid)
+        params.append(
+            dumps({**config.params(branch), "final_similarity": record["final_similarity"], "steps_run": record["steps_run"]})
+        )
+        prov = loads(batch["provenance"][j])
+        prov["adversarial"] = {
+            "attack": key,
+            "triggers_vh": bool(row_flags[index]),
+            "pair_triggers_vh": bool(pair_flags[index]),
+            "vh_source": vh_source,
+            "initial_similarity": record["initial_similarity"],
+            "best_similarity": record["best_similarity"],
+            "linf_255": record["linf_255"],
+            "view": dict(view_settings),
+        }
+        provenance.append(dumps(prov))
+    n = len(indices)
+    batch["image"] = images
+    batch["id"] = ids
+    batch["pair_id"] = [pair_id_of(i) for i in ids]
+    batch["transform"] = [method] * n
+    batch["transform_params"] = params
+    batch["target_model"] = [model_id] * n
+    batch["provenance"] = provenance
+    return batch
+
+
+def adversarial_split(
+    pairs: datasets.Dataset,
+    model_path_or_view: Any,
+    *,
+    method: str = "ifgsm",
+    eps: float = 8 / 255,
+    step: float = 0.5 / 255,
+    steps_min: int = 500,
+    steps_max: int = 100,
+    similarity: str = "feature",
+    schedule: str = "constant",
+    seed: int = 0,
+    vh_column: str | None = None,
+    scorer: Any = None,
+    model_id: str | None = None,
+    out_dir: str | os.PathLike | None = None,
+    batch_size: int = 8,
+    device: str | torch.device | None = None,
+    amp: bool | None = None,
+    progress: bool = True,
+    qformer_instruction: str = "",
+    **attack_options: Any,
+) -> datasets.Dataset:
+    """The ``ifgsm`` / ``pgd`` split of ``pairs`` against one target model (see the module docs).
+
+    Args:
+        pairs: the ``original`` split: cases and their negated twins on source images.
+        model_path_or_view: the target model: a Hub id or local folder, a loaded
+            :class:`vhx.models.hf.HFModel`, or a :class:`~vhx.adversarial.views.VisionView`.
+        method: ``"ifgsm"`` or ``"pgd"`` (also the split's ``transform``).
+        eps, step: L-inf radius and step size on the [0, 1] scale (paper: 8/255 and 0.5/255).
+        steps_min, steps_max: iterations of the branches for pairs that do not / do trigger VH.
+        similarity: ``"feature"`` (default), ``"token"`` or ``"authors"``.
+        schedule: ``"constant"`` or ``"cosine"`` (the authors' cosine annealing).
+        seed: seeds the random starts (per image).
+        vh_column: a boolean column saying which cases trigger VH; without it the cases are scored.
+        scorer: the :class:`~vhx.models.VHModel` that scores them (default: the target model, when
+            given as a path or HFModel).
+        model_id: the ``target_model`` value (default: the Hub id, or a local folder's name).
+        out_dir: folder for resumable results (attack images + index, scores); None keeps them in memory.
+        batch_size: images per attack batch.
+        device: where the model runs (default: this process's accelerate device).
+        amp: bfloat16 autocast (default: on for CUDA).
+        progress: show progress bars.
+        qformer_instruction: InstructBLIP only: the Q-Former's fixed instruction.
+        attack_options: other :class:`~vhx.adversarial.attack.AttackConfig` fields (``init``,
+            ``eta_min``, ``grad_norm``, ``stop_similarity``, ``patience``, ``min_improvement``).
+    """
+    return adversarial_splits(
+        pairs,
+        model_path_or_view,
+        methods=(method,),
+        eps=eps,
+        step=step,
+        steps_min=steps_min,
+        steps_max=steps_max,
+        similarity=similarity,
+        schedule=schedule,
+        seed=seed,
+        vh_column=vh_column,
+        scorer=scorer,
+        model_id=model_id,
+        out_dir=out_dir,
+        batch_size=batch_size,
+        device=device,
+        amp=amp,
+        progress=progress,
+        qformer_instruction=qformer_instruction,
+        **attack_options,
+    )[method]
+
+
+def adversarial_splits(
+    pairs: datasets.Dataset,
+    model_path_or_view: Any,
+    *,
+    methods: Sequence[str] = METHODS,
+    vh_column: str | None = None,
+    scorer: Any = None,
+    model_id: str | None = None,
+    out_dir: str | os.PathLike | None = None,
+    batch_size: int = 8,
+    device: str | torch.device | None = None,
+    amp: bool | None = None,
+    progress: bool = True,
+    qformer_instruction: str = "",
+    **attack_options: Any,
+) -> dict[str, datasets.Dataset]:
+    """One split per method (``{"ifgsm": ..., "pgd": ...}``), loading and scoring the model once.
+
+    Takes the arguments of :func:`adversarial_split` (``methods`` instead of ``method``).
+    """
+    from vhx.predict import process_state
+
+    _check_pairs(pairs)
+    if batch_size < 1:
+        raise ValueError("batch_size must be >= 1")
+    configs = {}
+    for method in methods:
+        try:
+            configs[method] = AttackConfig(method=method, **attack_options)
+        except TypeError as exc:
+            raise AttackError(f"unknown attack option: {exc}") from None
+    state = process_state()
+    rank, world = int(state.process_index), int(state.num_processes)
+    if world > 1 and out_dir is None:
+        raise VHXError("several processes need a shared out_dir to exchange their attacks")
+
+    view, scorer = _resolve(
+        model_path_or_view,
+        need_scorer=vh_column is None,
+        scorer=scorer,
+        device=device,
+        model_id=model_id,
+        view_options={"qformer_instruction": qformer_instruction} if qformer_instruction else {},
+    )
+    flags, vh_source = row_triggers(
+        pairs, vh_column=vh_column, scorer=scorer, out_dir=out_dir, batch_size=batch_size, progress=progress
+    )
+    branches, pair_flags = pair_branches(pairs, flags)
+
+    cases = pairs.cast_column("image", datasets.Image(decode=False))
+    image_ids = cases["image_id"]
+    first_row: dict[tuple[str, str], int] = {}
+    for row, (image_id, branch) in enumerate(zip(image_ids, branches)):
+        first_row.setdefault((image_id, branch), row)
+    sizes: dict[str, tuple[int, int]] = {}
+    for (image_id, _), row in first_row.items():
+        if image_id not in sizes:
+            sizes[image_id] = _image_size(cases[row]["image"])
+
+    out: dict[str, datasets.Dataset] = {}
+    for method, config in configs.items():
+        store = AttackStore(out_dir, rank=rank, world=world)
+        keys: dict[tuple[str, str], str] = {}
+        jobs: list[_Job] = []
+        for (image_id, branch), row in first_row.items():
+            settings = {"params": config.params(branch), "model": view.model_id, "view": view.settings}
+            key = attack_key(image_id, branch, settings)
+            keys[(image_id, branch)] = key
+            jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id]))
+        pending = [job for job in jobs if job.key not in store]
+        logger.info(
+            "%s: %d attacks for %d cases (%d done before, %d to run)", method, len(jobs), len(cases), len(jobs) - len(pending), len(pending)
+        )
+        with state.split_between_processes(pending) as mine:
+            run_attacks(
+                view, cases, list(mine), config, store,
+                batch_size=batch_size, amp=amp, progress=progress and state.is_local_main_process,
+                desc=f"{method} ({view.model_id})",
+            )  # fmt: skip
+        state.wait_for_everyone()
+        store.load()
+        missing = [job.key for job in jobs if job.key not in store]
+        if missing:
+            raise VHXError(f"{len(missing)} attacks are missing after the run (first: {missing[0]})")
+
+        row_keys = [keys[(image_id, branch)] for image_id, branch in zip(image_ids, branches)]
+        fingerprint = hashlib.sha256(
+            json.dumps([cases._fingerprint, method, view.model_id, row_keys, vh_source, flags]).encode()
+        ).hexdigest()[:32]
+        joined = cases.map(
+            functools.partial(
+                _attach,
+                method=method,
+                model_id=view.model_id,
+                store=store,
+                row_keys=row_keys,
+                row_branches=branches,
+                row_flags=flags,
+                pair_flags=pair_flags,
+                vh_source=vh_source,
+                config=config,
+                view_settings=view.settings,
+            ),
+            batched=True,
+            with_indices=True,
+            features=cases.features,
+            new_fingerprint=fingerprint,
+            desc=f"{method}: attaching adversarial images",
+        )
+        out[method] = joined.cast_column("image", datasets.Image())
+    return out
