@@ -130,3 +130,36 @@ def test_cli_llm_negator_and_mmvp_rewriter_through_a_local_server(tmp_path: Path
         assert server.count == sent + 1
     out = capsys.readouterr()
     assert "sk-test-never-printed" not in out.out + out.err
+
+
+def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
+    import numpy as np
+    from PIL import Image
+
+    from vhx.adversarial import ATTACK_COUNTS
+    from vhx.testing import build_tiny_model
+
+    target = build_tiny_model("llava")
+    src = tmp_path / "synth"
+    assert main(["build", "synthetic", "--out", str(src), "--num-images", "3", "--option", "image_size=64"]) == 0
+    out = tmp_path / "adv"
+    args = ["expand", str(src), "--out", str(out), "--perturb", "none", "--attack", "ifgsm", "--target-model", str(target),
+            "--eps", "8/255", "--steps-min", "3", "--steps-max", "3", "--review", "0", "--gallery", "2"]
+    ATTACK_COUNTS.clear()
+    assert main(args) == 0
+    first = sum(ATTACK_COUNTS.values())
+    assert 3 <= first <= 6  # one attack per (image, branch): 3 images, at most both branches each
+    dsd = datasets.load_dataset(str(out))
+    assert list(dsd) == ["original", "ifgsm"]
+    adv = dsd["ifgsm"]
+    assert set(adv["target_model"]) == {target.name} and all(i.endswith(f"@ifgsm:{target.name}") for i in adv["id"])
+    by_id = {r["id"]: r for r in dsd["original"]}
+    for row in adv.select(range(4)):
+        clean = np.asarray(by_id[row["id"].split("@")[0]]["image"].convert("RGB"), dtype=int)
+        attacked = np.asarray(row["image"].convert("RGB"), dtype=int)
+        assert np.abs(attacked - clean).max() <= 8  # the eps ball holds on the saved 8-bit image
+    # a rerun finds every attack done
+    ATTACK_COUNTS.clear()
+    assert main(args + ["--overwrite"]) == 0
+    assert sum(ATTACK_COUNTS.values()) == 0
+    assert isinstance(Image.open(next((out / "attacks" / "images").glob("*.png"))), Image.Image)

@@ -492,3 +492,12 @@ def test_metric_values_match_score():
     assert values["n_unpaired"] == 0
     with pytest.raises(ValueError, match="one length"):
         metric_values(["yes"], ["yes", "no"], ["a"], [False])
+
+
+def test_wilson_interval_is_exact_at_the_ends():
+    from vhx.scoring import wilson_interval
+
+    low, high = wilson_interval(0, 24)
+    assert low == 0.0 and 0.13 < high < 0.15  # 0/24: (0, 0.138)
+    low, high = wilson_interval(24, 24)
+    assert high == 1.0 and 0.85 < low < 0.87

@@ -38,6 +38,9 @@ def expand(
     perturb_params: dict[str, dict[str, Any]] | None = None,
     seed: int = 0,
     num_proc: int | None = None,
+    attacks: Sequence[str] | None = None,
+    target_model: Any = None,
+    attack_options: dict[str, Any] | None = None,
 ) -> datasets.DatasetDict:
     """Expand source cases: negate into pairs (unless already paired), then perturb per image.
 
@@ -49,6 +52,12 @@ def expand(
         perturb_params: per-perturbation parameter overrides (``{"brightness": {"c": 0.3}}``).
         seed: seed of the random perturbations (noise is seeded per image, perturbation and seed).
         num_proc: worker processes for the ``datasets.map`` calls.
+        attacks: white-box attack methods (``"ifgsm"``, ``"pgd"``), each a split of every pair on
+            the adversarial image against ``target_model``.
+        target_model: Hub id, folder or loaded model the attacks target (and, unless
+            ``attack_options["vh_column"]`` says which cases trigger VH, the model that scores them).
+        attack_options: options of :func:`vhx.adversarial.adversarial_splits` (``eps``, ``step``,
+            ``steps_min``, ``steps_max``, ``similarity``, ``schedule``, ``out_dir`` for resuming, ...).
     """
     from vhx.negation import RuleNegator, negate_dataset
     from vhx.perturbations import perturb_splits
@@ -64,4 +73,10 @@ def expand(
     out = {ORIGINAL: pairs}
     if perturb:
         out.update(perturb_splits(pairs, list(perturb), seed=seed, params=perturb_params, num_proc=num_proc))
+    if attacks:
+        from vhx.adversarial import adversarial_splits
+
+        if target_model is None:
+            raise DataError("adversarial expansion needs a target model (--target-model)")
+        out.update(adversarial_splits(pairs, target_model, methods=tuple(attacks), seed=seed, **(attack_options or {})))
     return datasets.DatasetDict(out)

@@ -224,6 +224,7 @@ def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str],
         for i, (col, label, color) in enumerate(series):
             v = s[col].to_numpy(dtype=float)
             err = np.vstack([v - s[f"{col}_ci_low"].to_numpy(dtype=float), s[f"{col}_ci_high"].to_numpy(dtype=float) - v])
+            err = np.clip(np.nan_to_num(err), 0.0, None)  # bootstrap or rounding can put v a hair outside its CI
             ax.bar(x + (i - 0.5) * width, np.nan_to_num(v), width, yerr=err, capsize=3, label=label, color=color)
         ax.set_xticks(x, [_group_label(r, keys) for _, r in s.iterrows()], rotation=30, ha="right")
         # headroom above 1.0 keeps the legend clear of the bars

@@ -390,8 +390,10 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     denom = 1 + z * z / n
     center = (p + z * z / (2 * n)) / denom
     half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    # clamp float noise at the ends (k = 0 or k = n)
-    return max(0.0, center - half), min(1.0, center + half)
+    # At k = 0 (k = n) the exact bound is 0 (1); float noise would leave 1e-17 and a negative error bar.
+    low = 0.0 if successes == 0 else max(0.0, center - half)
+    high = 1.0 if successes == n else min(1.0, center + half)
+    return low, high
 
 
 def _percentile_interval(draws: np.ndarray, confidence: float) -> tuple[float, float]:
