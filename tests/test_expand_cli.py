@@ -70,6 +70,7 @@ def test_cli_build_expand_gallery(tmp_path: Path, capsys):
     assert page.count("<tr>") == 1 + 4  # header + sampled cases
     assert len(re.findall(r"src='data:image/jpeg;base64,", page)) == 4 * 3  # every split's image for every case
     assert "<th>gaussian_noise</th>" in page and "<th>defocus_blur</th>" in page
+    assert page.count("alias_blur=0.5, radius=3, rounding=truncate") == 4  # readable parameters under each image
     shown = re.findall(r"<td class='q'><b>(.*?)</b>", page)
     questions = {html.escape(q, quote=True) for q in dsd["original"]["question"]}
     assert len(shown) == 4 and set(shown) <= questions

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;font-size:.85em}
 th{background:#f3f3f3}img{display:block;max-width:220px;max-height:220px}
 .yes{color:#0a7a2f;font-weight:600}.no{color:#b3261e;font-weight:600}.q{max-width:260px}
-.meta{color:#666;font-size:.8em}
+.meta{color:#666;font-size:.8em;max-width:220px;overflow-wrap:anywhere}
 """
 
 
@@ -34,6 +35,19 @@ def image_data_uri(image: Any, max_side: int = 220, quality: int = 90) -> str:
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=quality)
     return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def describe_params(params_json: str) -> str:
+    """Transform parameters as short ``key=value`` text (floats to 4 significant digits)."""
+    params = json.loads(params_json) if params_json else {}
+    parts = []
+    for key, value in params.items():
+        if isinstance(value, float):
+            value = f"{value:.4g}"
+        elif isinstance(value, (dict, list)):
+            value = json.dumps(value, separators=(",", ":"))
+        parts.append(f"{key}={value}")
+    return ", ".join(parts) or "no transform"
 
 
 def base_id(case_id: str) -> str:
@@ -79,7 +93,7 @@ def write_gallery(
                 continue
             row = raw[s][j]
             cells.append(f"<td><img alt='{html.escape(s)}' src='{image_data_uri(row['image'])}'>"
-                         f"<div class='meta'>{html.escape(row['transform_params'])}</div></td>")
+                         f"<div class='meta'>{html.escape(describe_params(row['transform_params']))}</div></td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
