@@ -52,7 +52,6 @@ wh-questions (``What colour is ...?``), and questions whose subject and predicat
 
 from __future__ import annotations
 
-import base64
 import csv
 import html
 import io
@@ -833,26 +832,16 @@ REVIEW_COLUMNS = (
     "id", "pair_id", "original_question", "negated_question", "original_answer", "negated_answer",
     "negator", "rule", "correct?",
 )
-_THUMB_SIZE = (160, 160)
-
-
 def _thumbnail_data_uri(image: dict[str, Any] | None) -> str | None:
-    from PIL import Image
+    """A small embedded thumbnail, or None where the image cannot be read (the row is still listed)."""
+    from vhx.gallery import image_data_uri
 
-    if not image:
+    if not image or not (image.get("bytes") or image.get("path")):
         return None
     try:
-        source = io.BytesIO(image["bytes"]) if image.get("bytes") else image.get("path")
-        if not source:
-            return None
-        with Image.open(source) as im:
-            im = im.convert("RGB")
-            im.thumbnail(_THUMB_SIZE)
-            buf = io.BytesIO()
-            im.save(buf, format="JPEG", quality=70)
+        return image_data_uri(image, max_side=160, quality=70)
     except (OSError, ValueError):
         return None
-    return "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 
 def review_export(
