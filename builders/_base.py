@@ -11,7 +11,7 @@ import datasets
 from datasets.exceptions import DatasetGenerationError
 from PIL import Image, UnidentifiedImageError
 
-from vhx.errors import DataError, ErrorPolicy, SkipReport, logger
+from vhx.errors import DataError, ErrorPolicy, SkipReport
 from vhx.schema import FEATURES
 
 _CITATION = """@article{vhexpansion,

@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import csv
 import html
-import io
 import random
 import re
 from collections import Counter

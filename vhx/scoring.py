@@ -50,7 +50,7 @@ import pandas as pd
 from scipy import stats
 
 from vhx.errors import DataError
-from vhx.schema import ANSWERS, MME_COGNITION, MME_PERCEPTION, ORIGINAL, PREDICTION_FIELDS, RUN_FILE
+from vhx.schema import ANSWERS, MME_COGNITION, MME_PERCEPTION, ORIGINAL, RUN_FILE
 
 logger = logging.getLogger("vhx")
 
