@@ -77,3 +77,27 @@ def test_wheel_installs_builders_inside_vhx_namespace(tmp_path: Path):
     for expected in ("vhx/models/hf.py", "vhx/adversarial/attack.py", "vhx/metrics/symmetric_accuracy/symmetric_accuracy.py", "vhx/recipes/finetune.py", "vhx/recipes/llava15_lora.yaml", "vhx/builders/pope.py", "vhx/builders/_base.py", "vhx/hub_cards/vh_dataset.md", "vhx/metrics/__init__.py", "vhx/recipes/__init__.py"):
         assert expected in names
     assert not any(n.startswith(("builders/", "metrics/", "recipes/", "hub_cards/")) for n in names)
+
+
+def test_jsonl_files_survive_a_crash_mid_line(tmp_path: Path):
+    from vhx.errors import DataError
+    from vhx.jsonl import JsonlCache, append_jsonl, read_jsonl
+
+    path = tmp_path / "rows.jsonl"
+    append_jsonl(path, [{"id": 1}, {"id": 2}])
+    with open(path, "a") as f:
+        f.write('{"id": 3, "cut by a cra')
+    assert [row for _, row in read_jsonl(path)] == [{"id": 1}, {"id": 2}]
+    assert not path.read_text().endswith("\n")  # reading alone changes nothing ...
+    read_jsonl(path, repair=True)
+    assert path.read_text() == '{"id": 1}\n{"id": 2}\n'  # ... repair cuts the unfinished line
+    append_jsonl(path, [{"id": 3}])
+    assert [n for n, _ in read_jsonl(path)] == [1, 2, 3]
+    with open(path, "a") as f:
+        f.write("[1, 2]\n")
+    with pytest.raises(DataError, match=r"rows.jsonl:4: not a JSON object line"):
+        read_jsonl(path)
+    assert len(read_jsonl(path, strict=False)) == 3
+    cache = JsonlCache(tmp_path / "cache.jsonl")
+    cache.put("k", {"answer": "yes"}, model="m")
+    assert JsonlCache(tmp_path / "cache.jsonl").get("k") == {"answer": "yes"} and "k" in cache

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import datasets
 import pytest
+
+from vhx.jsonl import JsonlCache
 from PIL import Image
 
 from fake_openai_server import FakeOpenAIServer, Reply
@@ -18,7 +20,7 @@ from vhx.errors import DataError
 from vhx.llm import (
     NEGATION_PROMPT,
     REPAIR_PROMPT,
-    AnswerCache,
+    CACHE_FILENAME,
     ChatRequest,
     LLMClient,
     LLMConfig,
@@ -260,10 +262,10 @@ def test_concurrency_is_bounded(server, tmp_path, monkeypatch):
 
 def test_truncated_cache_line_from_an_interrupted_run_is_skipped(server, config):
     LLMNegator(config).negate_batch(["Is there a dog?"])
-    cache_file = Path(config.cache_dir) / AnswerCache.FILENAME
+    cache_file = Path(config.cache_dir) / CACHE_FILENAME
     with cache_file.open("a", encoding="utf-8") as fh:
         fh.write('{"key": "abc", "answ')
-    assert len(AnswerCache(config.cache_dir)) == 1
+    assert len(JsonlCache(cache_file)) == 1
     rerun = LLMNegator(config)
     rerun.negate_batch(["Is there a dog?"])
     assert server.count == 1 and rerun.stats.cache_hits == 1

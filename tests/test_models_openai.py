@@ -26,7 +26,8 @@ from PIL import Image
 
 from vhx.errors import VHXError
 from vhx.models import Prediction, load_model
-from vhx.models.openai_api import OpenAIModel, ResponseCache, image_sha256
+from vhx.jsonl import JsonlCache
+from vhx.models.openai_api import OpenAIModel, image_sha256
 
 RED = Image.new("RGB", (24, 16), (220, 10, 10))
 BLUE = Image.new("RGB", (16, 24), (10, 10, 220))
@@ -240,12 +241,12 @@ def test_truncated_cache_line_is_dropped_and_asked_again(server, tmp_path):
     path = tmp_path / "cache" / "responses.jsonl"
     data = path.read_bytes()
     path.write_bytes(data[: len(data) - 20])  # crash in the middle of the second line
-    assert len(ResponseCache(path)) == 1
+    assert len(JsonlCache(path)) == 1
     assert path.read_bytes().endswith(b"\n")
     server.requests.clear()
     make(server, tmp_path).predict([RED, BLUE], ["Is it red?", "Is it blue?"])
     assert len(server.requests) == 1
-    assert len(ResponseCache(path)) == 2
+    assert len(JsonlCache(path)) == 2
 
 
 @pytest.mark.parametrize("trigger", ["ratelimit", "servererror", "malformed", "emptychoices"])

@@ -466,7 +466,7 @@ def test_load_fills_model_from_run_json_and_locates_bad_lines(tmp_path: Path):
     bad = tmp_path / "bad"
     bad.mkdir()
     (bad / "predictions.jsonl").write_text(json.dumps(rows[0]) + "\n{not json\n")
-    with pytest.raises(DataError, match=r"predictions.jsonl:2: not valid JSON"):
+    with pytest.raises(DataError, match=r"predictions.jsonl:2: not a JSON object line"):
         load_predictions(bad)
     (bad / "predictions.jsonl").write_text(json.dumps({"id": "x"}) + "\n")
     with pytest.raises(DataError, match=r"predictions.jsonl:1: field 'pred': missing key"):

@@ -31,6 +31,7 @@ from typing import Any
 
 from vhx.errors import DataError, OnError, VHXError
 from vhx.negation import NegationResult, RuleNegator, check_question
+from vhx.jsonl import JsonlCache
 
 logger = logging.getLogger("vhx.llm")
 
@@ -156,6 +157,10 @@ class LLMStats:
         return ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
 
 
+#: The answer cache's file inside ``LLMConfig.cache_dir``.
+CACHE_FILENAME = "chat.jsonl"
+
+
 @dataclass(frozen=True)
 class ChatRequest:
     """One chat completion to ask for. ``payload`` is what the answer depends on besides the task."""
@@ -172,55 +177,15 @@ class RequestFailed:
     reason: str
 
 
-class AnswerCache:
-    """Answers on disk as JSON lines, appended one complete line per write.
-
-    A line cut short by an interrupted run is skipped when the file is read back. Several processes
-    may append to the same file (``O_APPEND`` writes of one line each).
-    """
-
-    FILENAME = "chat.jsonl"
-
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.path = Path(directory).expanduser() / self.FILENAME
-        self._lock = threading.Lock()
-        self._answers: dict[str, str] = {}
-        if self.path.is_file():
-            with self.path.open(encoding="utf-8", errors="replace") as fh:
-                for line in fh:
-                    try:
-                        record = json.loads(line)
-                        self._answers[record["key"]] = record["answer"]
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        continue
-
-    def __len__(self) -> int:
-        return len(self._answers)
-
-    def get(self, key: str) -> str | None:
-        """The cached answer for ``key``, if any."""
-        return self._answers.get(key)
-
-    def put(self, key: str, answer: str, **meta: str) -> None:
-        """Store ``answer`` in memory and append it to the file right away."""
-        line = json.dumps({"key": key, "answer": answer, **meta}, ensure_ascii=False) + "\n"
-        with self._lock:
-            self._answers[key] = answer
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, line.encode("utf-8"))
-            finally:
-                os.close(fd)
-
-
 class LLMClient:
     """Concurrent, retrying, caching chat completions against one :class:`LLMConfig`."""
 
     def __init__(self, config: LLMConfig | None = None) -> None:
         self.config = config or LLMConfig()
         self.stats = LLMStats()
-        self.cache = AnswerCache(self.config.cache_dir) if self.config.cache_dir is not None else None
+        self.cache = (
+            JsonlCache(Path(self.config.cache_dir) / CACHE_FILENAME) if self.config.cache_dir is not None else None
+        )
         self._client: Any = None
         self._client_lock = threading.Lock()
         self._rng = random.Random()

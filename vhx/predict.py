@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import datasets
 
 from vhx.errors import DataError, VHXError
+from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
 
@@ -142,25 +143,9 @@ def rank_file(out_dir: str | os.PathLike, rank: int) -> Path:
 def read_predictions(path: str | os.PathLike, *, repair: bool = False) -> list[dict[str, Any]]:
     """Rows of a predictions file. A last line without newline (cut by a crash) is ignored, and
     with ``repair=True`` removed from the file; a bad line elsewhere raises :class:`DataError`."""
-    path = Path(path)
-    if not path.is_file():
-        return []
-    data = path.read_bytes()
-    cut = data.rfind(b"\n") + 1
-    if cut != len(data):
-        logger.warning("%s: dropping a truncated last line (interrupted run); its case is redone", path)
-        if repair:
-            with open(path, "r+b") as f:
-                f.truncate(cut)
     rows = []
-    for number, line in enumerate(data[:cut].decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"not a JSON line ({exc.msg})", file=str(path), line=number) from None
-        if not isinstance(row, dict) or "model" not in row or "id" not in row:
+    for number, row in read_jsonl(path, repair=repair):
+        if "model" not in row or "id" not in row:
             raise DataError("not a prediction row (needs 'model' and 'id')", file=str(path), line=number)
         rows.append(row)
     return rows
@@ -168,15 +153,6 @@ def read_predictions(path: str | os.PathLike, *, repair: bool = False) -> list[d
 
 def _key(row: Mapping[str, Any]) -> tuple[str, str, str]:
     return (str(row["model"]), str(row.get("split", "")), str(row["id"]))
-
-
-def _append(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
-    if not rows:
-        return
-    with open(path, "a", encoding="utf-8") as f:
-        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def merge_rank_files(out_dir: str | os.PathLike) -> int:
@@ -194,7 +170,7 @@ def merge_rank_files(out_dir: str | os.PathLike) -> int:
             if k not in seen:
                 seen.add(k)
                 new.append(row)
-        _append(main, new)
+        append_jsonl(main, new, fsync=True)
         added += len(new)
     for path in files:
         path.unlink()
@@ -351,7 +327,7 @@ def predict_dataset(
             preds = model.predict(images, questions)
             if len(preds) != len(cases):
                 raise VHXError(f"model {name!r} returned {len(preds)} predictions for {len(cases)} cases")
-            _append(target, [_row(c, split, name, p) for c, (split, _), p in zip(cases, batch, preds)])
+            append_jsonl(target, [_row(c, split, name, p) for c, (split, _), p in zip(cases, batch, preds)], fsync=True)
             bar.update(len(batch))
     finally:
         bar.close()

@@ -50,6 +50,7 @@ import pandas as pd
 from scipy import stats
 
 from vhx.errors import DataError
+from vhx.jsonl import read_jsonl
 from vhx.schema import ANSWERS, MME_COGNITION, MME_PERCEPTION, ORIGINAL, RUN_FILE
 
 logger = logging.getLogger("vhx")
@@ -112,20 +113,11 @@ def read_run_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(f"not valid JSON ({exc.msg})", file=str(path), line=lineno) from None
-            if not isinstance(row, dict):
-                raise DataError("a prediction line must be a JSON object", file=str(path), line=lineno)
-            for key in ("id", "pred"):
-                if key not in row:
-                    raise DataError("missing key", file=str(path), line=lineno, field=key)
-            rows.append(row)
+    for lineno, row in read_jsonl(path):
+        for key in ("id", "pred"):
+            if key not in row:
+                raise DataError("missing key", file=str(path), line=lineno, field=key)
+        rows.append(row)
     return rows
 
 

@@ -57,6 +57,7 @@ from PIL import Image
 from vhx.adversarial.attack import METHODS, AttackConfig, AttackError, attack_batch
 from vhx.adversarial.views import VisionView, default_device, load_view, view_from_model
 from vhx.errors import DataError, VHXError
+from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.perturbations import png_bytes, to_rgb_array
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, loads, pair_id_of
 
@@ -88,34 +89,15 @@ class AttackStore:
             (self.out_dir / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
             name = INDEX_FILE if world == 1 else f"attacks.rank{rank}.jsonl"
             self._index = self.out_dir / name
-            self._repair()
             self.load()
-
-    def _repair(self) -> None:
-        """Cut a last line left unfinished by a crash off this process's index, so appends stay valid."""
-        if self._index is None or not self._index.is_file():
-            return
-        data = self._index.read_bytes()
-        cut = data.rfind(b"\n") + 1
-        if cut != len(data):
-            logger.warning("%s: dropping a truncated last line (interrupted run); its attack is redone", self._index)
-            with open(self._index, "r+b") as f:
-                f.truncate(cut)
 
     def load(self) -> None:
         """(Re)read every index file; lines cut by a crash and entries without their PNG are skipped."""
         if self.out_dir is None:
             return
         for path in sorted(self.out_dir.glob("attacks*.jsonl")):
-            data = path.read_bytes()
-            complete = data[: data.rfind(b"\n") + 1].decode("utf-8")
-            for number, line in enumerate(complete.splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"not a JSON line ({exc.msg})", file=str(path), line=number) from None
+            # only this process's own index may be cut (others may be appending right now)
+            for _, record in read_jsonl(path, repair=path == self._index):
                 if (self.out_dir / IMAGES_DIR / f"{record['key']}.png").is_file():
                     self.records[record["key"]] = record
 
@@ -138,10 +120,7 @@ class AttackStore:
             tmp = final.with_suffix(f".png.tmp{os.getpid()}")
             tmp.write_bytes(png)
             os.replace(tmp, final)
-            with open(self._index, "a", encoding="utf-8") as f:
-                f.write(json.dumps(record, sort_keys=True) + "\n")
-                f.flush()
-                os.fsync(f.fileno())
+            append_jsonl(self._index, [record], fsync=True)
         self.records[key] = record
 
 

@@ -39,6 +39,7 @@ from PIL import Image
 from vhx.errors import VHXError
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
 from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
+from vhx.jsonl import JsonlCache
 
 logger = logging.getLogger("vhx")
 
@@ -73,50 +74,6 @@ def encode_image(image: Image.Image, fmt: str = "png", quality: int = 90) -> str
     else:
         rgb.save(buf, format="PNG")
     return f"data:image/{fmt};base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-class ResponseCache:
-    """Append-only JSON-lines cache of replies, safe to share between threads.
-
-    A line cut short by a crash is skipped on load; every other line is one ``{"key", "value"}``.
-    """
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._data: dict[str, Any] = {}
-        if self.path.is_file():
-            data = self.path.read_bytes()
-            complete = data[: data.rfind(b"\n") + 1]
-            if len(complete) != len(data):
-                # The last reply was cut by a crash: drop it (it will be asked again).
-                with open(self.path, "r+b") as f:
-                    f.truncate(len(complete))
-            for line in complete.decode("utf-8").splitlines():
-                try:
-                    entry = json.loads(line)
-                    self._data[entry["key"]] = entry["value"]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    logger.warning("skipping a damaged line in %s", self.path)
-
-    def get(self, key: str) -> Any | None:
-        """The cached value of ``key`` or ``None``."""
-        with self._lock:
-            return self._data.get(key)
-
-    def put(self, key: str, value: Any) -> None:
-        """Store ``value`` and append it to the file at once."""
-        line = json.dumps({"key": key, "value": value}, ensure_ascii=False)
-        with self._lock:
-            self._data[key] = value
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write(line + "\n")
-                f.flush()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._data)
 
 
 class OpenAIModel:
@@ -221,10 +178,10 @@ class OpenAIModel:
         self._scrub = _make_scrubber(api_key)
         self._client = openai.OpenAI(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout)
         self._openai = openai
-        self.cache: ResponseCache | None = None
+        self.cache: JsonlCache | None = None
         if cache:
             root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-            self.cache = ResponseCache(root / "responses.jsonl")
+            self.cache = JsonlCache(root / "responses.jsonl")
         self.requests_sent = 0
         self._count_lock = threading.Lock()
         self.name = name or self._default_name()
