@@ -421,7 +421,7 @@ def report(
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            logger.warning("matplotlib is not installed: the report has no plots (pip install 'vhx[plots]')")
+            logger.warning("matplotlib is not importable: the report has no plots (pip install matplotlib)")
         else:
             score_models = [m for m in models if m in set(scores["model"])]
             paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / "accuracy_vs_symmetric.png")
