@@ -64,6 +64,8 @@ def test_cli_build_expand_gallery(tmp_path: Path, capsys):
     assert list(dsd) == ["original", "gaussian_noise", "defocus_blur"]
     assert dsd.num_rows == {"original": 40, "gaussian_noise": 40, "defocus_blur": 40}
     assert '"radius":3' in dsd["defocus_blur"][0]["transform_params"]
+    card = (out / "README.md").read_text()
+    assert '| defocus_blur | defocus_blur | `{"alias_blur":0.5,"radius":3,"rounding":"truncate"}` | - |' in card
     with open(out / "review" / next(p.name for p in (out / "review").glob("*.csv")), newline="") as f:
         assert len(list(csv.DictReader(f))) == 6
     page = (out / "gallery.html").read_text()

@@ -59,6 +59,7 @@ def test_round_trip_in_memory_images(tmp_path: Path):
     assert card.startswith("---\n") and "task_categories:\n- visual-question-answering" in card
     assert "config_name: default" in card and "path: data/alpha-*" in card
     assert 'load_dataset("vhx/demo"' in card and "| alpha | 7 | 7 | 4 | 0.571 |" in card
+    assert "| alpha | original | `-` | - |" in card and "| beta | original | `-` | - |" in card
     assert not re.search(r"\$[a-z_]+", card), "unsubstituted template variable in the card"
 
 

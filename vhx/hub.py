@@ -28,7 +28,7 @@ from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 from tqdm.auto import tqdm
 
 from vhx.errors import DataError
-from vhx.schema import FIELD_DOCS
+from vhx.schema import FIELD_DOCS, dumps, loads
 
 DEFAULT_TEMPLATE = "vh_dataset.md"
 _SPLIT_RE = re.compile(r"^\w+(\.\w+)*$")
@@ -71,6 +71,30 @@ def _splits_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
     for split, s in stats.items():
         yes = f"{s['yes_ratio']:.3f}" if "yes_ratio" in s else "-"
         lines.append(f"| {split} | {s['rows']} | {s.get('pairs', '-')} | {s.get('images', '-')} | {yes} |")
+    return "\n".join(lines)
+
+
+#: Per-image outcomes of an attack, not its settings: left out of the card's settings table.
+_OUTCOME_KEYS = ("final_similarity", "initial_similarity", "best_similarity", "steps_run")
+
+
+def _settings(params_json: str) -> str:
+    params = {k: v for k, v in loads(params_json).items() if k not in _OUTCOME_KEYS}
+    return dumps(params) if params else "-"
+
+
+def _transforms_table(dsd: datasets.DatasetDict) -> str:
+    """What produced each split's images: transform, parameters and target model, from the data itself."""
+    lines = ["| split | transform | parameters | target model |", "| --- | --- | --- | --- |"]
+    for split, ds in dsd.items():
+        if not {"transform", "transform_params", "target_model"} <= set(ds.column_names):
+            continue
+        table = ds.select_columns(["transform", "transform_params", "target_model"]).with_format("arrow")[:]
+        seen = sorted({(t, _settings(p), m) for t, p, m in zip(*(table[c].to_pylist() for c in table.column_names))})
+        for transform, params, model in seen[:5]:
+            lines.append(f"| {split} | {transform} | `{params}` | {model or '-'} |")
+        if len(seen) > 5:
+            lines.append(f"| {split} | ... | {len(seen) - 5} more settings | |")
     return "\n".join(lines)
 
 
@@ -154,6 +178,7 @@ def write_hub_folder(
             "summary": summary,
             "splits_table": _splits_table(stats),
             "fields_table": _fields_table(features),
+            "transforms_table": _transforms_table(dsd),
             "first_split": next(iter(dsd)),
             "total_rows": total,
             **(card_vars or {}),
