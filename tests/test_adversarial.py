@@ -436,3 +436,60 @@ def test_end_to_end_from_a_model_folder(arch: str, tmp_path) -> None:
     assert out[0]["id"].endswith(f"@ifgsm:{arch}")
     assert ATTACK_COUNTS["attacks"] == 2
     assert loads(out[0]["provenance"])["adversarial"]["vh_source"].startswith("scorer:")
+
+
+TORCHRUN_ATTACK_SCRIPT = """
+import json, sys
+import datasets
+from vhx.adversarial import ATTACK_COUNTS, adversarial_split
+from vhx.predict import process_state
+
+data, model, out = sys.argv[1:4]
+pairs = datasets.load_from_disk(data)
+split = adversarial_split(pairs, model, vh_column="triggers_vh", model_id="tiny-llava", out_dir=out,
+                          progress=False, steps_min=3, steps_max=3)
+rank = process_state().process_index
+with open(f"{out}/rank{rank}.json", "w") as f:
+    json.dump({"attacks": ATTACK_COUNTS["attacks"], "ids": list(split["id"]),
+               "images": [r["image"]["bytes"].hex() if r["image"]["bytes"] else open(r["image"]["path"], "rb").read().hex()
+                          for r in split.cast_column("image", datasets.Image(decode=False))]}, f)
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_share_the_attacks_under_torchrun(tmp_path) -> None:
+    import json
+    import os
+    import shutil
+    import subprocess
+
+    from vhx.testing import build_tiny_model
+
+    torchrun = shutil.which("torchrun")
+    if torchrun is None:
+        pytest.skip("torchrun not on PATH")
+    pairs = make_pairs(_spec())
+    pairs.save_to_disk(str(tmp_path / "data"))
+    model = build_tiny_model("llava")
+    (tmp_path / "script.py").write_text(TORCHRUN_ATTACK_SCRIPT)
+    out = tmp_path / "attacks"
+    cmd = [torchrun, "--standalone", "--nproc_per_node", "2", str(tmp_path / "script.py"), str(tmp_path / "data"), str(model), str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+    # the 4 (image, branch) attacks are split between the processes, none done twice ...
+    assert sorted(r["attacks"] for r in ranks) in ([2, 2], [1, 3]) and sum(r["attacks"] for r in ranks) == 4
+    # ... and both build the same complete split from the shared folder
+    assert ranks[0]["ids"] == ranks[1]["ids"] and len(ranks[0]["ids"]) == len(pairs)
+    assert ranks[0]["images"] == ranks[1]["images"]
+    # the same attacks as one process computes (seeded per image)
+    ATTACK_COUNTS.clear()
+    single = adversarial_split(pairs, str(model), vh_column="triggers_vh", model_id="tiny-llava", out_dir=tmp_path / "one",
+                               progress=False, **FAST)
+    assert ATTACK_COUNTS["attacks"] == 4
+    single_images = [_file(r["image"]) for r in single.cast_column("image", datasets.Image(decode=False))]
+    assert [bytes.fromhex(h) for h in ranks[0]["images"]] == single_images
+
+
+def _file(image: dict) -> bytes:
+    return image["bytes"] if image["bytes"] is not None else open(image["path"], "rb").read()

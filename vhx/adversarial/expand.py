@@ -528,6 +528,8 @@ def adversarial_splits(
             keys[(image_id, branch)] = key
             jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id]))
         pending = [job for job in jobs if job.key not in store]
+        # Every process must split the same list: none may write a result before all have read the store.
+        state.wait_for_everyone()
         logger.info(
             "%s: %d attacks for %d cases (%d done before, %d to run)", method, len(jobs), len(cases), len(jobs) - len(pending), len(pending)
         )
