@@ -463,31 +463,14 @@ class LLMNegator:
                 cleaned.append(check_question(q))
             except DataError as exc:
                 raise DataError(exc.reason, row=i, field="question") from None
-        requests = [_negation_request(q) for q in cleaned]
-        results: list[NegationResult | None] = [None] * len(cleaned)
-        pending = list(range(len(cleaned)))
-        # First attempt, then one repair request (telling the LLM what was wrong), then the rules.
-        for attempt in (1, 2):
-            answers = self.client.complete_many([requests[i] for i in pending])
-            retry: list[int] = []
-            for i, answer in zip(pending, answers):
-                q = cleaned[i]
-                if isinstance(answer, RequestFailed):
-                    results[i] = self._fallback(q, f"request failed: {answer.reason}")
-                    continue
-                text = clean_answer(answer)
-                reason = check_negation(q, text)
-                if reason is None:
-                    results[i] = NegationResult(text, self.name, _classify(q, text))
-                elif attempt == 1:
-                    requests[i] = _repair_request(requests[i], answer, reason)
-                    retry.append(i)
-                else:
-                    results[i] = self._fallback(q, f"invalid LLM answer twice ({reason}): {text[:200]!r}")
-            pending = retry
-            if not pending:
-                break
-        return [r for r in results if r is not None]
+        outcomes = _ask_with_repair(
+            self.client, [_negation_request(q) for q in cleaned], cleaned, parse=clean_answer, check=check_negation
+        )
+        # an answer that fails twice (or a request that fails) falls back to the rules
+        return [
+            NegationResult(value, self.name, _classify(q, value)) if ok else self._fallback(q, value)
+            for q, (ok, value) in zip(cleaned, outcomes)
+        ]
 
     def _fallback(self, question: str, reason: str) -> NegationResult:
         self.client.stats.add(fallbacks=1)
@@ -580,36 +563,52 @@ def _checked(
     what: str,
 ) -> list[Any]:
     """Ask, check, ask once more with the reason for rejected answers, then fail as ``on_error`` says."""
-    results: list[Any] = [None] * len(firsts)
-    failed: dict[int, str] = {}
-    repairs: list[tuple[int, ChatRequest]] = []
-    for i, answer in enumerate(client.complete_many(firsts)):
-        if isinstance(answer, RequestFailed):
-            failed[i] = f"request failed: {answer.reason}"
+    results: list[Any] = []
+    for i, (ok, value) in enumerate(_ask_with_repair(client, firsts, questions, parse=parse, check=check)):
+        if ok:
+            results.append(accept(value))
             continue
-        parsed = parse(answer)
-        reason = check(questions[i], parsed)
-        if reason is None:
-            results[i] = accept(parsed)
-        else:
-            repairs.append((i, _repair_request(firsts[i], answer, reason)))
-    if repairs:
-        for (i, _), answer in zip(repairs, client.complete_many([r for _, r in repairs])):
+        if on_error == "raise":
+            raise DataError(f"{what} of {questions[i]!r} failed: {value}", row=i, field="question")
+        logger.warning("%s of %r skipped: %s", what, questions[i], value)
+        results.append([])
+    return results
+
+
+def _ask_with_repair(
+    client: LLMClient,
+    firsts: list[ChatRequest],
+    questions: list[str],
+    *,
+    parse: Callable[[str], Any],
+    check: Callable[[str, Any], str | None],
+) -> list[tuple[bool, Any]]:
+    """Ask every request; re-ask rejected answers once, telling the LLM what was wrong.
+
+    Returns ``(True, parsed answer)`` or ``(False, reason it failed)`` per request.
+    """
+    outcomes: list[tuple[bool, Any]] = [(False, "not asked")] * len(firsts)
+    requests = list(firsts)
+    pending = list(range(len(firsts)))
+    for attempt in (1, 2):
+        retry: list[int] = []
+        for i, answer in zip(pending, client.complete_many([requests[i] for i in pending])):
             if isinstance(answer, RequestFailed):
-                failed[i] = f"request failed: {answer.reason}"
+                outcomes[i] = (False, f"request failed: {answer.reason}")
                 continue
             parsed = parse(answer)
             reason = check(questions[i], parsed)
             if reason is None:
-                results[i] = accept(parsed)
+                outcomes[i] = (True, parsed)
+            elif attempt == 1:
+                requests[i] = _repair_request(requests[i], answer, reason)
+                retry.append(i)
             else:
-                failed[i] = f"invalid LLM answer twice ({reason})"
-    for i, reason in sorted(failed.items()):
-        if on_error == "raise":
-            raise DataError(f"{what} of {questions[i]!r} failed: {reason}", row=i, field="question")
-        logger.warning("%s of %r skipped: %s", what, questions[i], reason)
-        results[i] = []
-    return results
+                outcomes[i] = (False, f"invalid LLM answer twice ({reason}): {str(answer)[:200]!r}")
+        pending = retry
+        if not pending:
+            break
+    return outcomes
 
 
 # -- MMVP multiple choice -> yes/no ----------------------------------------------------------------
