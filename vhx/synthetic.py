@@ -40,14 +40,17 @@ from vhx.schema import FEATURES, loads, make_case
 
 KINDS: tuple[str, ...] = ("existence", "color", "count", "position")
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle")
-#: Colour name -> RGB. Saturated, far apart in hue/lightness and all far from the light background.
+#: Colour name -> RGB. Saturated, far apart in hue and all far from the light background. Every
+#: colour is chromatic on purpose: the image perturbations must not change what a colour is called.
+#: (Version 1 had black, which brightness +0.5 on V turns grey while "Is the triangle black?"
+#: kept the answer "yes".) Brightening only raises V, which keeps hue and saturation.
 PALETTE: dict[str, tuple[int, int, int]] = {
     "red": (220, 20, 20),
+    "orange": (245, 120, 0),
+    "yellow": (240, 200, 0),
     "green": (20, 160, 40),
     "blue": (20, 60, 220),
-    "yellow": (240, 200, 0),
     "purple": (140, 30, 180),
-    "black": (20, 20, 20),
 }
 NUMBER_WORDS: tuple[str, ...] = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 SIDES: dict[str, str] = {
@@ -58,7 +61,7 @@ SIDES: dict[str, str] = {
 }
 _OPPOSITE = {"left": "right", "right": "left", "top": "bottom", "bottom": "top"}
 
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 # Rejection sampling is bounded; with the default limits a scene is accepted within a few tries.
 _MAX_SCENE_ATTEMPTS = 2000
 _MAX_PLACEMENT_ATTEMPTS = 200
@@ -190,6 +193,11 @@ def _max_yes_questions(kind: str, max_objects: int) -> int:
     return {"existence": max_objects, "color": len(SHAPES), "count": len(SHAPES), "position": 2 * max_objects}[kind]
 
 
+#: Stream of the scenes vhx-mini is trained on. Benchmark seeds are ints, so no benchmark scene
+#: (any seed) is drawn from the same random stream as a training scene.
+TRAIN_STREAM = "train"
+
+
 def _rng(*parts: Any) -> random.Random:
     # Seeding with a string hashes it with SHA-512, which is stable across processes and platforms
     # (unlike hash()), and keeps the streams of different images and kinds independent.
@@ -241,14 +249,16 @@ def sample_scene(
     max_objects: int = 5,
     kinds: Sequence[str] = KINDS,
     questions_per_image: int = 1,
+    training: bool = False,
 ) -> Scene:
     """The scene of image ``index`` for ``seed``: deterministic, and able to hold every question kind asked.
 
     A scene is accepted only if each of ``kinds`` has at least ``questions_per_image`` distinct
-    "yes" and "no" questions, so any answer mix can be asked about it.
+    "yes" and "no" questions, so any answer mix can be asked about it. ``training=True`` draws from
+    the training stream (:data:`TRAIN_STREAM`), disjoint from every benchmark seed's stream.
     """
     width, height = (image_size, image_size) if isinstance(image_size, int) else image_size
-    rng = _rng(seed, "scene", index)
+    rng = _rng(TRAIN_STREAM, seed, "scene", index) if training else _rng(seed, "scene", index)
     background = tuple(rng.randint(228, 250) for _ in range(3))
     for _ in range(_MAX_SCENE_ATTEMPTS):
         n = rng.randint(min_objects, max_objects)
@@ -301,6 +311,11 @@ def _unique_objects(scene: Scene) -> list[SceneObject]:
     return [o for o in scene.objects if scene.count(shape=o.shape, color=o.color) == 1]
 
 
+def side_of(scene: Scene, obj: SceneObject) -> list[str]:
+    """The halves (``left``/``right``, ``top``/``bottom``) ``obj`` lies clearly inside, as position questions ask."""
+    return _sides_of(scene, obj)
+
+
 def _sides_of(scene: Scene, obj: SceneObject) -> list[str]:
     margin = _side_margin(scene.width, scene.height)
     x0, y0, x1, y1 = obj.bbox
@@ -320,6 +335,11 @@ def _count_question(shape: str, k: int) -> str:
     if k == 1:
         return f"Is there one {shape} in the image?"
     return f"Are there {_number_word(k)} {shape}s in the image?"
+
+
+def candidates(scene: Scene, kind: str, answer: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every distinct ``(question, query)`` of ``kind`` whose true answer about ``scene`` is ``answer``."""
+    return [(q.text, q.query) for q in _candidates(scene, kind, answer)]
 
 
 def _candidates(scene: Scene, kind: str, answer: str) -> list[_Question]:
@@ -490,6 +510,9 @@ __all__ = [
     "SHAPES",
     "Scene",
     "SceneObject",
+    "TRAIN_STREAM",
+    "candidates",
+    "side_of",
     "SyntheticConfig",
     "describe_scene",
     "encode_png",

@@ -122,7 +122,8 @@ def build_tokenizer(
 
 
 # Chat templates in the format of each family's public checkpoints (a user turn with one image).
-_VICUNA_TEMPLATE = (
+#: LLaVA-1.5's conversation format (as in ``llava-hf/llava-1.5-7b-hf``): "USER: <image>\n... ASSISTANT: ...</s>".
+VICUNA_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'system' %}"
     "{{ message['content'] if message['content'] is string else message['content'][0]['text'] }}{{ ' ' }}"
@@ -207,7 +208,7 @@ def _build_llava(path: Path, sizes: dict[str, int]) -> None:
     from transformers import LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
-    tok = build_tokenizer(["<image>"], _VICUNA_TEMPLATE, add_bos=True, image_token="<image>")
+    tok = build_tokenizer(["<image>"], VICUNA_TEMPLATE, add_bos=True, image_token="<image>")
     patch = _patch(sizes)
     config = LlavaConfig(
         vision_config=_clip_vision(sizes, patch),
@@ -224,7 +225,7 @@ def _build_llava(path: Path, sizes: dict[str, int]) -> None:
         patch_size=patch,
         vision_feature_select_strategy=config.vision_feature_select_strategy,
         num_additional_image_tokens=1,  # CLIP's CLS token
-        chat_template=_VICUNA_TEMPLATE,
+        chat_template=VICUNA_TEMPLATE,
     )
     _save(LlavaForConditionalGeneration(config), processor, path)
 
