@@ -784,12 +784,15 @@ def training_pair_ids(output_dir: str | os.PathLike[str]) -> list[str]:
 
 
 def resolve_base_model(spec: str) -> str:
-    """A Hub id or folder; ``vhx-tiny:<arch>`` builds (or reuses) a tiny random model locally."""
+    """A Hub id or folder; ``vhx-mini`` / ``vhx-mini-yes`` are the shipped checkpoints; ``vhx-tiny:<arch>``
+    builds (or reuses) a tiny random model locally."""
+    from vhx.mini import resolve_model
+
     if spec.startswith(TINY_PREFIX):
         from vhx.testing import build_tiny_model
 
         return str(build_tiny_model(spec[len(TINY_PREFIX) :]))
-    return spec
+    return resolve_model(spec)
 
 
 def _language_model(model: Any) -> Any:

@@ -280,23 +280,35 @@ def sample_scene(
     )
 
 
+def _draw(draw: ImageDraw.ImageDraw, obj: SceneObject, fill: Any) -> None:
+    x0, y0, x1, y1 = obj.bbox
+    # PIL's coordinates are inclusive, the scene's bbox ends are exclusive.
+    if obj.shape == "circle":
+        draw.ellipse((x0, y0, x1 - 1, y1 - 1), fill=fill)
+    elif obj.shape == "square":
+        draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=fill)
+    elif obj.shape == "triangle":
+        draw.polygon([((x0 + x1 - 1) / 2, y0), (x0, y1 - 1), (x1 - 1, y1 - 1)], fill=fill)
+    else:
+        raise ValueError(f"unknown shape {obj.shape!r}")
+
+
 def render_scene(scene: Scene) -> Image.Image:
     """Draw ``scene`` as an RGB image (solid fills, no anti-aliasing, no outlines)."""
     image = Image.new("RGB", (scene.width, scene.height), scene.background)
     draw = ImageDraw.Draw(image)
     for obj in scene.objects:
-        x0, y0, x1, y1 = obj.bbox
-        fill = PALETTE[obj.color]
-        # PIL's coordinates are inclusive, the scene's bbox ends are exclusive.
-        if obj.shape == "circle":
-            draw.ellipse((x0, y0, x1 - 1, y1 - 1), fill=fill)
-        elif obj.shape == "square":
-            draw.rectangle((x0, y0, x1 - 1, y1 - 1), fill=fill)
-        elif obj.shape == "triangle":
-            draw.polygon([((x0 + x1 - 1) / 2, y0), (x0, y1 - 1), (x1 - 1, y1 - 1)], fill=fill)
-        else:
-            raise ValueError(f"unknown shape {obj.shape!r}")
+        _draw(draw, obj, PALETTE[obj.color])
     return image
+
+
+def render_mask(scene: Scene) -> Image.Image:
+    """An ``L`` image of the same drawing: pixel value ``k + 1`` where object ``k`` is drawn, 0 elsewhere."""
+    mask = Image.new("L", (scene.width, scene.height), 0)
+    draw = ImageDraw.Draw(mask)
+    for k, obj in enumerate(scene.objects):
+        _draw(draw, obj, k + 1)
+    return mask
 
 
 def encode_png(image: Image.Image) -> bytes:
@@ -518,6 +530,7 @@ __all__ = [
     "encode_png",
     "generate_synthetic",
     "image_name",
+    "render_mask",
     "render_scene",
     "sample_scene",
     "scene_summary",

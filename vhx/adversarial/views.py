@@ -410,7 +410,9 @@ def load_view(
 
     from vhx.models.hf import load_processor, resolve_dtype
 
-    path = os.fspath(source)
+    from vhx.mini import resolve_model
+
+    path = resolve_model(os.fspath(source))
     target = torch.device(device) if device is not None else default_device()
     if dtype is None:
         dtype = torch.bfloat16 if target.type == "cuda" else torch.float32

@@ -278,7 +278,12 @@ class HFModel:
         """
         from transformers import AutoModelForImageTextToText
 
+        from vhx.mini import resolve_model
+
         check_mode(mode)
+        # Shipped checkpoints (``vhx-mini``) load from the package like any local folder.
+        shipped_name = spec if resolve_model(spec) != spec else None
+        spec = resolve_model(spec)
         base_spec = spec
         adapter_base = _peft_adapter_base(spec)
         if adapter_base is not None:
@@ -315,7 +320,8 @@ class HFModel:
             "trust_remote_code": trust_remote_code,
             "revision": revision,
         }
-        display = base_spec if adapter is None else f"{base_spec}+{adapter}"
+        display = shipped_name or base_spec
+        display = display if adapter is None else f"{display}+{adapter}"
         return cls(model, processor, spec=display, mode=mode, load_options=load_options, **options)
 
     # ----------------------------------------------------------------------------------- identity
