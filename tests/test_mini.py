@@ -150,3 +150,44 @@ def test_resolve_model_leaves_other_specs_alone(tmp_path: Path) -> None:
     assert resolve_model(str(tmp_path)) == str(tmp_path)
 
 
+# ------------------------------------------------------------------------------------ the recipe
+
+
+def test_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
+    """All three stages run; the folder loads through vhx's loader and AutoClasses; card and record written."""
+    import subprocess
+    import sys
+
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    from vhx.models import load_model
+
+    out = tmp_path / "mini"
+    recipe = Path(__file__).resolve().parents[1] / "recipes" / "train_mini.py"
+    cmd = [sys.executable, str(recipe), "--config", "vhx-mini-smoke", "--output_dir", str(out), "--num_scenes", "24",
+           "--vision_pretrain_steps", "3", "--caption_steps", "2", "--caption_batch_size", "4", "--num_train_epochs", "1",
+           "--per_device_train_batch_size", "8", "--eval_images", "4", "--disable_tqdm", "true"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = json.loads((out / "training_record.json").read_text())
+    assert record["training"]["vision_pretrain_steps"] == 3 and record["training"]["caption_steps"] == 2
+    assert record["training"]["steps"] == 3  # 24 conversations / 8
+    assert [r["kind"] for r in record["evaluation"]] == [*KINDS, "all"]
+    assert record["evaluation"][-1]["n"] == 4 * len(KINDS) * 2
+    card = (out / "README.md").read_text()
+    assert "# vhx-mini-smoke" in card and "| existence |" in card and record["hardware"] in card
+    assert "{" not in card.split("## Full configuration")[0]  # every placeholder filled
+    model = AutoModelForImageTextToText.from_pretrained(out)
+    assert type(model).__name__ == "LlavaForConditionalGeneration" and str(model.dtype) == "torch.float16"
+    assert AutoProcessor.from_pretrained(out).tokenizer.chat_template
+    scorer = load_model(str(out), mode="logits")
+    pred = scorer.predict([render_scene(sample_scene(0, 0, 336))], ["Is there a red circle in the image?"])[0]
+    assert pred.pred in ("yes", "no") and 0.0 <= pred.p_yes <= 1.0
+
+
+def test_unknown_shipped_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from vhx.errors import VHXError
+
+    monkeypatch.setattr(mini, "ZOO_DIR", tmp_path)
+    with pytest.raises(VHXError, match="vhx-mini: the shipped checkpoint is missing"):
+        resolve_model("vhx-mini")
