@@ -1,7 +1,7 @@
 """Negating yes/no questions: the :class:`Negator` interface, the offline :class:`RuleNegator`, and
 the dataset-level helpers that turn source cases into (case, negated twin) pairs.
 
-The rules follow the paper's negation prompt (DESIGN.md, "Negation prompt"): change the article of a
+The rules follow the paper's negation prompt (quoted in :data:`vhx.llm.NEGATION_PROMPT`): change the article of a
 simple existence question to "no" (``Is there a dog in the image?`` -> ``Is there no dog in the
 image?``), otherwise prefix "Is it false that" to the question turned into a declarative clause
 (``Are the butterfly's wings open?`` -> ``Is it false that the butterfly's wings are open?``). Every

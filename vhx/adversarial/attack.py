@@ -1,6 +1,6 @@
 """The attack: I-FGSM / PGD on the cosine similarity of projected visual tokens, batched over images.
 
-Objective (DESIGN.md, paper eq. 1): with E the model's visual tokens (:class:`~vhx.adversarial.views.VisionView`)
+Objective (the paper's eq. 1): with E the model's visual tokens (:class:`~vhx.adversarial.views.VisionView`)
 and s(delta) = sim(E(x), E(x + delta)),
 
 * branch ``"min"`` (the case does not trigger VH): minimise s from delta = 0, 500 steps by default;
