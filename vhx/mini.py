@@ -125,15 +125,9 @@ def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
 
-def _count_phrase(n: int, shape: str) -> str:
-    from vhx.synthetic import NUMBER_WORDS
-
-    return f"{NUMBER_WORDS[n]} {shape}{'s' if n != 1 else ''}"
-
-
 def describe(scene: Any) -> str:
     """A one-sentence caption: what is drawn, by colour and shape, grouped and counted."""
-    from vhx.synthetic import SHAPES
+    from vhx.synthetic import NUMBER_WORDS, SHAPES
 
     counts: dict[tuple[str, str], int] = {}
     for o in scene.objects:
@@ -142,11 +136,10 @@ def describe(scene: Any) -> str:
     for shape in SHAPES:
         for (color, s), n in sorted(counts.items()):
             if s == shape:
-                parts.append(f"{_article(color)} {color} {shape}" if n == 1 else f"{_count_phrase(n, shape).replace(' ', f' {color} ', 1)}")
+                parts.append(f"{_article(color)} {color} {shape}" if n == 1 else f"{NUMBER_WORDS[n]} {color} {shape}s")
     total = len(scene.objects)
     listing = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    noun = "shape" if total == 1 else "shapes"
-    return f"The image shows {_count_phrase(total, noun).split(' ', 1)[0]} {noun}: {listing}."
+    return f"The image shows {NUMBER_WORDS[total]} shape{'s' if total != 1 else ''}: {listing}."
 
 
 def _short_answers(scene: Any, rng: random.Random) -> tuple[str, str]:
@@ -404,7 +397,6 @@ class ConversationDataset:
         cover, centre = zip(*(patch_targets(scene, grid) for scene in self.scenes))
         self.cover, self.centre = torch.from_numpy(np.stack(cover)), torch.from_numpy(np.stack(centre))
         self.image_token_id = self.tokenizer.convert_tokens_to_ids("<image>")
-        self.image_tokens = processor.num_image_tokens if hasattr(processor, "num_image_tokens") else None
 
     def __len__(self) -> int:
         return len(self.scenes) * self.epochs
@@ -656,7 +648,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     del trainer, model
     evaluation: list[dict[str, Any]] = []
     if data_args.eval_images:
-        evaluation = evaluate_mini(out, num_images=data_args.eval_images, seed=data_args.eval_seed, work_dir=out / "eval-run")
+        evaluation = evaluate_mini(out, num_images=data_args.eval_images, seed=data_args.eval_seed)
         record["eval_seconds"] = round(time.time() - start - train_seconds, 1)
     record["size_bytes"] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != "training_record.json")
     (out / "training_record.json").write_text(json.dumps({**record, "evaluation": evaluation}, indent=2) + "\n", encoding="utf-8")
@@ -705,7 +697,6 @@ def evaluate_mini(
     num_images: int = 200,
     seed: int = 1000,
     yes_ratio: float = 0.5,
-    work_dir: str | os.PathLike | None = None,
     mode: str = "logits",
     batch_size: int = 32,
 ) -> list[dict[str, Any]]:
@@ -717,7 +708,6 @@ def evaluate_mini(
     Returns one row per kind and one ``all`` row: ``accuracy`` (every case, twins included),
     ``accuracy_original``, ``symmetric_accuracy``, ``yes_ratio`` (of the answers), ``n``.
     """
-    import shutil
     import tempfile
 
     from vhx.expand import expand
@@ -728,16 +718,11 @@ def evaluate_mini(
 
     pairs = expand(generate_synthetic(SyntheticConfig(num_images=num_images, yes_ratio=yes_ratio, seed=seed)))
     scorer = load_model(str(model), mode=mode, batch_size=batch_size, device="cpu")
-    tmp = Path(work_dir) if work_dir is not None else Path(tempfile.mkdtemp(prefix="vhx-mini-eval-"))
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
+    with tempfile.TemporaryDirectory(prefix="vhx-mini-eval-") as tmp:
         predict_dataset(pairs, scorer, tmp, batch_size=batch_size, progress=False)
         preds = load_predictions(tmp)
-        rows = score(preds, by=("subset",)).to_dict("records")
-        overall = score(preds, by=()).to_dict("records")[0]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    rows = score(preds, by=("subset",)).to_dict("records")
+    overall = score(preds, by=()).to_dict("records")[0]
     keep = ("n", "accuracy", "accuracy_original", "accuracy_negated", "symmetric_accuracy", "yes_ratio")
     table = [{"kind": r["subset"], **{k: r[k] for k in keep}} for r in rows]
     table.append({"kind": "all", **{k: overall[k] for k in keep}})

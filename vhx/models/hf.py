@@ -282,8 +282,8 @@ class HFModel:
 
         check_mode(mode)
         # Shipped checkpoints (``vhx-mini``) load from the package like any local folder.
-        shipped_name = spec if resolve_model(spec) != spec else None
-        spec = resolve_model(spec)
+        resolved = resolve_model(spec)
+        shipped_name, spec = (spec if resolved != spec else None), resolved
         base_spec = spec
         adapter_base = _peft_adapter_base(spec)
         if adapter_base is not None:
