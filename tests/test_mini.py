@@ -92,6 +92,32 @@ def test_training_scenes_are_never_benchmark_scenes() -> None:
     assert sample_scene(0, 0, 336, training=True) != sample_scene(0, 0, 336)
 
 
+def test_scene_targets_answer_every_benchmark_question() -> None:
+    """The vision tower's scene targets agree with the benchmark's own answers, for every question it asks."""
+    from vhx.synthetic import PALETTE, SHAPES
+
+    combos = [(c, s) for c in sorted(PALETTE) for s in SHAPES]
+    n = len(combos)
+    for i in range(60):
+        scene = sample_scene(7, i, 336)
+        t = mini.scene_targets(scene)
+        presence, counts, horizontal, vertical = t[:n], t[n : n + 3], t[n + 3 : 2 * n + 3], t[2 * n + 3 :]
+        for answer in ("yes", "no"):
+            for _, q in candidates(scene, "existence", answer):
+                assert presence[combos.index((q["color"], q["shape"]))] == (answer == "yes")
+            for _, q in candidates(scene, "count", answer):
+                assert (counts[SHAPES.index(q["shape"])] == q["claimed"]) == (answer == "yes")
+            for _, q in candidates(scene, "color", answer):
+                assert presence[combos.index((q["color"], q["shape"]))] == (answer == "yes")
+        for _, q in candidates(scene, "position", "yes"):
+            k = combos.index((q["color"], q["shape"]))
+            side = {"left": (horizontal, 1), "right": (horizontal, 2), "top": (vertical, 1), "bottom": (vertical, 2)}[q["side"]]
+            assert side[0][k] == side[1]
+        drawn_twice = [combos.index((o.color, o.shape)) for o in scene.objects if scene.count(shape=o.shape, color=o.color) > 1]
+        assert all(horizontal[k] == -100 and vertical[k] == -100 for k in drawn_twice)
+        assert sorted(np.flatnonzero(presence)) == sorted({combos.index((o.color, o.shape)) for o in scene.objects})
+
+
 def test_training_tokens_equal_what_the_scorer_feeds(small) -> None:
     """A single-turn training example is exactly the scorer's prompt (processor + chat template) + the answer."""
     from vhx.models.hf import HFModel

@@ -116,6 +116,8 @@ class MiniDataArguments:
     short_answer_ratio: float = field(default=0.8, metadata={"help": f"share of questions that end with '{SHORT_ANSWER}'"})
     eval_images: int = field(default=200, metadata={"help": "fresh balanced scenes per kind scored after training (0: none)"})
     eval_seed: int = field(default=1000, metadata={"help": "benchmark seed of the evaluation scenes"})
+    probe_every: int = field(default=0, metadata={"help": "every N instruction steps, log yes/no accuracy per kind on fresh balanced scenes (0: never)"})
+    probe_images: int = field(default=24, metadata={"help": "questions per kind and answer in each probe"})
     model_name: str = field(default="vhx-mini", metadata={"help": "name in the model card"})
     save_dtype: str = field(default="float16", metadata={"help": "dtype of the saved weights"})
 
@@ -396,6 +398,7 @@ class ConversationDataset:
         grid = processor.image_processor.crop_size["height"] // processor.patch_size
         cover, centre = zip(*(patch_targets(scene, grid) for scene in self.scenes))
         self.cover, self.centre = torch.from_numpy(np.stack(cover)), torch.from_numpy(np.stack(centre))
+        self.scene_targets = torch.from_numpy(np.stack([scene_targets(s) for s in self.scenes]))
         self.image_token_id = self.tokenizer.convert_tokens_to_ids("<image>")
 
     def __len__(self) -> int:
@@ -475,21 +478,82 @@ def patch_targets(scene: Any, grid: int, min_cover: float = 0.15) -> tuple[Any, 
     return cover, centre
 
 
-def pretrain_vision(model: Any, dataset: ConversationDataset, args: MiniModelArguments, *, seed: int, progress: bool = True) -> list[float]:
-    """Stage 0: train the vision tower alone to label its patches (what is drawn there, which object's centre).
+def scene_targets(scene: Any) -> Any:
+    """What the whole scene holds, as one vector of targets for the vision pretraining.
 
-    LLaVA starts from a pretrained CLIP; vhx-mini's tower learns its world here, with a linear head
-    that is thrown away. Without this stage the language model's loss reaches the tower too weakly and
-    training settles on the answer prior (every answer "yes"). Returns the loss per step.
+    ``[presence (18: colour x shape, 0/1), count of each shape (3: 0-5), horizontal side of each
+    colour x shape (18: 0 neither, 1 left, 2 right; -100 unless drawn exactly once), vertical side
+    (18: 0 neither, 1 top, 2 bottom; -100 likewise)]``: what existence, count, colour and position
+    questions ask, so each image token can carry the answer to any of them.
+    """
+    import numpy as np
+
+    from vhx.synthetic import PALETTE, SHAPES, side_of
+
+    n = len(PALETTE) * len(SHAPES)
+    presence = np.zeros(n, dtype=np.int64)
+    horizontal = np.full(n, -100, dtype=np.int64)
+    vertical = np.full(n, -100, dtype=np.int64)
+    for obj in scene.objects:
+        k = object_class(obj) - 1
+        presence[k] = 1
+        if scene.count(shape=obj.shape, color=obj.color) == 1:
+            sides = side_of(scene, obj)
+            horizontal[k] = 1 if "left" in sides else 2 if "right" in sides else 0
+            vertical[k] = 1 if "top" in sides else 2 if "bottom" in sides else 0
+    counts = np.array([scene.count(shape=s) for s in SHAPES], dtype=np.int64)
+    return np.concatenate([presence, counts, horizontal, vertical])
+
+
+def _vision_loss(logits: Any, cover: Any, centre: Any, scene: Any, classes: int) -> Any:
+    """Patch labels plus the scene targets read from every patch token (see :func:`pretrain_vision`)."""
+    import torch
+    from torch.nn.functional import binary_cross_entropy_with_logits, cross_entropy
+
+    from vhx.synthetic import MAX_OBJECTS, SHAPES
+
+    combos = classes - 1
+    patches = logits.shape[1]
+    loss = cross_entropy(logits[..., :classes].flatten(0, 1), cover.flatten())
+    loss = loss + cross_entropy(logits[..., classes : 2 * classes].flatten(0, 1), centre.flatten())
+    at = 2 * classes
+    scene = scene[:, None, :].expand(-1, patches, -1)
+    presence, counts = scene[..., :combos], scene[..., combos : combos + len(SHAPES)]
+    sides = scene[..., combos + len(SHAPES) :]
+    # Summed over targets (averaged over patches and scenes): averaged over 18 mostly-absent bits, the
+    # presence loss is small even for a tower that sees nothing, and the language model then has no
+    # presence signal to read.
+    per_patch = logits.shape[0] * patches
+    loss = loss + binary_cross_entropy_with_logits(logits[..., at : at + combos], presence.float(), reduction="sum") / per_patch
+    at += combos
+    bins = MAX_OBJECTS + 1
+    loss = loss + cross_entropy(logits[..., at : at + len(SHAPES) * bins].reshape(-1, bins), counts.reshape(-1), reduction="sum") / per_patch
+    at += len(SHAPES) * bins
+    loss = loss + cross_entropy(logits[..., at:].reshape(-1, 3), sides.reshape(-1), ignore_index=-100, reduction="sum") / per_patch
+    return loss
+
+
+def pretrain_vision(model: Any, dataset: ConversationDataset, args: MiniModelArguments, *, seed: int, progress: bool = True) -> list[float]:
+    """Stage 0: train the vision tower alone on what its patches show and what the whole scene holds.
+
+    LLaVA starts from a pretrained CLIP, whose patch tokens carry both local and global content;
+    vhx-mini's tower learns its world here, with a linear head that is thrown away. Each patch token
+    learns (a) the class of the object drawn over it and of the object centred in it, and (b) the
+    scene targets of :func:`scene_targets` (what is present, how many of each shape, which side each
+    object is on). With (b) in every image token the language model can answer by attending to the
+    image as a whole; with patch labels alone, 1,000+ steps of the instruction mix still leave it at
+    the answer prior. Returns the loss per step.
     """
     import torch
     from tqdm.auto import tqdm
 
-    from vhx.synthetic import PALETTE, SHAPES
+    from vhx.synthetic import MAX_OBJECTS, PALETTE, SHAPES
 
     tower = model.model.vision_tower
-    classes = 1 + len(PALETTE) * len(SHAPES)
-    head = torch.nn.Linear(tower.config.hidden_size, 2 * classes)
+    combos = len(PALETTE) * len(SHAPES)
+    classes = 1 + combos
+    width = 2 * classes + combos + len(SHAPES) * (MAX_OBJECTS + 1) + 2 * combos * 3
+    head = torch.nn.Linear(tower.config.hidden_size, width)
     params = [*tower.parameters(), *head.parameters()]
     optimizer = torch.optim.AdamW(params, lr=args.vision_pretrain_lr, weight_decay=0.01)
     steps = args.vision_pretrain_steps
@@ -504,15 +568,27 @@ def pretrain_vision(model: Any, dataset: ConversationDataset, args: MiniModelArg
     for _ in tqdm(range(steps), desc="vhx-mini: vision pretraining", disable=not progress):
         idx = torch.randint(0, n, (args.vision_pretrain_batch_size,), generator=generator)
         hidden = tower(pixel_values=dataset.pixels[idx]).last_hidden_state[:, 1:]  # drop CLS
-        logits = head(hidden)
-        loss = torch.nn.functional.cross_entropy(logits[..., :classes].flatten(0, 1), dataset.cover[idx].flatten()) + \
-            torch.nn.functional.cross_entropy(logits[..., classes:].flatten(0, 1), dataset.centre[idx].flatten())
+        loss = _vision_loss(head(hidden), dataset.cover[idx], dataset.centre[idx], dataset.scene_targets[idx], classes)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         schedule.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
+    tower.eval()
+    with torch.no_grad():
+        idx = torch.arange(min(n, 256))
+        logits = head(tower(pixel_values=dataset.pixels[idx]).last_hidden_state[:, 1:]).mean(1)
+        target = dataset.scene_targets[idx]
+        at, bins = 2 * classes, MAX_OBJECTS + 1
+        presence = ((logits[:, at : at + combos] > 0).long() == target[:, :combos]).all(1).float().mean().item()
+        at += combos
+        counts = (logits[:, at : at + len(SHAPES) * bins].reshape(len(idx), len(SHAPES), bins).argmax(-1) == target[:, combos : combos + len(SHAPES)]).float().mean().item()
+        at += len(SHAPES) * bins
+        sides, truth = logits[:, at:].reshape(len(idx), -1, 3).argmax(-1), target[:, combos + len(SHAPES) :]
+        side_acc = (sides == truth)[truth != -100].float().mean().item()
+    logger.info("vision pretraining on %d training scenes: every object right %.3f, shape counts %.3f, sides %.3f",
+                len(idx), presence, counts, side_acc)
     return losses
 
 
@@ -530,6 +606,49 @@ def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int) -> dict[st
         labels[row, :n] = torch.tensor(f["labels"])
         mask[row, :n] = 1
     return {"input_ids": ids, "labels": labels, "attention_mask": mask, "pixel_values": torch.stack([f["pixel_values"] for f in features])}
+
+
+def _probe_callback(processor: Any, data: MiniDataArguments) -> Any:
+    """A ``TrainerCallback`` that logs yes/no accuracy per kind every ``probe_every`` steps (as vhx scores it)."""
+    import torch
+    from transformers import TrainerCallback
+
+    from vhx.models.hf import HFModel
+    from vhx.synthetic import candidates, render_scene, sample_scene
+
+    rng = random.Random(f"vhx.mini:probe:{data.eval_seed}")
+    items: dict[str, list[tuple[Any, str, str]]] = {k: [] for k in YES_NO_KINDS}
+    index = 0
+    while any(len(v) < 2 * data.probe_images for v in items.values()):
+        scene = sample_scene(data.eval_seed, index, data.scene_size)
+        index += 1
+        for kind in YES_NO_KINDS:
+            for answer in ("yes", "no"):
+                options = candidates(scene, kind, answer)
+                if options and sum(a == answer for _, _, a in items[kind]) < data.probe_images:
+                    items[kind].append((render_scene(scene), rng.choice(options)[0], answer))
+
+    class YesNoProbe(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
+            if not data.probe_every or state.global_step % data.probe_every:
+                return
+            scorer = HFModel(model, processor, spec=data.model_name, mode="logits", batch_size=32)
+            model.eval()
+            report = {}
+            with torch.no_grad():
+                for kind, rows in items.items():
+                    preds = scorer.predict([r[0] for r in rows], [r[1] for r in rows])
+                    report[kind] = round(sum(p.pred == r[2] for p, r in zip(preds, rows)) / len(rows), 3)
+                    report[f"{kind}_yes"] = round(sum(p.pred == "yes" for p in preds) / len(rows), 3)
+                    # P(yes) on true-"yes" minus true-"no" cases: above 0 as soon as the image counts at all.
+                    on = [p.p_yes for p, r in zip(preds, rows) if r[2] == "yes"]
+                    off = [p.p_yes for p, r in zip(preds, rows) if r[2] == "no"]
+                    report[f"{kind}_gap"] = round(sum(on) / len(on) - sum(off) / len(off), 3)
+            model.train()
+            logger.info("probe at step %d: %s", state.global_step, report)
+            state.log_history.append({"step": state.global_step, "probe": report})
+
+    return YesNoProbe()
 
 
 # ------------------------------------------------------------------------------------ training
@@ -605,6 +724,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
         args=training_args,
         train_dataset=dataset,
         data_collator=lambda features: collate(features, pad),
+        callbacks=[_probe_callback(processor, data_args)] if data_args.probe_every else None,
     )
     train_output = trainer.train()
     train_seconds = time.time() - start

@@ -52,6 +52,8 @@ PALETTE: dict[str, tuple[int, int, int]] = {
     "blue": (20, 60, 220),
     "purple": (140, 30, 180),
 }
+#: Most objects a scene may hold (placement keeps them apart on the canvas).
+MAX_OBJECTS = 5
 NUMBER_WORDS: tuple[str, ...] = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 SIDES: dict[str, str] = {
     "left": "on the left side of the image",
@@ -94,9 +96,9 @@ class SyntheticConfig:
             raise ValueError(f"image_size must be at least 64 pixels per side, got {self.image_size!r}")
         if not kinds or len(set(kinds)) != len(kinds) or not set(kinds) <= set(KINDS):
             raise ValueError(f"kinds must be distinct names from {KINDS}, got {kinds!r}")
-        if not 1 <= self.min_objects <= self.max_objects <= 5:
+        if not 1 <= self.min_objects <= self.max_objects <= MAX_OBJECTS:
             raise ValueError(
-                f"need 1 <= min_objects <= max_objects <= 5, got {self.min_objects!r}, {self.max_objects!r}"
+                f"need 1 <= min_objects <= max_objects <= {MAX_OBJECTS}, got {self.min_objects!r}, {self.max_objects!r}"
             )
         q = self.questions_per_image
         if not isinstance(q, int) or q < 1:
