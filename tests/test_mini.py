@@ -216,3 +216,32 @@ def test_unknown_shipped_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, 
     monkeypatch.setattr(mini, "ZOO_DIR", tmp_path)
     with pytest.raises(VHXError, match="vhx-mini: the shipped checkpoint is missing"):
         resolve_model("vhx-mini")
+
+
+def test_yes_no_probe_logs_balanced_accuracy(small, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The probe asks as many true-"yes" as true-"no" questions per kind: a constant answerer scores exactly 0.5."""
+    from types import SimpleNamespace
+
+    from vhx.models.hf import HFModel
+
+    maker, model, processor = small
+    seen: list[int] = []
+
+    def always_yes(self, images, questions):
+        seen.append(len(questions))
+        return [SimpleNamespace(pred="yes", p_yes=0.7) for _ in questions]
+
+    monkeypatch.setattr(HFModel, "predict", always_yes)
+    data = MiniDataArguments(probe_every=5, probe_images=3)
+    probe = mini._probe_callback(processor, data)
+    state = SimpleNamespace(global_step=4, log_history=[])
+    probe.on_step_end(None, state, None, model=model)
+    assert state.log_history == []  # not a probe step
+    state.global_step = 10
+    probe.on_step_end(None, state, None, model=model)
+    report = state.log_history[-1]["probe"]
+    assert set(report) == {f"{k}{s}" for k in mini.YES_NO_KINDS for s in ("", "_yes", "_gap")}
+    assert seen == [6] * len(mini.YES_NO_KINDS)
+    for kind in mini.YES_NO_KINDS:
+        assert (report[kind], report[f"{kind}_yes"], report[f"{kind}_gap"]) == (0.5, 1.0, 0.0)
+    assert model.training  # handed back in training mode
