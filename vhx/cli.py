@@ -374,8 +374,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.model is None:
         print(
             "[3/4] scoring the default model. NOTE: no trained demo model ships yet, so the default is a tiny "
-            "UNTRAINED LLaVA (random weights, built locally). Its scores are near chance and only show the "
-            "pipeline working; pass --model llava-hf/llava-1.5-7b-hf (or any supported model) for real numbers."
+            "UNTRAINED LLaVA (random weights, built locally). It gives nearly the same answer to every question, "
+            "so its accuracy is about the share of that answer and its symmetric accuracy about 0 (a fair coin "
+            "would score 0.5 and 0.25): the numbers only show the pipeline working. Pass --model "
+            "llava-hf/llava-1.5-7b-hf (or any supported model) for real numbers."
         )
     else:
         print(f"[3/4] scoring {model_spec}")
