@@ -240,7 +240,8 @@ def test_yes_no_probe_logs_balanced_accuracy(small, monkeypatch: pytest.MonkeyPa
     state.global_step = 10
     probe.on_step_end(None, state, None, model=model)
     report = state.log_history[-1]["probe"]
-    assert set(report) == {f"{k}{s}" for k in mini.YES_NO_KINDS for s in ("", "_yes", "_gap")}
+    assert set(report) == {f"{k}{s}" for k in mini.YES_NO_KINDS for s in ("", "_yes", "_gap")} | {"image_token_norm", "word_norm"}
+    assert report["image_token_norm"] > 0 and report["word_norm"] > 0
     assert seen == [6] * len(mini.YES_NO_KINDS)
     for kind in mini.YES_NO_KINDS:
         assert (report[kind], report[f"{kind}_yes"], report[f"{kind}_gap"]) == (0.5, 1.0, 0.0)

@@ -644,6 +644,14 @@ def _probe_callback(processor: Any, data: MiniDataArguments) -> Any:
                     on = [p.p_yes for p, r in zip(preds, rows) if r[2] == "yes"]
                     off = [p.p_yes for p, r in zip(preds, rows) if r[2] == "no"]
                     report[f"{kind}_gap"] = round(sum(on) / len(on) - sum(off) / len(off), 3)
+                # The scale of image tokens against word embeddings: image tokens that grow far above
+                # the words drown the question in the residual stream.
+                pixels = processor.image_processor([r[0] for r in items["existence"][:8]], return_tensors="pt")["pixel_values"]
+                feats = model.get_image_features(pixel_values=pixels.to(model.device, model.dtype))
+                feats = getattr(feats, "pooler_output", feats)
+                feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
+                report["image_token_norm"] = round(feats.reshape(-1, feats.shape[-1]).norm(dim=-1).mean().item(), 3)
+                report["word_norm"] = round(model.get_input_embeddings().weight.norm(dim=-1).mean().item(), 3)
             model.train()
             logger.info("probe at step %d: %s", state.global_step, report)
             state.log_history.append({"step": state.global_step, "probe": report})
