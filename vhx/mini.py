@@ -505,31 +505,49 @@ def scene_targets(scene: Any) -> Any:
     return np.concatenate([presence, counts, horizontal, vertical])
 
 
+def _scene_layout() -> tuple[int, dict[str, slice]]:
+    """Where each scene target sits in :func:`scene_targets`' vector, and how wide its head is (logits per value)."""
+    from vhx.synthetic import MAX_OBJECTS, PALETTE, SHAPES
+
+    combos, shapes = len(PALETTE) * len(SHAPES), len(SHAPES)
+    targets = {
+        "presence": slice(0, combos),
+        "counts": slice(combos, combos + shapes),
+        "sides": slice(combos + shapes, 3 * combos + shapes),
+    }
+    return combos + shapes * (MAX_OBJECTS + 1) + 2 * combos * 3, targets
+
+
+def _scene_logits(logits: Any) -> tuple[Any, Any, Any]:
+    """The scene part of the vision head's output split into presence ``(..., 18)``, counts ``(..., 3, 6)`` and sides ``(..., 36, 3)``."""
+    from vhx.synthetic import MAX_OBJECTS, PALETTE, SHAPES
+
+    combos, shapes = len(PALETTE) * len(SHAPES), len(SHAPES)
+    counts_end = combos + shapes * (MAX_OBJECTS + 1)
+    return (
+        logits[..., :combos],
+        logits[..., combos:counts_end].unflatten(-1, (shapes, MAX_OBJECTS + 1)),
+        logits[..., counts_end:].unflatten(-1, (2 * combos, 3)),
+    )
+
+
 def _vision_loss(logits: Any, cover: Any, centre: Any, scene: Any, classes: int) -> Any:
     """Patch labels plus the scene targets read from every patch token (see :func:`pretrain_vision`)."""
-    import torch
     from torch.nn.functional import binary_cross_entropy_with_logits, cross_entropy
 
-    from vhx.synthetic import MAX_OBJECTS, SHAPES
-
-    combos = classes - 1
     patches = logits.shape[1]
     loss = cross_entropy(logits[..., :classes].flatten(0, 1), cover.flatten())
     loss = loss + cross_entropy(logits[..., classes : 2 * classes].flatten(0, 1), centre.flatten())
-    at = 2 * classes
+    _, at = _scene_layout()
     scene = scene[:, None, :].expand(-1, patches, -1)
-    presence, counts = scene[..., :combos], scene[..., combos : combos + len(SHAPES)]
-    sides = scene[..., combos + len(SHAPES) :]
+    presence, counts, sides = _scene_logits(logits[..., 2 * classes :])
     # Summed over targets (averaged over patches and scenes): averaged over 18 mostly-absent bits, the
     # presence loss is small even for a tower that sees nothing, and the language model then has no
     # presence signal to read.
     per_patch = logits.shape[0] * patches
-    loss = loss + binary_cross_entropy_with_logits(logits[..., at : at + combos], presence.float(), reduction="sum") / per_patch
-    at += combos
-    bins = MAX_OBJECTS + 1
-    loss = loss + cross_entropy(logits[..., at : at + len(SHAPES) * bins].reshape(-1, bins), counts.reshape(-1), reduction="sum") / per_patch
-    at += len(SHAPES) * bins
-    loss = loss + cross_entropy(logits[..., at:].reshape(-1, 3), sides.reshape(-1), ignore_index=-100, reduction="sum") / per_patch
+    loss = loss + binary_cross_entropy_with_logits(presence, scene[..., at["presence"]].float(), reduction="sum") / per_patch
+    loss = loss + cross_entropy(counts.flatten(0, -2), scene[..., at["counts"]].flatten(), reduction="sum") / per_patch
+    loss = loss + cross_entropy(sides.flatten(0, -2), scene[..., at["sides"]].flatten(), ignore_index=-100, reduction="sum") / per_patch
     return loss
 
 
@@ -547,13 +565,12 @@ def pretrain_vision(model: Any, dataset: ConversationDataset, args: MiniModelArg
     import torch
     from tqdm.auto import tqdm
 
-    from vhx.synthetic import MAX_OBJECTS, PALETTE, SHAPES
+    from vhx.synthetic import PALETTE, SHAPES
 
     tower = model.model.vision_tower
-    combos = len(PALETTE) * len(SHAPES)
-    classes = 1 + combos
-    width = 2 * classes + combos + len(SHAPES) * (MAX_OBJECTS + 1) + 2 * combos * 3
-    head = torch.nn.Linear(tower.config.hidden_size, width)
+    classes = 1 + len(PALETTE) * len(SHAPES)
+    scene_width, at = _scene_layout()
+    head = torch.nn.Linear(tower.config.hidden_size, 2 * classes + scene_width)
     params = [*tower.parameters(), *head.parameters()]
     optimizer = torch.optim.AdamW(params, lr=args.vision_pretrain_lr, weight_decay=0.01)
     steps = args.vision_pretrain_steps
@@ -580,13 +597,11 @@ def pretrain_vision(model: Any, dataset: ConversationDataset, args: MiniModelArg
         idx = torch.arange(min(n, 256))
         logits = head(tower(pixel_values=dataset.pixels[idx]).last_hidden_state[:, 1:]).mean(1)
         target = dataset.scene_targets[idx]
-        at, bins = 2 * classes, MAX_OBJECTS + 1
-        presence = ((logits[:, at : at + combos] > 0).long() == target[:, :combos]).all(1).float().mean().item()
-        at += combos
-        counts = (logits[:, at : at + len(SHAPES) * bins].reshape(len(idx), len(SHAPES), bins).argmax(-1) == target[:, combos : combos + len(SHAPES)]).float().mean().item()
-        at += len(SHAPES) * bins
-        sides, truth = logits[:, at:].reshape(len(idx), -1, 3).argmax(-1), target[:, combos + len(SHAPES) :]
-        side_acc = (sides == truth)[truth != -100].float().mean().item()
+        presence, counts, sides = _scene_logits(logits[:, 2 * classes :])
+        presence = ((presence > 0).long() == target[:, at["presence"]]).all(1).float().mean().item()
+        counts = (counts.argmax(-1) == target[:, at["counts"]]).float().mean().item()
+        truth = target[:, at["sides"]]
+        side_acc = (sides.argmax(-1) == truth)[truth != -100].float().mean().item()
     logger.info("vision pretraining on %d training scenes: every object right %.3f, shape counts %.3f, sides %.3f",
                 len(idx), presence, counts, side_acc)
     return losses
@@ -613,6 +628,7 @@ def _probe_callback(processor: Any, data: MiniDataArguments) -> Any:
     import torch
     from transformers import TrainerCallback
 
+    from vhx.adversarial.views import image_features
     from vhx.models.hf import HFModel
     from vhx.synthetic import candidates, render_scene, sample_scene
 
@@ -647,9 +663,7 @@ def _probe_callback(processor: Any, data: MiniDataArguments) -> Any:
                 # The scale of image tokens against word embeddings: image tokens that grow far above
                 # the words drown the question in the residual stream.
                 pixels = processor.image_processor([r[0] for r in items["existence"][:8]], return_tensors="pt")["pixel_values"]
-                feats = model.get_image_features(pixel_values=pixels.to(model.device, model.dtype))
-                feats = getattr(feats, "pooler_output", feats)
-                feats = torch.cat(list(feats)) if isinstance(feats, (list, tuple)) else feats
+                feats = image_features(model, {"pixel_values": pixels.to(model.device, model.dtype)})
                 report["image_token_norm"] = round(feats.reshape(-1, feats.shape[-1]).norm(dim=-1).mean().item(), 3)
                 report["word_norm"] = round(model.get_input_embeddings().weight.norm(dim=-1).mean().item(), 3)
             model.train()

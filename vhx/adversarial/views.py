@@ -355,20 +355,25 @@ class VisionView(torch.nn.Module):
     # ------------------------------------------------------------------------------- features
     def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """``model.get_image_features(**inputs)`` as one ``(B, N, D)`` tensor."""
-        out = self.model.get_image_features(**inputs)
-        feats = getattr(out, "pooler_output", None)
-        if feats is None:
-            feats = out[1] if isinstance(out, tuple) else out
-        if isinstance(feats, (list, tuple)):
-            lengths = {f.shape[0] for f in feats}
-            if len(lengths) != 1:
-                raise VHXError(f"images of one batch gave different token counts {sorted(lengths)}; batch equal sizes only")
-            feats = torch.stack(list(feats), dim=0)
-        return feats
+        return image_features(self.model, inputs)
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         """The projected visual tokens ``(B, N, D)`` of ``pixels`` ``(B, 3, H, W)`` in [0, 1]."""
         return self.features(self.preprocess(pixels))
+
+
+def image_features(model: Any, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """``model.get_image_features(**inputs)`` as one ``(B, N, D)`` tensor, whatever container the family returns."""
+    out = model.get_image_features(**inputs)
+    feats = getattr(out, "pooler_output", None)
+    if feats is None:
+        feats = out[1] if isinstance(out, tuple) else out
+    if isinstance(feats, (list, tuple)):
+        lengths = {f.shape[0] for f in feats}
+        if len(lengths) != 1:
+            raise VHXError(f"images of one batch gave different token counts {sorted(lengths)}; batch equal sizes only")
+        feats = torch.stack(list(feats), dim=0)
+    return feats
 
 
 def _default_model_id(model: Any) -> str:
