@@ -1,19 +1,32 @@
 """POPE (Li et al., 2023): yes/no object-existence questions over COCO (or A-OKVQA / GQA) images.
 
-Release layout read here (``data_dir``)::
+Release layouts read here (``data_dir``): the question files as published, either in ``data_dir``
+itself or where the POPE repository keeps them, so ``data_dir`` may be a clone of
+https://github.com/AoiDragon/POPE::
 
-    coco_pope_random.json        # JSON lines: {"question_id", "image", "text", "label"}
-    coco_pope_popular.json       # ... or one JSON array of the same records (other releases)
-    coco_pope_adversarial.json
-    val2014/COCO_val2014_....jpg # images; or pass image_dir= (a COCO folder anywhere)
+    output/coco/coco_pope_{random,popular,adversarial}.json               # JSON lines
+    output/seem/aokvqa/aokvqa_pope_seem_{random,popular,adversarial}.json # JSON arrays
+    output/seem/gqa/gqa_pope_seem_{random,popular,adversarial}.json       # JSON arrays
 
-One split per subset (``random``, ``popular``, ``adversarial``). ``image_id`` is the image file's
-stem, so the 500 COCO images are shared across the three subsets.
+Each record is ``{"question_id", "image", "text", "label"}``; both the ``{dataset}_pope_{subset}``
+and the ``{dataset}_pope_seem_{subset}`` names are accepted (``.json`` or ``.jsonl``), searched in
+``data_dir``, ``data_dir/output/{dataset}``, ``data_dir/output/seem/{dataset}``, then anywhere
+below ``data_dir``. ``dataset`` (``coco``, ``aokvqa``, ``gqa``) picks the files.
+
+Images: pass ``image_dir=`` (a COCO or GQA image folder anywhere); by default the first existing of
+``val2014/``, ``images/``, ``coco/val2014/``, ``gqa/images/``, ``val2017/`` or ``data_dir``. COCO
+and A-OKVQA records name COCO 2014 files (``COCO_val2014_000000310196.jpg``); where only COCO 2017
+images are at hand the same picture is found under its 2017 name (``000000310196.jpg``). GQA records
+name GQA ids (``2405722.jpg``), read from GQA's ``images/`` folder.
+
+One split per subset (``random``, ``popular``, ``adversarial``). ``image_id`` is
+``{dataset}:{image file stem}``, so the images are shared across the three subsets.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +40,50 @@ from vhx.schema import make_case, normalize_answer
 from ._base import VHBuilder, VHBuilderConfig, image_value
 
 SUBSETS = ("random", "popular", "adversarial")
-_IMAGE_DIR_CANDIDATES = ("val2014", "images", "coco/val2014", ".")
+_IMAGE_DIR_CANDIDATES = ("val2014", "images", "coco/val2014", "gqa/images", "val2017", ".")
+_COCO_2014_NAME = re.compile(r"^COCO_(?:val|train)2014_(?P<id>\d{12})(?P<ext>\.\w+)$")
+
+
+def question_file_names(dataset: str, subset: str) -> list[str]:
+    """The file names a POPE release uses for ``dataset``/``subset`` (plain and SEEM-built variants)."""
+    return [f"{dataset}_pope{variant}_{subset}{ext}" for variant in ("", "_seem") for ext in (".json", ".jsonl")]
+
+
+def find_question_file(root: Path, dataset: str, subset: str) -> Path | None:
+    """Where ``dataset``/``subset``'s question file is under ``root`` (see the module docstring), or None.
+
+    Several different files of one subset in the same place, or found only deeper down, are an
+    error: which one to score is the user's choice (``data_dir`` pointing at the right folder).
+    """
+    names = question_file_names(dataset, subset)
+    for folder in (root, root / "output" / dataset, root / "output" / "seem" / dataset):
+        found = [folder / n for n in names if (folder / n).is_file()]
+        if len(found) > 1:
+            raise DataError(
+                f"several POPE question files for {dataset}/{subset}: {', '.join(p.name for p in found)}; keep one",
+                file=str(folder),
+            )
+        if found:
+            return found[0]
+    deeper = sorted({p for n in names for p in root.rglob(n) if p.is_file()})
+    if len(deeper) > 1:
+        listing = ", ".join(str(p.relative_to(root)) for p in deeper)
+        raise DataError(f"several POPE question files for {dataset}/{subset} ({listing}); point data_dir at one folder", file=str(root))
+    return deeper[0] if deeper else None
+
+
+def resolve_image(image_dir: Path, name: str) -> Path:
+    """The image file a POPE record names: ``image_dir/name``, else its COCO 2017 name (same picture)."""
+    path = image_dir / name
+    if path.is_file():
+        return path
+    match = _COCO_2014_NAME.match(Path(name).name)
+    if match:
+        for folder in (image_dir, image_dir.parent / "val2017", image_dir.parent / "train2017"):
+            alt = folder / f"{match['id']}{match['ext']}"
+            if alt.is_file():
+                return alt
+    return path
 
 
 @dataclass
@@ -36,8 +92,8 @@ class PopeConfig(VHBuilderConfig):
 
     Attributes:
         dataset: the image source prefix of the question files (``coco``, ``aokvqa``, ``gqa``).
-        image_dir: folder of the images; default: the first of ``val2014/``, ``images/``, ``coco/val2014/``
-            or ``data_dir`` itself that exists.
+        image_dir: folder of the images; default: the first of ``val2014/``, ``images/``, ``coco/val2014/``,
+            ``gqa/images/``, ``val2017/`` or ``data_dir`` itself that exists.
     """
 
     dataset: str = "coco"
@@ -86,18 +142,20 @@ class PopeBuilder(VHBuilder):
         for subset in SUBSETS:
             if not self.wanted(subset):
                 continue
-            name = f"{self.config.dataset}_pope_{subset}"
-            found = [p for ext in (".json", ".jsonl") if (p := root / f"{name}{ext}").is_file()]
-            if not found:
+            found = find_question_file(root, self.config.dataset, subset)
+            if found is None:
                 if self.config.subsets is not None:
-                    raise DataError(f"POPE question file {name}.json not found", file=str(root))
+                    names = " / ".join(question_file_names(self.config.dataset, subset)[::2])
+                    raise DataError(f"POPE question file {names} not found", file=str(root))
                 continue
             splits.append(
-                datasets.SplitGenerator(name=subset, gen_kwargs={"path": found[0], "subset": subset, "image_dir": image_dir})
+                datasets.SplitGenerator(name=subset, gen_kwargs={"path": found, "subset": subset, "image_dir": image_dir})
             )
         if not splits:
+            ds = self.config.dataset
             raise DataError(
-                f"no POPE question files ({self.config.dataset}_pope_{{random,popular,adversarial}}.json) found",
+                f"no POPE question files ({ds}_pope_{{random,popular,adversarial}}.json or "
+                f"{ds}_pope_seem_*.json) found here, in output/{ds}/, output/seem/{ds}/ or below",
                 file=str(root),
             )
         return splits
@@ -125,7 +183,7 @@ class PopeBuilder(VHBuilder):
             except DataError as exc:
                 self.fail(exc)
                 continue
-            image_path = image_dir / str(record["image"])
+            image_path = resolve_image(image_dir, str(record["image"]))
             if not self.image_ok(image_path, **where):
                 continue
             seen.add(qid)

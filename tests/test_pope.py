@@ -119,3 +119,93 @@ def test_builder_class_is_a_datasets_builder(pope_release: Path, tmp_path: Path)
     builder.download_and_prepare()
     ds = builder.as_dataset(split="random")
     assert len(ds) == 3000 and builder.info.splits["random"].num_examples == 3000
+
+
+# -- the layouts and names of the public release (https://github.com/AoiDragon/POPE) ---------------
+def _seem_records(images: list[str], n: int = 6) -> list[dict]:
+    """Records as the SEEM-built files carry them: a JSON array, 'yes'/'no' labels."""
+    objects = ["building", "person", "sky", "bird", "wall", "grass"]
+    return [
+        {"question_id": i + 1, "image": images[i % len(images)], "text": f"Is there a {objects[i % 6]} in the image?", "label": "yes" if i % 2 else "no"}
+        for i in range(n)
+    ]
+
+
+def _pope_repo(root: Path) -> dict[str, dict[str, list[dict]]]:
+    """A clone of the POPE repository's question files: output/coco (JSON lines), output/seem/{aokvqa,gqa} (indented arrays)."""
+    records: dict[str, dict[str, list[dict]]] = {"coco": {}, "aokvqa": {}, "gqa": {}}
+    layouts = {
+        "coco": ("output/coco", "coco_pope_{}.json", ["COCO_val2014_000000310196.jpg", "COCO_val2014_000000210789.jpg"]),
+        "aokvqa": ("output/seem/aokvqa", "aokvqa_pope_seem_{}.json", ["COCO_val2014_000000461751.jpg", "COCO_val2014_000000023731.jpg"]),
+        "gqa": ("output/seem/gqa", "gqa_pope_seem_{}.json", ["2405722.jpg", "2354786.jpg"]),
+    }
+    for dataset, (folder, pattern, images) in layouts.items():
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        for subset in POPE_SUBSETS:
+            recs = _seem_records(images)
+            records[dataset][subset] = recs
+            path = root / folder / pattern.format(subset)
+            if dataset == "coco":
+                path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+            else:
+                path.write_text(json.dumps(recs, indent=4))
+    (root / "README.md").write_text("POPE\n")
+    return records
+
+
+def _images(folder: Path, names: list[str]) -> None:
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i, name in enumerate(names):
+        Image.new("RGB", (8, 6), (i * 40, 10, 200)).save(folder / name)
+
+
+@pytest.mark.parametrize("dataset", ["coco", "aokvqa", "gqa"])
+def test_repository_root_as_data_dir_finds_each_dataset(tmp_path: Path, dataset: str):
+    records = _pope_repo(tmp_path / "POPE")
+    names = sorted({r["image"] for recs in records[dataset].values() for r in recs})
+    _images(tmp_path / "img", names)
+    dsd, report = load_source("pope", str(tmp_path / "POPE"), dataset=dataset, image_dir=str(tmp_path / "img"))
+    assert list(dsd) == list(POPE_SUBSETS) and len(report) == 0
+    for subset in POPE_SUBSETS:
+        assert dsd[subset]["question"] == [r["text"] for r in records[dataset][subset]]
+        assert dsd[subset]["answer"] == [r["label"] for r in records[dataset][subset]]
+        assert dsd[subset]["image_id"] == [f"{dataset}:{Path(r['image']).stem}" for r in records[dataset][subset]]
+    validate_dataset(dsd)
+
+
+def test_seem_file_names_in_data_dir_itself_and_gqa_images_folder(tmp_path: Path):
+    root = tmp_path / "gqa_release"
+    root.mkdir()
+    recs = _seem_records(["2405722.jpg", "2354786.jpg"])
+    (root / "gqa_pope_seem_popular.json").write_text(json.dumps(recs, indent=4))
+    _images(root / "images", ["2405722.jpg", "2354786.jpg"])  # GQA's own folder name
+    dsd, _ = load_source("pope", str(root), dataset="gqa")
+    assert list(dsd) == ["popular"] and len(dsd["popular"]) == 6
+    assert dsd["popular"][0]["provenance"] and dsd["popular"]["image_id"][0] == "gqa:2405722"
+
+
+def test_coco_2014_names_resolve_to_coco_2017_files(tmp_path: Path):
+    """A-OKVQA/COCO records name COCO 2014 files; a user with COCO 2017 has the same pictures under their ids."""
+    records = _pope_repo(tmp_path / "POPE")
+    ids = sorted({r["image"].removeprefix("COCO_val2014_") for r in records["aokvqa"]["random"]})
+    _images(tmp_path / "coco" / "val2017", ids)
+    dsd, report = load_source("pope", str(tmp_path / "POPE"), dataset="aokvqa", image_dir=str(tmp_path / "coco" / "val2017"), subsets=["random"])
+    assert len(dsd["random"]) == 6 and len(report) == 0
+    assert dsd["random"]["image_id"][0] == "aokvqa:COCO_val2014_000000461751"
+
+
+def test_one_subset_in_two_places_is_an_error_naming_both(tmp_path: Path):
+    _pope_repo(tmp_path / "POPE")
+    (tmp_path / "POPE" / "old").mkdir()
+    (tmp_path / "POPE" / "old" / "gqa_pope_random.json").write_text("[]")
+    (tmp_path / "POPE" / "output" / "seem" / "gqa").rename(tmp_path / "POPE" / "output" / "seem" / "gqa2")
+    with pytest.raises(DataError, match=r"several POPE question files for gqa/random .*gqa_pope_seem_random.json"):
+        load_source("pope", str(tmp_path / "POPE"), dataset="gqa")
+
+
+def test_missing_dataset_names_what_was_searched(tmp_path: Path):
+    (tmp_path / "r").mkdir()
+    with pytest.raises(DataError, match=r"aokvqa_pope_seem_\*\.json\) found here, in output/aokvqa/, output/seem/aokvqa/"):
+        load_source("pope", str(tmp_path / "r"), dataset="aokvqa")
