@@ -122,6 +122,20 @@ TABLE = [
     ("Is the text \u201cOPEN NOW\u201d written on the sign?",
      "Is it false that the text \u201cOPEN NOW\u201d is written on the sign?", "is_it_false/be"),
     ("Are the butterfly\u2019s wings open?", "Is it false that the butterfly\u2019s wings are open?", "is_it_false/be"),
+    # a prepositional phrase is the subject's when a predicate follows it, the predicate when it ends
+    ("Is the lamp on the desk turned on?", "Is it false that the lamp on the desk is turned on?", "is_it_false/be"),
+    ("Is the car in the street parked?", "Is it false that the car in the street is parked?", "is_it_false/be"),
+    ("Is the logo on the cap a star?", "Is it false that the logo on the cap is a star?", "is_it_false/be"),
+    ("In the picture, is one of the car's doors open?", "In the picture, is it false that one of the car's doors is open?", "is_it_false/be"),
+    ("Are some of the cars parked?", "Is it false that some of the cars are parked?", "is_it_false/be"),
+    ("Is the sign on the building written in English?", "Is it false that the sign on the building is written in English?", "is_it_false/be"),
+    ("Is the person in the photo a woman?", "Is it false that the person in the photo is a woman?", "is_it_false/be"),
+    ("Is the glass on the table half full?", "Is it false that the glass on the table is half full?", "is_it_false/be"),
+    ("Is the man on the right a doctor?", "Is it false that the man on the right is a doctor?", "is_it_false/be"),
+    ("Is the cup to the left of the laptop?", "Is it false that the cup is to the left of the laptop?", "is_it_false/be"),
+    ("Is the cup next to a plate?", "Is it false that the cup is next to a plate?", "is_it_false/be"),
+    ("Is the man in the middle of a crowd?", "Is it false that the man is in the middle of a crowd?", "is_it_false/be"),
+    ("Is the cat on the painted chair?", "Is it false that the cat is on the painted chair?", "is_it_false/be"),
 ]
 
 

@@ -169,6 +169,8 @@ _ADVERBS = {
     "apart", "away", "indoors", "outdoors", "upstairs", "downstairs", "ahead", "backwards", "forward",
     "forwards", "sideways", "upside", "always", "often", "usually", "ever",
 }
+# Words that grade a final adjective ("half full"): with it they start the predicate.
+_DEGREE = {"half", "partially", "barely", "somewhat", "rather", "fairly", "pretty", "extremely", "highly"}
 _COLOURS = {
     "red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
     "gray", "grey", "silver", "gold", "golden", "beige", "tan", "cyan", "magenta", "maroon", "navy",
@@ -374,6 +376,9 @@ def _free_positions(low: list[str]) -> list[int]:
     i = 0
     while i < n - 1 and low[i] in _DETERMINERS:
         i += 1
+        # "one of the doors", "some of the cars": a partitive "of" continues the determiners.
+        if low[i] == "of" and i < n - 1:
+            i += 1
     free: list[int] = []
     j = i + 1  # the head word after the determiners is always part of the subject
     while j < n:
@@ -444,21 +449,31 @@ _PHRASE_STOPS = {"be", "being", "than", "and", "or", "but", "not"}
 def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool) -> int | None:
     """Where the predicate starts if the preposition at ``j`` belongs to the subject, else None.
 
-    ``Is the man on the left wearing glasses?`` reads as "the man on the left" + "is wearing glasses":
-    a prepositional phrase followed by an -ing participle, a final adjective or a comparative with
-    "than" is part of the subject. Declarative clauses look for the auxiliary instead.
+    A prepositional phrase belongs to the subject when a predicate follows it and is the predicate
+    when it ends the question: ``Is the man on the left wearing glasses?`` reads as "the man on the
+    left" + "is wearing glasses". After the phrase's noun a predicate is a participle (``wearing``,
+    ``turned on``, ``parked``, ``written in English``), an article opening a noun phrase (``Is the logo
+    on the cap a star?``), a final adjective, possibly after a degree adverb (``half full``, ``very
+    old``), or a comparative with "than". ``Is the cup to the left of the laptop?`` has none, so the
+    phrase is the predicate. Declarative clauses look for the auxiliary instead.
     """
-    for k in range(j + 1, len(low)):
+    n = len(low)
+    for k in range(j + 1, n):
         w, prev = low[k], low[k - 1]
+        nxt = low[k + 1] if k + 1 < n else None
         if declarative:
             if w in _AUX:
                 return k
-        elif prev not in _DETERMINERS and prev not in _GERUND_PREPS:
-            if w.endswith("ing") and _is_participle(w):
+        elif prev not in _DETERMINERS and prev not in _GERUND_PREPS and (prev not in _PREPOSITIONS or prev in _PARTICLES):
+            if _is_participle(w):
                 return k
-            if k == len(low) - 1 and w in _ADJECTIVES:
+            if w in ("a", "an") and nxt is not None:
                 return k
-            if w in _COMPARATIVES and k + 1 < len(low) and low[k + 1] == "than":
+            if k == n - 1 and w in _ADJECTIVES:
+                return k
+            if w in (_ADVERBS | _DEGREE) and w not in _PHRASE_STOPS and k == n - 2 and (nxt in _ADJECTIVES or _is_participle(nxt)):
+                return k
+            if w in _COMPARATIVES and nxt == "than":
                 return k
         if _is_participle(w) or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
             return None
