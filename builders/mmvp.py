@@ -10,26 +10,54 @@ One split and subset, ``mmvp``. ``source_id`` is the Index, ``image_id`` ``mmvp:
 
 MMVP is multiple choice, so each row is rewritten into exactly one yes/no question about option (a),
 deterministically (:func:`rewrite_to_yes_no`); the first rule that applies wins and is recorded in
-``provenance["rule"]`` with the original question, options and correct letter:
+``provenance["rule"]`` with the original question, options and correct letter. Every rewrite is
+checked to be one question that vhx's own rule negator can negate (so ``vhx expand --negator
+rules`` takes every row); a rule whose output fails that check does not apply.
 
 ``yes_no_options``
     The options are Yes and No (either order): the question is kept verbatim and the answer is the
     correct option's text. (``Is there a window? (a) Yes (b) No`` needs no rewriting.)
+``statement``
+    The options are Correct/Incorrect or True/False: the question is a statement (after a lead-in
+    such as ``Is the following statement correct:``), asked as a question (``The dog is sitting.``
+    -> ``Is the dog sitting?``, else ``Is it true that ...?``). Answer: the correct option's truth.
 ``or_split``
     The question contains "X or Y" with X, Y the option texts, matched case-insensitively as whole
     words, whitespace-tolerant, each optionally preceded by an article (the/a/an) in the question or
     in the option; "Y or X" is accepted too. That span is replaced by the question's own text for X,
     article included: "Are the butterfly's wings closer to being open or closed?" with (a) Open
-    becomes "Are the butterfly's wings closer to being open?". Answer: yes iff (a) is correct.
-``option_check``
-    Otherwise: ``{question} Is the answer "{X}"?`` (a ``?`` is added to the question first when it
-    does not end in ``?``, ``.`` or ``!``), e.g. ``How many eyes can you see? Is the answer "One"?``.
-    Answer: yes iff (a) is correct.
+    becomes "Are the butterfly's wings closer to being open?". A reciprocal ("each other") that only
+    Y's verb took gets its preposition ("holding hands with each other"). Answer: yes iff (a) is correct.
+``color``
+    ``What color is X?`` -> ``Is X {a}?`` ("What color is the chicken's body?" -> "Is the chicken's
+    body black?").
+``count``
+    ``How many N ... can you see ...?`` -> ``Can you see {a} N ...?`` and ``How many N are there
+    ...?`` -> ``Are there {a} N ...?``, the noun made singular for one ("Can you see 1 eye of the cat?").
+``view``
+    ``From which angle/direction/side is this image taken?`` -> ``Is this image taken from the {a}?``.
+``or_not``
+    ``Is X ... or not?`` with options X / "Not X" (either order): ``Is X ...?``, yes iff the positive
+    option is correct.
+``doing``
+    ``What is X doing?`` with an ``-ing`` option -> ``Is X {a}?``.
+``direction``
+    ``Which direction is X facing?`` (pointing, looking, ...) -> ``Is X facing {a}?``; ``Where is X?``
+    with a place as option -> ``Is X {a}?``.
+``answer_check``
+    Otherwise, and when no ``rewriter`` is configured: ``Is "{a}" the correct answer to "{question}"?``
+    -- one yes/no question, negatable by the rules. Answer: yes iff (a) is correct.
+
+Cell artefacts of the real file are cleaned first: whitespace runs, doubled quotes left by CSV
+quoting (``""Z""``), and a trailing ``:`` before the question mark.
 
 ``Options`` is parsed as ``(a) X (b) Y`` ignoring case and extra or missing spaces (``(A)Open(B)
 Closed``); trailing ``,;.`` after an option are dropped. ``Correct Answer`` may be ``(a)``, ``a``,
-``a)``, ``A.`` or ``(a) Open``. A config ``rewriter`` (e.g. an LLM) replaces the rules; its cases
-record rule ``custom``.
+``a)``, ``A.`` or ``(a) Open``. A config ``rewriter`` (e.g. an LLM) rewrites the rows no rule above
+(before ``answer_check``) applies to; its cases record rule ``custom``.
+
+A CSV line whose quoting is broken (a quote inside a quoted cell, ``"Can you see the key "Z"?"``) is
+an error naming the line, or a skipped row under ``on_error="skip"``, never a garbled question.
 
 Errors name ``Questions.csv``, the CSV line (header = line 1) and the column. A missing column is
 fatal; bad rows (missing or empty cells, unparseable options or answer, duplicate Index, missing or
@@ -103,8 +131,163 @@ def _or_split(question: str, option_a: str, option_b: str) -> str | None:
     for pattern in (rf"(?<!\w)(?P<keep>{a})\s+or\s+{b}(?!\w)", rf"(?<!\w){b}\s+or\s+(?P<keep>{a})(?!\w)"):
         match = re.search(pattern, question, re.IGNORECASE)
         if match:
-            return question[: match.start()] + match.group("keep") + question[match.end() :]
+            keep, rest = match.group("keep"), question[match.end() :]
+            # "holding hands or hugging each other": the reciprocal was the object of the dropped verb.
+            if len(keep.split()) > 1 and _RECIPROCAL.match(rest):
+                keep += " with"
+            return question[: match.start()] + keep + rest
     return None
+
+
+_RECIPROCAL = re.compile(r"^\s+(each other|one another)\b", re.IGNORECASE)
+_STATEMENT_OPTIONS = ({"correct", "incorrect"}, {"true", "false"}, {"right", "wrong"})
+_STATEMENT_LEAD = re.compile(
+    r"^(?:(?:is|are)\s+(?:the\s+following|this|these)\s+statements?\s+(?:correct|true|right)\s*[:?,.-]*|"
+    r"statement\s*:|true\s+or\s+false\s*[:?,.-]|correct\s+or\s+incorrect\s*[:?,.-])\s*",
+    re.IGNORECASE,
+)
+_STATEMENT_TAIL = re.compile(r"\s*(?:[-,:;.]\s*)?(?:is\s+(?:this(?:\s+statement)?|the\s+statement|it)\s+(?:correct|true|right)(?:\s+or\s+(?:incorrect|false|wrong))?|(?:correct|true)\s+or\s+(?:incorrect|false))\s*[?.]*$", re.IGNORECASE)
+_COLOR_RE = re.compile(r"^(?P<pre>.*?,\s*)?(?:what|which)\s+colou?r\s+(?P<be>is|are|was|were)\s+(?P<x>.+?)\s*\?*$", re.IGNORECASE)
+_COUNT_RE = re.compile(
+    r"^(?P<pre>.*?,\s*)?how\s+many\s+(?P<noun>[\w'-]+)(?P<mid>.*?)\s+(?P<verb>can\s+you\s+see|do\s+you\s+see|are\s+there|are\s+visible|can\s+be\s+seen|are\s+shown)(?P<tail>.*?)\s*\?*$",
+    re.IGNORECASE,
+)
+_VIEW_RE = re.compile(
+    r"^(?:from\s+)?(?:which|what)\s+(?:angle|direction|side|view|perspective|viewpoint)\s+(?:is|was)\s+(?P<x>(?:this|the)\s+(?:image|photo|picture|photograph|shot))\s+taken(?:\s+from)?\s*\?*$",
+    re.IGNORECASE,
+)
+_DIRECTION_RE = re.compile(
+    r"^(?:in\s+)?(?:which|what)\s+(?:direction|way|side)\s+(?P<be>is|are)\s+(?P<x>.+?)\s+(?P<verb>facing|pointing|looking|turned|heading|going|moving|leaning|tilted|oriented)(?:\s+(?:to|towards?|at))?\s*\?*$",
+    re.IGNORECASE,
+)
+_DOING_RE = re.compile(r"^(?:what)\s+(?P<be>is|are)\s+(?P<x>.+?)\s+doing(?P<tail>\s+.+?)?\s*\?*$", re.IGNORECASE)
+_OR_NOT_RE = re.compile(r",?\s+or\s+not\s*\?*$", re.IGNORECASE)
+_WHERE_RE = re.compile(r"^where\s+(?P<be>is|are)\s+(?P<x>.+?)\s*\?*$", re.IGNORECASE)
+_PLACE_START = re.compile(r"^(?:on|in|at|under|above|below|behind|beside|near|next|inside|outside|to|over|between|in\s+front)\b", re.IGNORECASE)
+_IRREGULAR_SINGULAR = {"people": "person", "feet": "foot", "teeth": "tooth", "children": "child", "mice": "mouse",
+                       "men": "man", "women": "woman", "geese": "goose", "leaves": "leaf", "knives": "knife", "shelves": "shelf"}
+_ONE = {"1", "one", "a", "an", "a single", "single"}
+
+
+def clean_cell(text: str) -> str:
+    """One line of text with the artefacts seen in the real file removed (doubled quotes, ``:?``)."""
+    text = " ".join(str(text).split())
+    text = re.sub(r'""(.*?)""', r'"\1"', text)
+    return re.sub(r"\s*:\s*\??$", "?", text)
+
+
+def _singular(noun: str) -> str:
+    low = noun.lower()
+    if low in _IRREGULAR_SINGULAR:
+        return _IRREGULAR_SINGULAR[low]
+    if low.endswith("ies") and len(low) > 4:
+        return noun[:-3] + "y"
+    if low.endswith(("ches", "shes", "xes", "sses", "zzes")):
+        return noun[:-2]
+    if low.endswith("s") and not low.endswith(("ss", "us", "is")):
+        return noun[:-1]
+    return noun
+
+
+def _option_phrase(option: str) -> str:
+    """An option as it reads inside a sentence: a leading capital lowered unless the word is an acronym."""
+    option = option.strip().rstrip(".")
+    first = option.split(" ", 1)[0]
+    return option if first.isupper() and len(first) > 1 else option[:1].lower() + option[1:]
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _statement_question(question: str) -> str:
+    """A statement (with its lead-in or tail removed) asked as a yes/no question."""
+    from vhx.negation import question_from_statement
+
+    statement = _STATEMENT_TAIL.sub("", _STATEMENT_LEAD.sub("", question)).strip().rstrip(".?!:").strip()
+    if not statement:
+        raise DataError("empty statement", field="Question")
+    asked = question_from_statement(statement)
+    return asked if asked is not None else f"Is it true that {statement[:1].lower() + statement[1:]}?"
+
+
+def _pattern_rewrites(question: str, a: str) -> Iterator[tuple[str, str]]:
+    """Candidate ``(yes/no question about option a, rule)`` rewrites of a wh-question, best first."""
+    opt = _option_phrase(a)
+    if m := _COLOR_RE.match(question):
+        pre = m["pre"] or ""
+        be = m["be"].lower() if pre else _capital(m["be"].lower())
+        yield f"{pre}{be} {m['x']} {opt}?", "color"
+    if m := _COUNT_RE.match(question):
+        pre = m["pre"] or ""
+        one = opt.lower() in _ONE
+        noun = _singular(m["noun"]) if one else m["noun"]
+        verb = " ".join(m["verb"].lower().split())
+        tail = m["tail"]
+        if verb in ("can you see", "do you see"):
+            head = verb.split(" ", 1)
+            clause = f"{head[0]} {head[1]} {opt} {noun}{m['mid']}{tail}"
+        elif verb == "are there":
+            clause = f"{'is' if one else 'are'} there {opt} {noun}{m['mid']}{tail}"
+        else:  # "are visible", "can be seen", "are shown"
+            rest = verb.split(" ", 1)[1]
+            clause = f"{'is' if one and verb.startswith('are') else verb.split(' ', 1)[0]} there {opt} {noun}{m['mid']} {rest}{tail}"
+        yield (f"{pre}{clause}?" if pre else f"{_capital(clause)}?"), "count"
+    if m := _VIEW_RE.match(question):
+        place = opt if opt.lower().startswith(("the ", "a ", "an ")) else f"the {opt}"
+        place = place[5:] if place.lower().startswith("the from ") else place
+        yield f"Is {m['x'][:1].lower() + m['x'][1:]} taken from {place}?", "view"
+    if m := _DIRECTION_RE.match(question):
+        yield f"{_capital(m['be'].lower())} {m['x']} {m['verb'].lower()} {opt}?", "direction"
+    if (m := _DOING_RE.match(question)) and opt.split(" ", 1)[0].lower().endswith("ing"):
+        yield f"{_capital(m['be'].lower())} {m['x']} {opt}{m['tail'] or ''}?", "doing"
+    if (m := _WHERE_RE.match(question)) and _PLACE_START.match(opt):
+        yield f"{_capital(m['be'].lower())} {m['x']} {opt}?", "direction"
+
+
+def _negatable(question: str) -> bool:
+    from vhx.negation import RuleNegator
+
+    try:
+        negated = RuleNegator().negate(question).question
+    except DataError:
+        return False
+    return negated != question
+
+
+def _rule_rewrite(question: str, a: str, b: str, letter: str) -> tuple[str, str, str] | None:
+    """The first documented rule (before ``answer_check``) that applies, or None."""
+    if {a.casefold().rstrip("."), b.casefold().rstrip(".")} == _YES_NO:
+        chosen = a if letter == "a" else b
+        # "Is the tongue out or not?": its negation reads only without the "or not".
+        plain = _OR_NOT_RE.sub("?", question)
+        return (plain if _negatable(plain) else question), normalize_answer(chosen), "yes_no_options"
+    answer = "yes" if letter == "a" else "no"
+    kinds = {a.casefold().rstrip("."), b.casefold().rstrip(".")}
+    if kinds in _STATEMENT_OPTIONS:
+        chosen = (a if letter == "a" else b).casefold().rstrip(".")
+        asked = _statement_question(question)
+        if _negatable(asked):
+            return asked, "yes" if chosen in ("correct", "true", "right") else "no", "statement"
+    rewritten = _or_split(question, a, b)
+    if rewritten is not None and _negatable(rewritten):
+        return rewritten, answer, "or_split"
+    if _OR_NOT_RE.search(question):
+        # "Is X ... or not?" with options "X" / "Not X": ask the positive; yes iff the positive is correct.
+        asked = _OR_NOT_RE.sub("?", question)
+        negative_a = a.casefold().startswith(("not ", "no ", "not", "no")) and not b.casefold().startswith(("not", "no "))
+        if _negatable(asked):
+            return asked, ("yes" if letter == ("b" if negative_a else "a") else "no"), "or_not"
+    for asked, rule in _pattern_rewrites(question, a):
+        if _negatable(asked):
+            return asked, answer, rule
+    return None
+
+
+def answer_check(question: str, option_a: str) -> str:
+    """The catch-all single yes/no question about option (a) of ``question``."""
+    asked = question if question.endswith(("?", ".", "!")) else question + "?"
+    return f'Is "{option_a}" the correct answer to "{asked}"?'
 
 
 def rewrite_to_yes_no(question: str, option_a: str, option_b: str, correct: str) -> tuple[str, str, str]:
@@ -114,22 +297,16 @@ def rewrite_to_yes_no(question: str, option_a: str, option_b: str, correct: str)
     rules are described in the module docstring; the question is always about ``option_a``.
     """
     letter = parse_correct(correct)
-    question = " ".join(question.split())
+    question = clean_cell(question)
     if not question:
         raise DataError("empty question", field="Question")
-    a, b = option_a.strip(), option_b.strip()
+    a, b = clean_cell(option_a), clean_cell(option_b)
     if not a or not b:
         raise DataError("empty option", field="Options")
-    if {a.casefold().rstrip("."), b.casefold().rstrip(".")} == _YES_NO:
-        chosen = a if letter == "a" else b
-        return question, normalize_answer(chosen), "yes_no_options"
-    answer = "yes" if letter == "a" else "no"
-    rewritten = _or_split(question, a, b)
-    if rewritten is not None:
-        return rewritten, answer, "or_split"
-    if not question.endswith(("?", ".", "!")):
-        question += "?"
-    return f'{question} Is the answer "{a}"?', answer, "option_check"
+    found = _rule_rewrite(question, a, b, letter)
+    if found is not None:
+        return found
+    return answer_check(question, a), ("yes" if letter == "a" else "no"), "answer_check"
 
 
 @dataclass
@@ -186,22 +363,32 @@ class MMVPBuilder(VHBuilder):
     def _rewrite(self, question: str, a: str, b: str, letter: str, where: dict[str, Any]) -> tuple[str, str, str]:
         """Apply the configured rewriter, or the deterministic rules; DataError located at ``where``."""
         rewriter = self.config.rewriter
-        if rewriter is None:
-            try:
-                return rewrite_to_yes_no(question, a, b, letter)
-            except DataError as exc:
-                raise DataError(exc.reason, **where, field=exc.field) from None
         try:
-            result = rewriter(question, a, b, letter)
+            if rewriter is None:
+                return rewrite_to_yes_no(question, a, b, letter)
+            cleaned = clean_cell(question)
+            if not cleaned:
+                raise DataError("empty question", field="Question")
+            found = _rule_rewrite(cleaned, clean_cell(a), clean_cell(b), parse_correct(letter))
+            if found is not None:
+                return found
+        except DataError as exc:
+            raise DataError(exc.reason, **where, field=exc.field) from None
+        try:
+            result = rewriter(clean_cell(question), clean_cell(a), clean_cell(b), parse_correct(letter))
         except Exception as exc:  # a model call can fail in any way; the policy decides about the row
             raise DataError(f"rewriter failed ({type(exc).__name__}: {exc})", **where, field="rewriter") from exc
         if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], str) and result[0].strip()):
             raise DataError(f"rewriter returned {result!r}, expected (question, 'yes'|'no')", **where, field="rewriter")
         answer = normalize_answer(result[1], **where, field="rewriter")
-        return result[0].strip(), answer, "custom"
+        asked = clean_cell(result[0])
+        if not _negatable(asked):
+            # Every emitted case must pass vhx's own negation; the catch-all question always does.
+            return answer_check(clean_cell(question), clean_cell(a)), ("yes" if parse_correct(letter) == "a" else "no"), "answer_check"
+        return asked, answer, "custom"
 
     def _generate_examples(self, path: Path, image_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
-        rows = ((line, cells) for line, cells in read_csv_rows(path) if any(c.strip() for c in cells))
+        rows = ((line, cells) for line, cells in read_csv_rows(path, self.fail) if any(c.strip() for c in cells))
         header = next(rows, None)
         if header is None:
             raise DataError("empty question file", file=str(path))

@@ -42,7 +42,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -61,12 +61,15 @@ _MARKER = "yes_or_no_question"
 _STEM_MODE_RE = re.compile(r"^(?P<mode>[a-z]+)(?:$|[_\-. ])", re.IGNORECASE)
 
 
-def read_csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
+def read_csv_rows(path: Path, on_bad_line: Callable[[DataError], None] | None = None) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(line_number, cells)`` for each record of a CSV file; the first line is line 1.
 
     The line number is where the record starts, so quoted cells spanning lines still point at the
     record. Blank lines are yielded as empty lists, leaving the skipping policy to the caller.
-    A file that is not UTF-8 or not valid CSV raises :class:`DataError` naming the line.
+    A file that is not UTF-8 raises :class:`DataError` naming the line. A record whose quoting is
+    broken (a quote inside a quoted cell: ``"Can you see the key "Z"?"``) is read strictly -- never
+    into garbled cells -- and becomes a :class:`DataError` naming its line: raised, or handed to
+    ``on_bad_line`` (the builder's error policy) and skipped.
     """
     data = path.read_bytes()
     try:
@@ -74,14 +77,29 @@ def read_csv_rows(path: Path) -> Iterator[tuple[int, list[str]]]:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise DataError(f"not UTF-8 text (byte {data[exc.start]:#x})", file=str(path), line=line) from exc
-    reader = csv.reader(io.StringIO(text, newline=""))
-    end = 0
-    try:
-        for cells in reader:
-            start, end = end + 1, reader.line_num
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        start, record = i + 1, lines[i]
+        i += 1
+        while True:
+            try:
+                cells = next(csv.reader(io.StringIO(record, newline=""), strict=True), [])
+                break
+            except csv.Error as exc:
+                # An open quote at the end of the text is a cell that spans lines: read on.
+                if "unexpected end of data" in str(exc) and i < len(lines):
+                    record += lines[i]
+                    i += 1
+                    continue
+                error = DataError(f"malformed CSV ({exc}; a quote inside a quoted cell must be doubled)", file=str(path), line=start)
+                if on_bad_line is None:
+                    raise error from exc
+                on_bad_line(error)
+                cells = None
+                break
+        if cells is not None:
             yield start, cells
-    except csv.Error as exc:
-        raise DataError(f"malformed CSV ({exc})", file=str(path), line=end + 1) from exc
 
 
 def read_xlsx_sheets(path: Path) -> Iterator[tuple[str, list[tuple[int, list[Any]]]]]:
@@ -196,7 +214,7 @@ class VHTestBuilder(VHBuilder):
         sheets: list[_Sheet] = []
         for path in self._spreadsheet_files(root):
             if path.suffix.lower() == ".csv":
-                tables = [(None, list(read_csv_rows(path)))]
+                tables = [(None, list(read_csv_rows(path, self.fail)))]
             else:
                 tables = list(read_xlsx_sheets(path))
             found = []

@@ -153,18 +153,18 @@ MMVP_TABLE = [
         "How many eyes can you see in the image?",
         "(a) One (b) Two",
         "(b)",
-        'How many eyes can you see in the image? Is the answer "One"?',
+        "Can you see one eye in the image?",
         "no",
-        "option_check",
+        "count",
     ),
     (
         "10",
         "Which way is the arrow pointing",
         "(A)Up(B)Down",
         "a.",
-        'Which way is the arrow pointing? Is the answer "Up"?',
+        "Is the arrow pointing up?",
         "yes",
-        "option_check",
+        "direction",
     ),
     # whole words only: "close" must not match inside "closed"
     (
@@ -172,13 +172,33 @@ MMVP_TABLE = [
         "Is the bird's beak open or closed?",
         "(a) Open (b) Close",
         "a",
-        'Is the bird\'s beak open or closed? Is the answer "Open"?',
+        'Is "Open" the correct answer to "Is the bird\'s beak open or closed?"?',
         "yes",
-        "option_check",
+        "answer_check",
     ),
     # Yes/No options: the question already is a yes/no question
     ("12", "Are there any words on the cup?", "(a) Yes (b) No", "(b)", "Are there any words on the cup?", "no", "yes_no_options"),
     ("13", "Is the window open?", "(a) No (b) Yes", "(b)", "Is the window open?", "yes", "yes_no_options"),
+    # the option patterns of the real file, each rewritten into one question the rule negator takes
+    ("14", "What color is the chicken's body?", "(a) Black (b) White", "(a)", "Is the chicken's body black?", "yes", "color"),
+    ("15", "From which angle is this image taken?", "(a) Front (b) Side", "(b)", "Is this image taken from the front?", "no", "view"),
+    ("16", "How many eyes of the cat can you see?", "(a) 1 (b) 2", "(a)", "Can you see 1 eye of the cat?", "yes", "count"),
+    ("17", "In this image, how many wheels can you see?", "(a) Two (b) Three", "(b)", "In this image, can you see two wheels?", "no", "count"),
+    ("18", "How many dogs are there in the image?", "(a) One (b) Two", "(a)", "Is there one dog in the image?", "yes", "count"),
+    ("19", "Which direction is the dog facing?", "(a) Left (b) Right", "(b)", "Is the dog facing left?", "no", "direction"),
+    ("20", "Where is the cat?", "(a) On the sofa (b) Under the table", "(a)", "Is the cat on the sofa?", "yes", "direction"),
+    ("21", "What is the man doing?", "(a) Running (b) Walking", "(a)", "Is the man running?", "yes", "doing"),
+    ("22", "Is the following statement correct: the flame is blue.", "(a) Correct (b) Incorrect", "(b)", "Is the flame blue?", "no", "statement"),
+    ("23", "The elephant is raising its trunk. Is this statement correct or incorrect?", "(a) Incorrect (b) Correct", "(b)",
+     "Is the elephant raising its trunk?", "yes", "statement"),
+    ("24", "Are the two people holding hands or hugging each other?", "(a) Holding hands (b) Hugging", "(a)",
+     "Are the two people holding hands with each other?", "yes", "or_split"),
+    ("25", "Is the dog's tongue out or not?", "(a) Not out (b) Out", "(a)", "Is the dog's tongue out?", "no", "or_not"),
+    ("26", "Is the dog's tongue out or not?", "(a) Yes (b) No", "(a)", "Is the dog's tongue out?", "yes", "yes_no_options"),
+    # artefacts of the real cells: a trailing colon, doubled quotes
+    ("27", 'Can you see the key ""Z"" on the keyboard:', "(a) Yes (b) No", "(b)", 'Can you see the key "Z" on the keyboard?', "no", "yes_no_options"),
+    ("28", "What is the shape of the clock:", "(a) Circle (b) Square", "(a)",
+     'Is "Circle" the correct answer to "What is the shape of the clock?"?', "yes", "answer_check"),
 ]
 
 
@@ -195,6 +215,37 @@ def make_mmvp(root: Path, rows: Iterable[Sequence[Any]], *, images: Iterable[str
 def test_rewrite_to_yes_no_table(index, question, options, correct, want_q, want_a, want_rule) -> None:
     a, b = parse_options(options)
     assert rewrite_to_yes_no(question, a, b, correct) == (want_q, want_a, want_rule)
+
+
+def test_every_rewrite_is_one_question_the_rule_negator_flips() -> None:
+    """What a builder emits must pass negation: one question, negated, and negated back exactly."""
+    from vhx.negation import RuleNegator
+
+    negator = RuleNegator()
+    rules = set()
+    for _, question, options, correct, *_ in MMVP_TABLE:
+        asked, _, rule = rewrite_to_yes_no(question, *parse_options(options), correct)
+        rules.add(rule)
+        assert asked.count("?") == 1 + asked.count('?"'), asked  # a single question (a quoted one inside is allowed)
+        negated = negator.negate(asked)
+        assert negated.question != asked
+        assert negator.unnegate(negated.question, negated.rule) == asked
+    assert rules == {"yes_no_options", "statement", "or_split", "or_not", "color", "count", "view", "direction", "doing", "answer_check"}
+
+
+def test_broken_csv_quoting_is_an_error_naming_the_line_or_a_skipped_row(tmp_path: Path) -> None:
+    root = tmp_path / "m"
+    good = MMVP_TABLE[0][:4]
+    (root / "MMVP Images").mkdir(parents=True)
+    lines = ["Index,Question,Options,Correct Answer", ",".join(f'"{c}"' if "," in c else c for c in good),
+             '2,"Can you see the key "Z" in the image?",(a) Yes (b) No,(a)', "3,Is the window open?,(a) Yes (b) No,(b)"]
+    (root / "Questions.csv").write_text("\n".join(lines) + "\n")
+    for i in ("1", "2", "3"):
+        save_image(root / "MMVP Images" / f"{i}.jpg")
+    with pytest.raises(DataError, match=r"Questions.csv:3: .*quot"):
+        load_source("mmvp", str(root), cache_dir=str(tmp_path / "c1"))
+    dsd, report = load_source("mmvp", str(root), cache_dir=str(tmp_path / "c2"), on_error="skip")
+    assert dsd["mmvp"]["source_id"] == ["1", "3"] and len(report) == 1
 
 
 @pytest.mark.parametrize(
@@ -231,7 +282,7 @@ def test_mmvp_builder_rewrites_every_row(tmp_path: Path) -> None:
     root = make_mmvp(tmp_path / "mmvp", [r[:4] for r in MMVP_TABLE])
     dsd, builder = build(MMVPBuilder, root, tmp_path / "cache")
     assert list(dsd) == ["mmvp"]
-    assert dsd["mmvp"].num_rows == 13
+    assert dsd["mmvp"].num_rows == len(MMVP_TABLE)
     validate_dataset(dsd)
     got = rows_by_id(dsd["mmvp"])
     for index, question, options, correct, want_q, want_a, want_rule in MMVP_TABLE:
@@ -284,23 +335,30 @@ def test_mmvp_multiline_question_keeps_line_numbers(tmp_path: Path) -> None:
     assert_located(builder.skip_report.skipped[0], "Questions.csv", 4, "Correct Answer")
 
 
-def test_mmvp_rewriter_hook(tmp_path: Path) -> None:
+def test_mmvp_rewriter_hook_rewrites_what_no_rule_covers(tmp_path: Path) -> None:
     calls: list[tuple[str, str, str, str]] = []
 
     def rewriter(question: str, a: str, b: str, letter: str) -> tuple[str, str]:
         calls.append((question, a, b, letter))
         return f"Is the answer {a.lower()}?", "Yes" if letter == "a" else "No"
 
-    root = make_mmvp(tmp_path / "m", [MMVP_TABLE[0][:4], MMVP_TABLE[2][:4]])
+    by_index = {r[0]: r for r in MMVP_TABLE}
+    root = make_mmvp(tmp_path / "m", [by_index[i][:4] for i in ("1", "11", "28")])
     dsd, _ = build(MMVPBuilder, root, tmp_path / "cache", rewriter=rewriter)
     validate_dataset(dsd)
-    assert calls == [
-        ("Are the butterfly's wings closer to being open or closed?", "Open", "Closed", "a"),
-        ("Is the dog facing left or right from the camera's perspective?", "Left", "Right", "b"),
-    ]
-    assert dsd["mmvp"]["question"] == ["Is the answer open?", "Is the answer left?"]
-    assert dsd["mmvp"]["answer"] == ["yes", "no"]
-    assert [loads(p)["rule"] for p in dsd["mmvp"]["provenance"]] == ["custom", "custom"]
+    # Row 1 is an "X or Y" question: the documented rule rewrites it, the rewriter is not called.
+    assert calls == [("Is the bird's beak open or closed?", "Open", "Close", "a"), ("What is the shape of the clock?", "Circle", "Square", "a")]
+    assert dsd["mmvp"]["question"] == ["Are the butterfly's wings closer to being open?", "Is the answer open?", "Is the answer circle?"]
+    assert dsd["mmvp"]["answer"] == ["yes", "yes", "yes"]
+    assert [loads(p)["rule"] for p in dsd["mmvp"]["provenance"]] == ["or_split", "custom", "custom"]
+
+
+def test_mmvp_rewriter_output_that_cannot_be_negated_falls_back_to_one_checkable_question(tmp_path: Path) -> None:
+    by_index = {r[0]: r for r in MMVP_TABLE}
+    root = make_mmvp(tmp_path / "m", [by_index["28"][:4]])
+    dsd, _ = build(MMVPBuilder, root, tmp_path / "cache", rewriter=lambda q, a, b, l: ("What shape? Is it a circle?", "yes"))
+    assert dsd["mmvp"]["question"] == [by_index["28"][4]]
+    assert [loads(p)["rule"] for p in dsd["mmvp"]["provenance"]] == ["answer_check"]
 
 
 def _rewriter_raises(*_: str) -> tuple[str, str]:
@@ -332,9 +390,9 @@ MMVP_ERRORS = [
         "Index",
         "duplicate Index 2",
     ),
-    ([["3", "Is it on?", "(a) On (b) Off", "(a)"]], _rewriter_raises, 2, "rewriter", "model unavailable"),
-    ([["3", "Is it on?", "(a) On (b) Off", "(a)"]], _rewriter_bad_answer, 2, "rewriter", "bad label 'maybe'"),
-    ([["3", "Is it on?", "(a) On (b) Off", "(a)"]], _rewriter_bad_shape, 2, "rewriter", "expected (question"),
+    ([["3", "Is it on?", "(a) On (b) Off", "(a)"]], _rewriter_raises, 3, "rewriter", "model unavailable"),
+    ([["3", "Is it on?", "(a) On (b) Off", "(a)"]], _rewriter_bad_answer, 3, "rewriter", "bad label 'maybe'"),
+    ([["3", "Is it on?", "(a) On (b) Off", "(a)"]], _rewriter_bad_shape, 3, "rewriter", "expected (question"),
 ]
 
 

@@ -609,6 +609,22 @@ def _question_from_declarative(tokens: list[str]) -> list[str] | None:
     return _question_from_verb(tokens, k)
 
 
+def question_from_statement(statement: str) -> str | None:
+    """A declarative clause asked as a yes/no question (``The dog is sitting.`` -> ``Is the dog sitting?``), or None.
+
+    The inverse of the clause :class:`RuleNegator` writes after "Is it false that"; None where the
+    subject/verb split heuristic finds no auxiliary or finite verb.
+    """
+    tokens = _tokenize(statement.strip().rstrip(".!?").strip())
+    if not tokens:
+        return None
+    tokens = [_lower_first(tokens[0]) if _norm(tokens[0]) not in ("i",) else tokens[0], *tokens[1:]]
+    question = _question_from_declarative(tokens)
+    if question is None:
+        return None
+    return " ".join([_capitalize(question[0]), *question[1:]]) + "?"
+
+
 # -- the rule negator ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Parts:
