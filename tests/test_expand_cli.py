@@ -55,6 +55,46 @@ def test_expand_keeps_existing_pairs_and_refuses_mixed_input(synthetic: datasets
         expand(expand(synthetic, perturb=["brightness"])["brightness"])
 
 
+def _with_unnegatable(synthetic: datasets.DatasetDict) -> datasets.DatasetDict:
+    """The synthetic color split with two wh-questions (rows 1 and 4) the rule negator refuses."""
+    ds = synthetic["color"]
+    questions = list(ds["question"])
+    questions[1] = "What color is the circle?"
+    questions[4] = "Which shape is largest?"
+    return datasets.DatasetDict({"color": ds.remove_columns("question").add_column("question", questions).cast(ds.features)})
+
+
+@pytest.mark.parametrize("num_proc", [None, 2])
+def test_expand_on_error_skip_drops_unnegatable_cases_and_reports_them(synthetic: datasets.DatasetDict, num_proc):
+    from vhx.errors import SkipReport
+
+    dsd = _with_unnegatable(synthetic)
+    with pytest.raises(DataError, match=r"row 1: field 'question': .*What color is the circle"):
+        expand(dsd)
+    report = SkipReport()
+    out = expand(dsd, perturb=["brightness"], on_error="skip", report=report, num_proc=num_proc)
+    source = dsd["color"]
+    kept = [i for i in range(len(source)) if i not in (1, 4)]
+    assert out["original"]["pair_id"][::2] == [source[i]["id"] for i in kept]
+    assert len(out["original"]) == 2 * len(kept) and len(out["brightness"]) == 2 * len(kept)
+    assert [e.row for e in report.skipped] == [f"1 ({source[1]['id']})", f"4 ({source[4]['id']})"]
+    assert all(e.field == "question" for e in report.skipped)
+    validate_dataset(out)
+
+
+def test_cli_expand_on_error_skip_reports_on_stderr(synthetic: datasets.DatasetDict, tmp_path: Path, capsys):
+    from vhx.hub import write_hub_folder
+
+    src = tmp_path / "src"
+    write_hub_folder(_with_unnegatable(synthetic), src, repo_id="vhx/t")
+    assert main(["expand", str(src), "--out", str(tmp_path / "a"), "--perturb", "none", "--review", "0", "--gallery", "0"]) != 0
+    assert "row 1: field 'question'" in capsys.readouterr().err
+    assert main(["expand", str(src), "--out", str(tmp_path / "b"), "--perturb", "none", "--review", "0", "--gallery", "2", "--on-error", "skip"]) == 0
+    err = capsys.readouterr().err
+    assert "skipped 2 row(s)" in err and "What color is the circle" in err
+    assert "2 source case(s) skipped" in (tmp_path / "b" / "README.md").read_text()
+
+
 def test_cli_build_expand_gallery(tmp_path: Path, capsys):
     src = tmp_path / "synth"
     assert main(["build", "synthetic", "--out", str(src), "--num-images", "5", "--yes-ratio", "0.6", "--option", "image_size=80"]) == 0

@@ -197,12 +197,19 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
                   "batch_size": args.attack_batch_size, "device": args.attack_device}
         attack_options = {k: v for k, v in fields.items() if v is not None}
         attack_options["out_dir"] = args.attack_dir or str(out / "attacks")
+    from vhx.errors import SkipReport
+
+    skipped = SkipReport()
     expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0,
-                      num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options)
+                      num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options,
+                      on_error=getattr(args, "on_error", "raise"), report=skipped)
+    if len(skipped):
+        print(skipped.summary(), file=sys.stderr)
     write_hub_folder(expanded, out, repo_id=repo_id, overwrite=args.overwrite,
                      summary=f"Expanded by vhx: negation ({getattr(negator, 'name', 'rules')}), image perturbations "
                              f"({', '.join(names) or 'none'}) and white-box attacks ({', '.join(attacks) or 'none'}"
-                             f"{' against ' + str(args.target_model) if attacks else ''}).")
+                             f"{' against ' + str(args.target_model) if attacks else ''})"
+                             f"{f'; {len(skipped)} source case(s) skipped: their question could not be negated' if len(skipped) else ''}.")
     if args.review:
         csv_path, html_path = review_export(expanded["original"], out / "review", n=args.review, seed=args.seed or 0)
         print(f"review sample: {csv_path} and {html_path}")
@@ -220,6 +227,8 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
     p.add_argument("--perturb", default="all", help="'all', 'none', or names: gaussian_noise,brightness,defocus_blur,jpeg_compression (name:key=value sets a parameter)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random perturbations")
     p.add_argument("--num-proc", type=int, help="worker processes for datasets.map")
+    p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
+                   help="stop at the first case that cannot be negated, or skip such cases and report them (as `vhx build`)")
     p.add_argument("--review", type=int, default=100, help="pairs sampled into OUT/review/ for human checking (0: none)")
     p.add_argument("--gallery", type=int, default=12, help="cases shown in OUT/gallery.html")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")

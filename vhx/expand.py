@@ -41,6 +41,8 @@ def expand(
     attacks: Sequence[str] | None = None,
     target_model: Any = None,
     attack_options: dict[str, Any] | None = None,
+    on_error: str = "raise",
+    report: Any = None,
 ) -> datasets.DatasetDict:
     """Expand source cases: negate into pairs (unless already paired), then perturb per image.
 
@@ -58,6 +60,9 @@ def expand(
             ``attack_options["vh_column"]`` says which cases trigger VH, the model that scores them).
         attack_options: options of :func:`vhx.adversarial.adversarial_splits` (``eps``, ``step``,
             ``steps_min``, ``steps_max``, ``similarity``, ``schedule``, ``out_dir`` for resuming, ...).
+        on_error: ``"raise"`` stops at the first case the negator cannot negate, naming its row;
+            ``"skip"`` drops it (no pair, so no later split holds it) and records why in ``report``.
+        report: a :class:`vhx.errors.SkipReport` that collects the skipped cases.
     """
     from vhx.negation import RuleNegator, negate_dataset
     from vhx.perturbations import perturb_splits
@@ -69,7 +74,9 @@ def expand(
             raise DataError("the input mixes paired and unpaired cases; expand the source benchmark instead", field="negated")
         pairs = ds
     else:
-        pairs = negate_dataset(ds, negator or RuleNegator(), num_proc=num_proc)
+        pairs = negate_dataset(ds, negator or RuleNegator(), num_proc=num_proc, on_error=on_error, report=report)
+        if len(pairs) == 0:
+            raise DataError("no case could be negated: nothing to expand", field="question")
     out = {ORIGINAL: pairs}
     if perturb:
         out.update(perturb_splits(pairs, list(perturb), seed=seed, params=perturb_params, num_proc=num_proc))

@@ -780,24 +780,46 @@ def rule_coverage(questions: Sequence[str]) -> Counter:
 class _PairMapper:
     """Batched ``Dataset.map`` function: each row followed by its negated twin (picklable)."""
 
-    def __init__(self, negator: Negator) -> None:
+    def __init__(self, negator: Negator, skip: bool = False) -> None:
         self.negator = negator
+        # Under skip, a row that cannot be negated comes out once, marked with its error in SKIP_COLUMN
+        # (a map output, so it survives num_proc workers) and is dropped by negate_dataset.
+        self.skip = skip
+
+    def _negate_rows(self, questions: list[str], indices: list[int]) -> list[NegationResult | DataError]:
+        n = len(indices)
+        try:
+            results: list[Any] = self.negator.negate_batch(questions)
+        except DataError as exc:
+            if not self.skip:
+                row = indices[exc.row] if isinstance(exc.row, int) and 0 <= exc.row < n else exc.row
+                raise DataError(exc.reason, row=row, field=exc.field or "question") from None
+            results = []
+            for q in questions:  # find every bad row of the batch, not just the first
+                try:
+                    results.extend(self.negator.negate_batch([q]))
+                except DataError as one:
+                    results.append(one)
+        if len(results) != n:
+            raise DataError(f"negator {self.negator.name!r} returned {len(results)} results for {n} questions")
+        return results
 
     def __call__(self, batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
         n = len(indices)
         for j in range(n):
             if batch["negated"][j]:
                 raise DataError("row is already negated; negate_dataset takes original cases", row=indices[j], field="negated")
-        try:
-            results = self.negator.negate_batch(list(batch["question"]))
-        except DataError as exc:
-            row = indices[exc.row] if isinstance(exc.row, int) and 0 <= exc.row < n else exc.row
-            raise DataError(exc.reason, row=row, field=exc.field or "question") from None
-        if len(results) != n:
-            raise DataError(f"negator {self.negator.name!r} returned {len(results)} results for {n} questions")
+        results = self._negate_rows(list(batch["question"]), indices)
         out: dict[str, list[Any]] = {key: [] for key in batch}
+        if self.skip:
+            out[SKIP_COLUMN] = []
         for j in range(n):
             row = {key: values[j] for key, values in batch.items()}
+            if isinstance(results[j], DataError):
+                for key in batch:
+                    out[key].append(row[key])
+                out[SKIP_COLUMN].append(dumps({"row": indices[j], "id": row["id"], "reason": results[j].reason, "field": results[j].field or "question"}))
+                continue
             twin = dict(row)
             res = results[j]
             try:
@@ -818,11 +840,16 @@ class _PairMapper:
             if res.note:
                 provenance["negation_note"] = res.note
             twin.update(id=twin_id, question=res.question, negated=True, provenance=dumps(provenance))
-            for key in out:
+            for key in batch:
                 out[key].append(row[key])
-            for key in out:
+            for key in batch:
                 out[key].append(twin[key])
+            if self.skip:
+                out[SKIP_COLUMN].extend([None, None])
         return out
+
+
+SKIP_COLUMN = "_vhx_skip"
 
 
 def negate_dataset(
@@ -831,6 +858,8 @@ def negate_dataset(
     *,
     batch_size: int = 256,
     num_proc: int | None = None,
+    on_error: str = "raise",
+    report: Any = None,
 ) -> datasets.Dataset:
     """Turn a split of original cases into pairs: each row followed by its negated twin.
 
@@ -838,22 +867,42 @@ def negate_dataset(
     ``...+neg`` and the same ``pair_id``; its provenance gains ``negator``, ``negation_rule`` and
     ``original_question`` (and ``negation_note`` for fallbacks). Images pass through the map as
     stored bytes/paths, never decoded. Rows already negated raise :class:`DataError`.
+
+    A question the negator cannot negate raises :class:`DataError` naming its row, or with
+    ``on_error="skip"`` drops that case (no pair) and records it in ``report``
+    (a :class:`vhx.errors.SkipReport`), as the builders do.
     """
+    from vhx.errors import ErrorPolicy, SkipReport
+
+    policy = ErrorPolicy(on_error, report if report is not None else SkipReport())
+    skip = policy.on_error == "skip"
     missing = [c for c in FEATURES if c not in ds.column_names]
     if missing:
         raise DataError(f"dataset lacks column(s) {missing}", field=missing[0])
     image_feature = ds.features["image"]
     plain = ds.cast_column("image", datasets.Image(decode=False))
+    features = plain.features.copy()
+    if skip:
+        features[SKIP_COLUMN] = datasets.Value("string")
     pairs = plain.map(
-        _PairMapper(negator),
+        _PairMapper(negator, skip=skip),
         batched=True,
         batch_size=batch_size,
         with_indices=True,
         num_proc=num_proc,
         remove_columns=plain.column_names,
-        features=plain.features,
+        features=features,
         desc=f"negating ({negator.name})",
     )
+    if skip:
+        marks = pairs[SKIP_COLUMN]
+        bad = [i for i, m in enumerate(marks) if m is not None]
+        for i in bad:
+            mark = loads(marks[i])
+            policy.handle(DataError(mark["reason"], row=f"{mark['row']} ({mark['id']})", field=mark["field"]))
+        if bad:
+            pairs = pairs.select([i for i, m in enumerate(marks) if m is None])
+        pairs = pairs.remove_columns(SKIP_COLUMN)
     return pairs.cast_column("image", image_feature)
 
 
