@@ -151,8 +151,8 @@ def test_cli_llm_negator_and_mmvp_rewriter_through_a_local_server(tmp_path: Path
     (mmvp / "MMVP Images").mkdir(parents=True)
     (mmvp / "Questions.csv").write_text(
         "Index,Question,Options,Correct Answer\n"
-        "1,Is the dog facing left or right?,(a) Left (b) Right,(a)\n"
-        "2,Is the dog facing left or right?,(a) Left (b) Right,(b)\n"
+        "1,What kind of animal is shown?,(a) Dog (b) Cat,(a)\n"
+        "2,What kind of animal is shown?,(a) Dog (b) Cat,(b)\n"
     )
     for i in (1, 2):
         Image.new("RGB", (8, 8), (40 * i, 0, 0)).save(mmvp / "MMVP Images" / f"{i}.jpg")
@@ -160,13 +160,13 @@ def test_cli_llm_negator_and_mmvp_rewriter_through_a_local_server(tmp_path: Path
         llm = ["--llm-model", "fake", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"), "--timeout", "5"]
         assert main(["build", "mmvp", "--data-dir", str(mmvp), "--out", str(tmp_path / "hub"), "--rewriter", "llm", *llm]) == 0
         built = datasets.load_dataset(str(tmp_path / "hub"))["mmvp"]
-        # the fake LLM asks about option (a); the answer follows the correct letter
-        assert built["question"] == ["Is it left?", "Is it left?"] and built["answer"] == ["yes", "no"]
+        # no documented rule covers the question, so the fake LLM asks about option (a); the answer follows the letter
+        assert built["question"] == ["Is it dog?", "Is it dog?"] and built["answer"] == ["yes", "no"]
         sent = server.count
         assert main(["expand", str(tmp_path / "hub"), "--out", str(tmp_path / "exp"), "--negator", "llm", "--perturb", "none", *llm]) == 0
         assert server.count == sent + 1  # one distinct question, one request
         pairs = datasets.load_dataset(str(tmp_path / "exp"))["original"]
-        assert pairs["question"][1] == "Is it false that it is left?" and pairs["answer"][1] == "no"
+        assert pairs["question"][1] == "Is it false that it is dog?" and pairs["answer"][1] == "no"
         assert '"negator":"llm:fake"' in pairs["provenance"][1]
         # a rerun is answered from the cache
         assert main(["expand", str(tmp_path / "hub"), "--out", str(tmp_path / "exp"), "--overwrite", "--negator", "llm", "--perturb", "none", *llm]) == 0
