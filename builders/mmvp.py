@@ -15,8 +15,8 @@ checked to be one question that vhx's own rule negator can negate (so ``vhx expa
 rules`` takes every row); a rule whose output fails that check does not apply.
 
 ``yes_no_options``
-    The options are Yes and No (either order): the question is kept verbatim and the answer is the
-    correct option's text. (``Is there a window? (a) Yes (b) No`` needs no rewriting.)
+    The options are Yes and No (either order): the question is kept (less a trailing "or not") and the
+    answer is the correct option's text. (``Is there a window? (a) Yes (b) No`` needs no rewriting.)
 ``statement``
     The options are Correct/Incorrect or True/False: the question is a statement (after a lead-in
     such as ``Is the following statement correct:``), asked as a question (``The dog is sitting.``
@@ -225,8 +225,7 @@ def _pattern_rewrites(question: str, a: str) -> Iterator[tuple[str, str]]:
         verb = " ".join(m["verb"].lower().split())
         tail = m["tail"]
         if verb in ("can you see", "do you see"):
-            head = verb.split(" ", 1)
-            clause = f"{head[0]} {head[1]} {opt} {noun}{m['mid']}{tail}"
+            clause = f"{verb} {opt} {noun}{m['mid']}{tail}"
         elif verb == "are there":
             clause = f"{'is' if one else 'are'} there {opt} {noun}{m['mid']}{tail}"
         else:  # "are visible", "can be seen", "are shown"
@@ -245,6 +244,10 @@ def _pattern_rewrites(question: str, a: str) -> Iterator[tuple[str, str]]:
         yield f"{_capital(m['be'].lower())} {m['x']} {opt}?", "direction"
 
 
+def _is_negative(option: str) -> bool:
+    return option.split(" ", 1)[0].casefold() in ("not", "no")
+
+
 def _negatable(question: str) -> bool:
     from vhx.negation import RuleNegator
 
@@ -260,8 +263,10 @@ def _rule_rewrite(question: str, a: str, b: str, letter: str) -> tuple[str, str,
     if {a.casefold().rstrip("."), b.casefold().rstrip(".")} == _YES_NO:
         chosen = a if letter == "a" else b
         # "Is the tongue out or not?": its negation reads only without the "or not".
-        plain = _OR_NOT_RE.sub("?", question)
-        return (plain if _negatable(plain) else question), normalize_answer(chosen), "yes_no_options"
+        for asked in (_OR_NOT_RE.sub("?", question), question):
+            if _negatable(asked):
+                return asked, normalize_answer(chosen), "yes_no_options"
+        return None
     answer = "yes" if letter == "a" else "no"
     kinds = {a.casefold().rstrip("."), b.casefold().rstrip(".")}
     if kinds in _STATEMENT_OPTIONS:
@@ -275,7 +280,7 @@ def _rule_rewrite(question: str, a: str, b: str, letter: str) -> tuple[str, str,
     if _OR_NOT_RE.search(question):
         # "Is X ... or not?" with options "X" / "Not X": ask the positive; yes iff the positive is correct.
         asked = _OR_NOT_RE.sub("?", question)
-        negative_a = a.casefold().startswith(("not ", "no ", "not", "no")) and not b.casefold().startswith(("not", "no "))
+        negative_a = _is_negative(a) and not _is_negative(b)
         if _negatable(asked):
             return asked, ("yes" if letter == ("b" if negative_a else "a") else "no"), "or_not"
     for asked, rule in _pattern_rewrites(question, a):
@@ -290,12 +295,8 @@ def answer_check(question: str, option_a: str) -> str:
     return f'Is "{option_a}" the correct answer to "{asked}"?'
 
 
-def rewrite_to_yes_no(question: str, option_a: str, option_b: str, correct: str) -> tuple[str, str, str]:
-    """Rewrite a two-option MMVP question into ``(yes/no question, "yes" | "no", rule)``.
-
-    ``correct`` is the correct option's letter in any accepted spelling (``a``, ``(b)``, ...). The
-    rules are described in the module docstring; the question is always about ``option_a``.
-    """
+def _prepared(question: str, option_a: str, option_b: str, correct: str) -> tuple[str, str, str, str]:
+    """``(question, a, b, letter)`` cleaned of cell artefacts and checked; DataError naming the field."""
     letter = parse_correct(correct)
     question = clean_cell(question)
     if not question:
@@ -303,10 +304,21 @@ def rewrite_to_yes_no(question: str, option_a: str, option_b: str, correct: str)
     a, b = clean_cell(option_a), clean_cell(option_b)
     if not a or not b:
         raise DataError("empty option", field="Options")
-    found = _rule_rewrite(question, a, b, letter)
-    if found is not None:
-        return found
+    return question, a, b, letter
+
+
+def _answer_check_case(question: str, a: str, letter: str) -> tuple[str, str, str]:
     return answer_check(question, a), ("yes" if letter == "a" else "no"), "answer_check"
+
+
+def rewrite_to_yes_no(question: str, option_a: str, option_b: str, correct: str) -> tuple[str, str, str]:
+    """Rewrite a two-option MMVP question into ``(yes/no question, "yes" | "no", rule)``.
+
+    ``correct`` is the correct option's letter in any accepted spelling (``a``, ``(b)``, ...). The
+    rules are described in the module docstring; the question is always about ``option_a``.
+    """
+    question, a, b, letter = _prepared(question, option_a, option_b, correct)
+    return _rule_rewrite(question, a, b, letter) or _answer_check_case(question, a, letter)
 
 
 @dataclass
@@ -361,21 +373,17 @@ class MMVPBuilder(VHBuilder):
         ]
 
     def _rewrite(self, question: str, a: str, b: str, letter: str, where: dict[str, Any]) -> tuple[str, str, str]:
-        """Apply the configured rewriter, or the deterministic rules; DataError located at ``where``."""
-        rewriter = self.config.rewriter
+        """The documented rules, then the configured rewriter for what they miss, then ``answer_check``; DataError located at ``where``."""
         try:
-            if rewriter is None:
-                return rewrite_to_yes_no(question, a, b, letter)
-            cleaned = clean_cell(question)
-            if not cleaned:
-                raise DataError("empty question", field="Question")
-            found = _rule_rewrite(cleaned, clean_cell(a), clean_cell(b), parse_correct(letter))
-            if found is not None:
-                return found
+            question, a, b, letter = _prepared(question, a, b, letter)
         except DataError as exc:
             raise DataError(exc.reason, **where, field=exc.field) from None
+        found = _rule_rewrite(question, a, b, letter)
+        rewriter = self.config.rewriter
+        if found is not None or rewriter is None:
+            return found or _answer_check_case(question, a, letter)
         try:
-            result = rewriter(clean_cell(question), clean_cell(a), clean_cell(b), parse_correct(letter))
+            result = rewriter(question, a, b, letter)
         except Exception as exc:  # a model call can fail in any way; the policy decides about the row
             raise DataError(f"rewriter failed ({type(exc).__name__}: {exc})", **where, field="rewriter") from exc
         if not (isinstance(result, tuple) and len(result) == 2 and isinstance(result[0], str) and result[0].strip()):
@@ -384,7 +392,7 @@ class MMVPBuilder(VHBuilder):
         asked = clean_cell(result[0])
         if not _negatable(asked):
             # Every emitted case must pass vhx's own negation; the catch-all question always does.
-            return answer_check(clean_cell(question), clean_cell(a)), ("yes" if parse_correct(letter) == "a" else "no"), "answer_check"
+            return _answer_check_case(question, a, letter)
         return asked, answer, "custom"
 
     def _generate_examples(self, path: Path, image_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:

@@ -65,7 +65,8 @@ def find_question_file(root: Path, dataset: str, subset: str) -> Path | None:
             )
         if found:
             return found[0]
-    deeper = sorted({p for n in names for p in root.rglob(n) if p.is_file()})
+    # One walk of data_dir (it may be a large image folder), not one per accepted name.
+    deeper = sorted(p for p in root.rglob(f"{dataset}_pope*_{subset}.json*") if p.name in names and p.is_file())
     if len(deeper) > 1:
         listing = ", ".join(str(p.relative_to(root)) for p in deeper)
         raise DataError(f"several POPE question files for {dataset}/{subset} ({listing}); point data_dir at one folder", file=str(root))
@@ -145,7 +146,7 @@ class PopeBuilder(VHBuilder):
             found = find_question_file(root, self.config.dataset, subset)
             if found is None:
                 if self.config.subsets is not None:
-                    names = " / ".join(question_file_names(self.config.dataset, subset)[::2])
+                    names = " / ".join(n for n in question_file_names(self.config.dataset, subset) if n.endswith(".json"))
                     raise DataError(f"POPE question file {names} not found", file=str(root))
                 continue
             splits.append(

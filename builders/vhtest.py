@@ -77,7 +77,8 @@ def read_csv_rows(path: Path, on_bad_line: Callable[[DataError], None] | None = 
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise DataError(f"not UTF-8 text (byte {data[exc.start]:#x})", file=str(path), line=line) from exc
-    lines = text.splitlines(keepends=True)
+    # Lines as csv reads them (\n, \r\n or \r only): str.splitlines would also split on \u2028 inside a cell.
+    lines = io.StringIO(text, newline="").readlines()
     i = 0
     while i < len(lines):
         start, record = i + 1, lines[i]

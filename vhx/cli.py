@@ -202,7 +202,7 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
     skipped = SkipReport()
     expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0,
                       num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options,
-                      on_error=getattr(args, "on_error", "raise"), report=skipped)
+                      on_error=args.on_error, report=skipped)
     if len(skipped):
         print(skipped.summary(), file=sys.stderr)
     write_hub_folder(expanded, out, repo_id=repo_id, overwrite=args.overwrite,

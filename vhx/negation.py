@@ -444,6 +444,8 @@ def _starts_with_pronoun(low: list[str], *, verb_mode: bool, declarative: bool) 
 # after one of them is not the predicate.
 _GERUND_PREPS = {"to", "of", "at", "in", "by", "with", "for", "from", "into", "onto", "about", "than", "as"}
 _PHRASE_STOPS = {"be", "being", "than", "and", "or", "but", "not"}
+# Words that grade a final adjective or participle ("half full", "very old"): with it they start the predicate.
+_GRADING = (_ADVERBS | _DEGREE) - _PHRASE_STOPS
 
 
 def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool) -> int | None:
@@ -471,7 +473,7 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool) -> 
                 return k
             if k == n - 1 and w in _ADJECTIVES:
                 return k
-            if w in (_ADVERBS | _DEGREE) and w not in _PHRASE_STOPS and k == n - 2 and (nxt in _ADJECTIVES or _is_participle(nxt)):
+            if w in _GRADING and k == n - 2 and (nxt in _ADJECTIVES or _is_participle(nxt)):
                 return k
             if w in _COMPARATIVES and nxt == "than":
                 return k
@@ -618,7 +620,8 @@ def question_from_statement(statement: str) -> str | None:
     tokens = _tokenize(statement.strip().rstrip(".!?").strip())
     if not tokens:
         return None
-    tokens = [_lower_first(tokens[0]) if _norm(tokens[0]) not in ("i",) else tokens[0], *tokens[1:]]
+    if _norm(tokens[0]) != "i":
+        tokens[0] = _lower_first(tokens[0])
     question = _question_from_declarative(tokens)
     if question is None:
         return None
