@@ -24,8 +24,9 @@ from vhx.negation import RuleNegator
 
 @dataclass
 class Reply:
-    """How to answer one request: ``content`` (``None``: the default answer), HTTP ``status``,
-    seconds of ``delay`` before answering, extra ``headers``."""
+    """How to answer one request: ``content`` (``None``: the default answer; with an error
+    ``status``, the error message), HTTP ``status``, seconds of ``delay`` before answering, extra
+    ``headers``."""
 
     content: str | None = None
     status: int = 200
@@ -47,8 +48,20 @@ class Recorded:
 
     @property
     def prompt(self) -> str:
-        """The first user message (the task prompt)."""
-        return next((m["content"] for m in self.messages if m.get("role") == "user"), "")
+        """The first user message (the task prompt); of a message with content parts (an image and
+        a text, as the scoring backend sends), its text."""
+        content = next((m["content"] for m in self.messages if m.get("role") == "user"), "")
+        if isinstance(content, list):
+            return "\n".join(p.get("text", "") for p in content if p.get("type") == "text")
+        return content
+
+    @property
+    def images(self) -> list[str]:
+        """The image URLs of the first user message (``data:`` URLs from the scoring backend)."""
+        content = next((m["content"] for m in self.messages if m.get("role") == "user"), "")
+        if not isinstance(content, list):
+            return []
+        return [p["image_url"]["url"] for p in content if p.get("type") == "image_url"]
 
     @property
     def question(self) -> str:
@@ -206,7 +219,8 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 if reply.delay:
                     time.sleep(reply.delay)
                 if reply.status != 200:
-                    error = {"error": {"message": f"scripted {reply.status}", "type": "server_error"}}
+                    message = reply.content if reply.content is not None else f"scripted {reply.status}"
+                    error = {"error": {"message": message, "type": "server_error"}}
                     self._send(reply.status, error, reply.headers)
                     return
                 content = reply.content if reply.content is not None else server.default(req)

@@ -1,37 +1,49 @@
-"""An OpenAI-compatible chat-completions client for negation, rephrasing and MMVP rewriting.
+"""LLM negation, rephrasing and MMVP rewriting through an OpenAI-compatible chat-completions API.
 
 Works with OpenAI and with any server that speaks ``POST /v1/chat/completions`` (vLLM, Ollama,
-llama.cpp): set :attr:`LLMConfig.base_url`. The API key is read from the environment variable named
-by :attr:`LLMConfig.api_key_env` when the first request is sent (a fully cached run needs none); it
-is never logged, cached or part of any ``repr``. Local servers without a key get the dummy ``EMPTY``.
+llama.cpp): set :attr:`LLMConfig.base_url`. Requests go through the shared
+:class:`vhx.api_client.ApiClient` (retries with backoff and ``Retry-After``, bounded concurrency,
+API-key hygiene: see that module); this module holds the prompts, the answer checks and the
+negation/rephrasing/rewriting logic. The API key is read from the environment variable named by
+:attr:`LLMConfig.api_key_env` when the first request is sent (a fully cached run needs none); it is
+never logged, cached or part of any ``repr``. Local servers without a key get the dummy ``EMPTY``.
 
-Requests run concurrently on a bounded thread pool and are retried with exponential backoff and
-jitter on 429, 5xx, timeouts and connection errors (the ``openai`` client's own retries are off, so
-:attr:`LLMClient.stats` counts every request). Every answer is appended to a JSON-lines cache file
-as soon as it arrives, keyed by the SHA-256 of (endpoint, model, temperature, :data:`PROMPT_VERSION`,
-task, question), so an interrupted run keeps what it got and a rerun sends no request at all.
+Every answer is appended to a JSON-lines cache file as soon as it arrives, keyed by the SHA-256 of
+(endpoint, model, temperature, :data:`PROMPT_VERSION`, task, question), so an interrupted run keeps
+what it got and a rerun sends no request at all.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
-import random
 import re
-import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vhx.errors import DataError, OnError, VHXError
+from vhx.api_client import (
+    DEFAULT_API_KEY_ENV,
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_BACKOFF_MAX,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_TIMEOUT,
+    ApiClient,
+    ApiConfig,
+    ApiFatalError,
+    ApiRequestError,
+    ApiStats,
+    RequestFailed,
+    cache_root,
+    choice_contents,
+    request_key,
+    resolve_endpoint,
+)
+from vhx.errors import DataError, OnError
 from vhx.negation import NegationResult, RuleNegator, check_question
-from vhx.jsonl import JsonlCache
 
 logger = logging.getLogger("vhx.llm")
 
@@ -72,24 +84,22 @@ MMVP_REWRITE_PROMPT = (
     "yes/no question, on one line.\nQuestion: {question}\n(a) {option_a}\n(b) {option_b}"
 )
 
-_OPENAI_ENDPOINT = "https://api.openai.com/v1"
-_RETRY_STATUSES = {408, 409, 429}
-_FATAL_STATUSES = {401, 403, 404}
+#: The answer cache's file inside ``LLMConfig.cache_dir``.
+CACHE_FILENAME = "chat.jsonl"
 
 
-class LLMError(VHXError):
+class LLMError(ApiFatalError):
     """The LLM endpoint cannot be used (no API key, authentication or model errors)."""
 
 
 def default_cache_dir() -> Path:
     """``$VHX_CACHE/llm`` if ``VHX_CACHE`` is set, else ``~/.cache/vhx/llm``."""
-    root = os.environ.get("VHX_CACHE")
-    return (Path(root).expanduser() if root else Path.home() / ".cache" / "vhx") / "llm"
+    return cache_root() / "llm"
 
 
 @dataclass
 class LLMConfig:
-    """Where and how to ask the LLM.
+    """Where and how to ask the LLM (the shared defaults of :mod:`vhx.api_client` unless noted).
 
     Attributes:
         model: model name sent to the endpoint (the paper uses ``gpt-4o``).
@@ -97,7 +107,8 @@ class LLMConfig:
         temperature: sampling temperature (0: as deterministic as the endpoint allows).
         concurrency: requests in flight at most.
         timeout: seconds per request before it counts as failed (and is retried).
-        max_retries: retries per request after the first attempt.
+        max_retries: retries per request after the first attempt (4, one fewer than the shared
+            default: a request that keeps failing falls back to the rules).
         cache_dir: folder of the answer cache; ``None`` disables caching. Default: see
             :func:`default_cache_dir`.
         api_key_env: environment variable holding the API key (never the key itself).
@@ -109,56 +120,49 @@ class LLMConfig:
     model: str = "gpt-4o"
     base_url: str | None = None
     temperature: float = 0.0
-    concurrency: int = 8
-    timeout: float = 60.0
+    concurrency: int = DEFAULT_CONCURRENCY
+    timeout: float = DEFAULT_TIMEOUT
     max_retries: int = 4
     cache_dir: str | os.PathLike[str] | None = field(default_factory=default_cache_dir)
-    api_key_env: str = "OPENAI_API_KEY"
-    backoff_base: float = 1.0
-    backoff_max: float = 30.0
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_max: float = DEFAULT_BACKOFF_MAX
     max_tokens: int = 512
 
     def __post_init__(self) -> None:
-        if self.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.timeout <= 0:
-            raise ValueError(f"timeout must be > 0, got {self.timeout}")
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        self.api_config()  # the shared client validates the limits
 
     @property
     def endpoint(self) -> str:
         """The base URL requests go to, normalised (part of the cache key)."""
-        return (self.base_url or _OPENAI_ENDPOINT).rstrip("/")
+        return resolve_endpoint(self.base_url)
+
+    def api_config(self) -> ApiConfig:
+        """This configuration for the shared :class:`vhx.api_client.ApiClient`."""
+        return ApiConfig(
+            model=self.model,
+            base_url=self.base_url,
+            api_key_env=self.api_key_env,
+            timeout=self.timeout,
+            max_retries=self.max_retries,
+            backoff_base=self.backoff_base,
+            backoff_max=self.backoff_max,
+            concurrency=self.concurrency,
+            cache_dir=self.cache_dir,
+            cache_file=CACHE_FILENAME,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+        )
 
 
 @dataclass
-class LLMStats:
-    """Counters of one client (thread-safe). ``requests`` counts every HTTP attempt, retries included."""
+class LLMStats(ApiStats):
+    """Counters of one client (thread-safe). ``requests`` counts every HTTP attempt, retries included;
+    ``fallbacks`` counts negations the rules did after the LLM failed."""
 
-    requests: int = 0
-    cache_hits: int = 0
-    retries: int = 0
     fallbacks: int = 0
-    failures: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def add(self, **counts: int) -> None:
-        """Increase the named counters."""
-        with self._lock:
-            for name, n in counts.items():
-                setattr(self, name, getattr(self, name) + n)
-
-    def as_dict(self) -> dict[str, int]:
-        """The counters as a plain dict."""
-        return {k: getattr(self, k) for k in ("requests", "cache_hits", "retries", "fallbacks", "failures")}
-
-    def __str__(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
-
-
-#: The answer cache's file inside ``LLMConfig.cache_dir``.
-CACHE_FILENAME = "chat.jsonl"
+    COUNTERS = ("requests", "cache_hits", "retries", "fallbacks", "failures")
 
 
 @dataclass(frozen=True)
@@ -170,34 +174,41 @@ class ChatRequest:
     messages: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
-class RequestFailed:
-    """A request that got no usable answer (after retries); ``reason`` says why."""
+def _chat_body(request: ChatRequest) -> dict[str, Any]:
+    return {"messages": [{"role": role, "content": content} for role, content in request.messages]}
 
-    reason: str
+
+def _answer_text(completion: Any) -> str:
+    content = choice_contents(completion)[0]
+    if content is None:
+        raise ApiRequestError("the answer has no text")
+    return content
 
 
 class LLMClient:
-    """Concurrent, retrying, caching chat completions against one :class:`LLMConfig`."""
+    """Concurrent, retrying, caching chat completions against one :class:`LLMConfig`.
+
+    A thin user of :class:`vhx.api_client.ApiClient` (``api``): it adds the cache key of a
+    :class:`ChatRequest` and turns failed requests into :class:`RequestFailed` answers.
+    """
 
     def __init__(self, config: LLMConfig | None = None) -> None:
         self.config = config or LLMConfig()
         self.stats = LLMStats()
-        self.cache = (
-            JsonlCache(Path(self.config.cache_dir) / CACHE_FILENAME) if self.config.cache_dir is not None else None
-        )
-        self._client: Any = None
-        self._client_lock = threading.Lock()
-        self._rng = random.Random()
+        self.api = ApiClient(self.config.api_config(), stats=self.stats)
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, endpoint={self.config.endpoint!r}, stats=({self.stats}))"
 
+    @property
+    def cache(self) -> Any:
+        """The answer cache (:class:`vhx.jsonl.JsonlCache`), or ``None``."""
+        return self.api.cache
+
     def cache_key(self, request: ChatRequest) -> str:
         """SHA-256 of everything the answer depends on."""
         c = self.config
-        material = [c.endpoint, c.model, c.temperature, PROMPT_VERSION, request.task, request.payload]
-        return hashlib.sha256(json.dumps(material, ensure_ascii=False).encode("utf-8")).hexdigest()
+        return request_key([c.endpoint, c.model, c.temperature, PROMPT_VERSION, request.task, request.payload])
 
     def complete_many(self, requests: Sequence[ChatRequest]) -> list[str | RequestFailed]:
         """Answer every request: from the cache, else concurrently from the endpoint.
@@ -205,121 +216,21 @@ class LLMClient:
         Identical requests are sent once. Raises :class:`LLMError` for errors that no retry fixes
         (missing key, 401/403/404).
         """
-        results: list[str | RequestFailed | None] = [None] * len(requests)
-        pending: dict[str, list[int]] = {}
-        for i, req in enumerate(requests):
-            key = self.cache_key(req)
-            cached = self.cache.get(key) if self.cache is not None else None
-            if cached is not None:
-                self.stats.add(cache_hits=1)
-                results[i] = cached
-            else:
-                pending.setdefault(key, []).append(i)
-        if pending:
-            workers = min(self.config.concurrency, len(pending))
-            with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vhx-llm") as pool:
-                futures = {pool.submit(self._send, requests[idx[0]]): (key, idx) for key, idx in pending.items()}
-                try:
-                    for fut in as_completed(futures):
-                        key, idx = futures[fut]
-                        answer = fut.result()
-                        if isinstance(answer, str) and self.cache is not None:
-                            req = requests[idx[0]]
-                            self.cache.put(key, answer, task=req.task, model=self.config.model)
-                        for i in idx:
-                            results[i] = answer
-                except BaseException:
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    raise
-        return [r if r is not None else RequestFailed("no answer") for r in results]
+        try:
+            return self.api.complete_many(
+                requests,
+                build=_chat_body,
+                extract=_answer_text,
+                key=self.cache_key,
+                extra=lambda req: {"task": req.task, "model": self.config.model},
+                return_failures=True,
+            )
+        except ApiFatalError as exc:
+            raise LLMError(str(exc)) from None
 
     def complete(self, request: ChatRequest) -> str | RequestFailed:
         """One request (see :meth:`complete_many`)."""
         return self.complete_many([request])[0]
-
-    # -- internals ---------------------------------------------------------------------------------
-    def _openai(self) -> Any:
-        with self._client_lock:
-            if self._client is None:
-                import openai
-
-                key = os.environ.get(self.config.api_key_env)
-                if not key:
-                    if self.config.base_url is None:
-                        raise LLMError(
-                            f"no API key: set the environment variable {self.config.api_key_env} "
-                            "(or LLMConfig.api_key_env), or point base_url at a local server"
-                        )
-                    key = "EMPTY"
-                self._client = openai.OpenAI(
-                    api_key=key, base_url=self.config.endpoint, timeout=self.config.timeout, max_retries=0
-                )
-            return self._client
-
-    def _delay(self, retry: int, retry_after: float | None) -> float:
-        base = min(self.config.backoff_max, self.config.backoff_base * (2**retry))
-        delay = base * (0.5 + self._rng.random() / 2)  # jitter spreads out clients that failed together
-        if retry_after is not None:
-            delay = max(delay, min(retry_after, self.config.backoff_max))
-        return delay
-
-    def _send(self, request: ChatRequest) -> str | RequestFailed:
-        import openai
-
-        client = self._openai()
-        messages = [{"role": role, "content": content} for role, content in request.messages]
-        last = "no attempt"
-        retry_after: float | None = None
-        for attempt in range(self.config.max_retries + 1):
-            if attempt:
-                self.stats.add(retries=1)
-                time.sleep(self._delay(attempt - 1, retry_after))
-                retry_after = None
-            self.stats.add(requests=1)
-            try:
-                response = client.chat.completions.create(
-                    model=self.config.model,
-                    messages=messages,
-                    temperature=self.config.temperature,
-                    max_tokens=self.config.max_tokens,
-                )
-            except openai.APIConnectionError as exc:  # includes APITimeoutError
-                last = f"{type(exc).__name__}: {exc}"
-                logger.debug("%s attempt %d: %s", request.task, attempt + 1, last)
-                continue
-            except openai.APIStatusError as exc:
-                status = exc.status_code
-                if status in _FATAL_STATUSES:
-                    raise LLMError(
-                        f"{self.config.endpoint} answered HTTP {status} for model {self.config.model!r}: "
-                        f"check the model name, base_url and the key in ${self.config.api_key_env}"
-                    ) from None
-                if status in _RETRY_STATUSES or status >= 500:
-                    last = f"HTTP {status}"
-                    retry_after = _retry_after(exc)
-                    logger.debug("%s attempt %d: %s", request.task, attempt + 1, last)
-                    continue
-                self.stats.add(failures=1)
-                return RequestFailed(f"HTTP {status}")
-            except openai.APIError as exc:
-                self.stats.add(failures=1)
-                return RequestFailed(f"bad response: {type(exc).__name__}")
-            choices = getattr(response, "choices", None) or []
-            content = choices[0].message.content if choices else None
-            if content is None:
-                self.stats.add(failures=1)
-                return RequestFailed("the answer has no text")
-            return content
-        self.stats.add(failures=1)
-        return RequestFailed(f"gave up after {self.config.max_retries + 1} attempts ({last})")
-
-
-def _retry_after(exc: Any) -> float | None:
-    try:
-        value = exc.response.headers.get("retry-after")
-        return float(value) if value is not None else None
-    except (AttributeError, TypeError, ValueError):
-        return None
 
 
 # -- output checks ---------------------------------------------------------------------------------

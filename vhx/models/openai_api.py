@@ -4,15 +4,19 @@ Spec: ``openai:<model>`` (OpenAI, or ``$OPENAI_BASE_URL``) or ``openai:<model>@<
 (``openai:llava-hf/llava-1.5-7b-hf@http://localhost:8000/v1``).
 
 Each case is one chat request: a user turn with the image as a base64 data URL content part and
-the prompt text. Requests run on ``concurrency`` threads; 429, 5xx, timeouts, connection errors and
-malformed replies are retried with exponential backoff (``Retry-After`` is honoured). Replies are
-cached on disk (one JSON line per reply, appended as they arrive) under a key of base URL, model,
-prompt, the image's SHA-256 and the generation settings, so a rerun sends no request it already
-made; with sampling settings that means the cached samples are reused.
+the prompt text. Requests go through the shared :class:`vhx.api_client.ApiClient`: they run on
+``concurrency`` threads; 429, 5xx, timeouts, connection errors and malformed replies are retried
+with exponential backoff (``Retry-After`` is honoured). Replies are cached on disk (one JSON line
+per reply, appended as they arrive) under a key of base URL, model, prompt, the image's SHA-256 and
+the generation settings, so a rerun sends no request it already made; with sampling settings that
+means the cached samples are reused (identical cases in one call are sent once).
 
-The API key comes from ``$OPENAI_API_KEY`` (``api_key_env`` option); servers other than
-api.openai.com get ``"EMPTY"`` when it is unset, as vLLM expects. It is never logged, stored in
-options, names or the cache, and it is masked in error messages.
+The API key comes from ``$OPENAI_API_KEY`` (``api_key_env`` option) and is checked when the model
+is made; servers other than api.openai.com get ``"EMPTY"`` when it is unset, as vLLM expects. It is
+never logged, stored in options, names or the cache, and it is masked in error messages.
+
+This module holds what is particular to scoring: image encoding, the request and cache key of a
+case, yes/no parsing, sampling votes and logprob handling.
 
 ``mode="logits"`` asks for the first token's ``top_logprobs`` and sums the probability of the
 yes/no spellings among them; servers that return no logprobs raise a clear error.
@@ -24,37 +28,45 @@ import base64
 import hashlib
 import io
 import json
-import logging
 import math
 import os
-import random
-import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
+from vhx.api_client import (
+    DEFAULT_API_KEY_ENV,
+    DEFAULT_BACKOFF_BASE,
+    DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    OPENAI_ENDPOINT,
+    ApiClient,
+    ApiConfig,
+    ApiRequestError,
+    MalformedResponse,  # noqa: F401 - re-exported: it used to live here
+    cache_root,
+    choice_contents,
+    request_key,
+)
 from vhx.errors import VHXError
+from vhx.jsonl import JsonlCache
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
 from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
-from vhx.jsonl import JsonlCache
 
-logger = logging.getLogger("vhx")
-
-OPENAI_BASE_URL = "https://api.openai.com/v1"
+#: Where ``openai:<model>`` goes without ``@<base_url>`` and without ``$OPENAI_BASE_URL``.
+OPENAI_BASE_URL = OPENAI_ENDPOINT
 _SPACE_MARKERS = ("▁", "Ġ")
-
-
-class MalformedResponse(VHXError):
-    """The server answered, but not with a usable chat completion (retried like a 5xx)."""
 
 
 def default_cache_dir() -> Path:
     """``$VHX_CACHE/openai`` or ``~/.cache/vhx/openai``."""
-    root = os.environ.get("VHX_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "vhx") / "openai"
+    return cache_root() / "openai"
+
+
+def _api_setting(name: str, doc: str) -> property:
+    return property(lambda self: getattr(self.api.config, name), doc=doc)
 
 
 def image_sha256(image: Image.Image) -> str:
@@ -90,7 +102,8 @@ class OpenAIModel:
         top_logprobs: how many alternatives to request in ``logits`` mode (OpenAI allows up to 20).
         concurrency: requests in flight at once.
         max_retries: retries per request after the first attempt.
-        retry_backoff: first backoff in seconds, doubled per retry (with jitter), capped at 60 s.
+        retry_backoff: first backoff in seconds, doubled per retry (with jitter), capped at 60 s
+            (:data:`vhx.api_client.DEFAULT_BACKOFF_MAX`).
         timeout: seconds per request.
         cache: keep replies on disk; ``cache_dir`` is where (default :func:`default_cache_dir`).
         image_format: ``"png"`` (lossless, default) or ``"jpeg"`` (``jpeg_quality``).
@@ -116,25 +129,21 @@ class OpenAIModel:
         seed: int | None = None,
         num_samples: int = 1,
         top_logprobs: int = 20,
-        concurrency: int = 8,
-        max_retries: int = 5,
-        retry_backoff: float = 1.0,
-        timeout: float = 60.0,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        retry_backoff: float = DEFAULT_BACKOFF_BASE,
+        timeout: float = DEFAULT_TIMEOUT,
         cache: bool = True,
         cache_dir: str | os.PathLike | None = None,
         image_format: str = "png",
         jpeg_quality: int = 90,
         detail: str | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = DEFAULT_API_KEY_ENV,
         name: str | None = None,
         max_new_tokens: int | None = None,
         do_sample: bool | None = None,
         batch_size: int | None = None,
     ) -> None:
-        try:
-            import openai
-        except ImportError as exc:
-            raise VHXError("the OpenAI backend needs the openai client: pip install 'vhx[llm]'") from exc
         if not model:
             raise ValueError("model name is empty")
         # The transformers backend's spellings, so one option set fits every backend.
@@ -146,7 +155,6 @@ class OpenAIModel:
             temperature = 0.0
         del batch_size  # requests go one case each; `concurrency` sets the parallelism
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_BASE_URL).rstrip("/")
         self.mode = check_mode(mode)
         format_question(prompt_template, "")
         if image_format not in ("png", "jpeg"):
@@ -155,36 +163,53 @@ class OpenAIModel:
             raise ValueError("num_samples and concurrency must be >= 1, max_retries >= 0")
         self.prompt_template = prompt_template
         self.system_prompt = system_prompt
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_tokens = max_tokens
-        self.seed = seed
         self.num_samples = num_samples
         self.top_logprobs = top_logprobs
-        self.concurrency = concurrency
-        self.max_retries = max_retries
-        self.retry_backoff = retry_backoff
-        self.timeout = timeout
         self.image_format = image_format
         self.jpeg_quality = jpeg_quality
         self.detail = detail
-        self.api_key_env = api_key_env
-        api_key = os.environ.get(api_key_env)
-        if not api_key:
-            if self.base_url == OPENAI_BASE_URL:
-                raise VHXError(f"set ${api_key_env} to use the OpenAI API")
-            api_key = "EMPTY"
-        # The key lives only inside the client and this scrubber; it is never an attribute.
-        self._scrub = _make_scrubber(api_key)
-        self._client = openai.OpenAI(api_key=api_key, base_url=self.base_url, max_retries=0, timeout=timeout)
-        self._openai = openai
-        self.cache: JsonlCache | None = None
-        if cache:
-            root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-            self.cache = JsonlCache(root / "responses.jsonl")
-        self.requests_sent = 0
-        self._count_lock = threading.Lock()
+        self.api = ApiClient(
+            ApiConfig(
+                model=model,
+                base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
+                api_key_env=api_key_env,
+                timeout=timeout,
+                max_retries=max_retries,
+                backoff_base=retry_backoff,
+                concurrency=concurrency,
+                cache_dir=(cache_dir if cache_dir is not None else default_cache_dir()) if cache else None,
+                cache_file="responses.jsonl",
+                temperature=temperature,
+                top_p=top_p,
+                seed=seed,
+                max_tokens=max_tokens,
+            )
+        )
+        # Fail now, not mid-run: no openai package, or no key for api.openai.com.
+        self.api.connect()
         self.name = name or self._default_name()
+
+    # Settings kept in the shared client's config (one source of truth).
+    base_url = property(lambda self: self.api.endpoint, doc="API root, normalised.")
+    temperature = _api_setting("temperature", "Sampling temperature (None: the server's default).")
+    top_p = _api_setting("top_p", "Nucleus sampling (None: the server's default).")
+    max_tokens = _api_setting("max_tokens", "Answer length limit in generate mode (None: the server's default).")
+    seed = _api_setting("seed", "Sampling seed (None: not sent).")
+    concurrency = _api_setting("concurrency", "Requests in flight at once.")
+    max_retries = _api_setting("max_retries", "Retries per request after the first attempt.")
+    retry_backoff = _api_setting("backoff_base", "First retry delay in seconds.")
+    timeout = _api_setting("timeout", "Seconds per request.")
+    api_key_env = _api_setting("api_key_env", "Environment variable holding the API key.")
+
+    @property
+    def cache(self) -> JsonlCache | None:
+        """The reply cache, or ``None`` (``cache=False``)."""
+        return self.api.cache
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests sent so far, retries included."""
+        return self.api.stats.requests
 
     @classmethod
     def from_spec(cls, rest: str, **options: Any) -> OpenAIModel:
@@ -259,71 +284,33 @@ class OpenAIModel:
         )
         return messages
 
-    def _request_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {}
-        for key in ("temperature", "top_p", "seed"):
-            value = getattr(self, key)
-            if value is not None:
-                kwargs[key] = value
+    def _body(self, case: tuple[Image.Image, str]) -> dict[str, Any]:
+        """One case's request: messages and the mode's parameters (the generation settings are the
+        client's, see :meth:`vhx.api_client.ApiConfig.params`)."""
+        body: dict[str, Any] = {"messages": self._messages(*case)}
         if self.mode == "logits":
-            kwargs.update(max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)
-        else:
-            if self.max_tokens is not None:
-                kwargs["max_tokens"] = self.max_tokens
-            if self.num_samples > 1:
-                kwargs["n"] = self.num_samples
-        return kwargs
+            body.update(max_tokens=1, logprobs=True, top_logprobs=self.top_logprobs)
+        elif self.num_samples > 1:
+            body["n"] = self.num_samples
+        return body
 
     def cache_key(self, image: Image.Image, prompt: str) -> str:
         """Key of one request: base URL, model, prompt (with system prompt), image hash, settings."""
-        blob = json.dumps(
-            {
-                "base_url": self.base_url,
-                "model": self.model,
-                "system_prompt": self.system_prompt,
-                "prompt": prompt,
-                "image_sha256": image_sha256(image),
-                "settings": self.settings(),
-            },
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()
-
-    def _call(self, image: Image.Image, prompt: str) -> dict[str, Any]:
-        """One case: from the cache, or a request with retries; returns the cached value form."""
-        key = self.cache_key(image, prompt) if self.cache is not None else ""
-        if self.cache is not None:
-            hit = self.cache.get(key)
-            if hit is not None:
-                return hit
-        messages = self._messages(image, prompt)
-        kwargs = self._request_kwargs()
-        value = self._with_retries(lambda: self._extract(self._send(messages, kwargs)))
-        if self.cache is not None:
-            self.cache.put(key, value)
-        return value
-
-    def _send(self, messages: list[dict[str, Any]], kwargs: dict[str, Any]) -> Any:
-        with self._count_lock:
-            self.requests_sent += 1
-        logger.debug("POST %s/chat/completions model=%s %s", self.base_url, self.model, kwargs)
-        return self._client.chat.completions.create(model=self.model, messages=messages, **kwargs)
+        material = {
+            "base_url": self.base_url,
+            "model": self.model,
+            "system_prompt": self.system_prompt,
+            "prompt": prompt,
+            "image_sha256": image_sha256(image),
+            "settings": self.settings(),
+        }
+        return request_key(material, ensure_ascii=True)  # the spelling of caches written before
 
     def _extract(self, completion: Any) -> dict[str, Any]:
-        choices = getattr(completion, "choices", None)
-        if not isinstance(choices, list) or not choices:
-            raise MalformedResponse(f"reply has no choices: {str(completion)[:200]!r}")
-        texts: list[str] = []
-        for choice in choices:
-            message = getattr(choice, "message", None)
-            if message is None:
-                raise MalformedResponse("a choice has no message")
-            content = getattr(message, "content", None)
-            # None is a legitimate empty answer (refusal, content filter): it parses as unknown.
-            texts.append(content if isinstance(content, str) else "")
-        value: dict[str, Any] = {"texts": texts}
+        # None is a legitimate empty answer (refusal, content filter): it parses as unknown.
+        value: dict[str, Any] = {"texts": [text or "" for text in choice_contents(completion)]}
         if self.mode == "logits":
-            logprobs = getattr(choices[0], "logprobs", None)
+            logprobs = getattr(completion.choices[0], "logprobs", None)
             content = getattr(logprobs, "content", None) if logprobs is not None else None
             if not content:
                 raise VHXError(
@@ -338,53 +325,10 @@ class OpenAIModel:
             value["token"] = str(getattr(first, "token", ""))
         return value
 
-    def _retryable(self, exc: BaseException) -> bool:
-        o = self._openai
-        if isinstance(exc, (o.RateLimitError, o.APITimeoutError, o.APIConnectionError, MalformedResponse)):
-            return True
-        if isinstance(exc, o.APIStatusError):
-            return exc.status_code >= 500 or exc.status_code in (408, 409, 429)
-        # A 200 with a body that is not JSON surfaces as a decoding error from the client.
-        return isinstance(exc, (json.JSONDecodeError, o.APIResponseValidationError))
-
-    def _with_retries(self, attempt: Any) -> Any:
-        last: BaseException | None = None
-        for i in range(self.max_retries + 1):
-            try:
-                return attempt()
-            except Exception as exc:
-                if isinstance(exc, VHXError) and not isinstance(exc, MalformedResponse):
-                    raise
-                if not self._retryable(exc):
-                    raise self._error(exc) from None
-                last = exc
-                if i == self.max_retries:
-                    break
-                delay = self._backoff(i, exc)
-                logger.info("retrying %s in %.2fs after %s", self.model, delay, self._scrub(type(exc).__name__))
-                time.sleep(delay)
-        raise VHXError(f"request to {self.base_url} failed after {self.max_retries + 1} attempts: {self._scrub(str(last))}")
-
-    def _backoff(self, attempt: int, exc: BaseException) -> float:
-        delay = self.retry_backoff * (2**attempt) * (0.5 + random.random() / 2)
-        response = getattr(exc, "response", None)
-        headers = getattr(response, "headers", None) or {}
-        try:
-            if "retry-after-ms" in headers:
-                delay = max(delay, float(headers["retry-after-ms"]) / 1000)
-            elif "retry-after" in headers:
-                delay = max(delay, float(headers["retry-after"]))
-        except ValueError:
-            pass
-        return min(delay, 60.0)
-
-    def _error(self, exc: BaseException) -> VHXError:
-        status = getattr(exc, "status_code", None)
-        text = self._scrub(str(exc))
-        if status is not None and self.mode == "logits" and status == 400 and "logprob" in text.lower():
-            return VHXError(f"{self.base_url} rejected logprobs ({text}); this server does not support mode='logits'")
-        where = f"HTTP {status} from " if status is not None else ""
-        return VHXError(f"{where}{self.base_url} for model {self.model!r}: {text}")
+    def _error(self, exc: ApiRequestError) -> VHXError:
+        if self.mode == "logits" and exc.status == 400 and "logprob" in exc.detail.lower():
+            return VHXError(f"{self.base_url} rejected logprobs ({exc.detail}); this server does not support mode='logits'")
+        return exc
 
     # ----------------------------------------------------------------------------------- predict
     def predict(self, images: list[Image.Image], questions: list[str]) -> list[Prediction]:
@@ -394,9 +338,12 @@ class OpenAIModel:
         prompts = [format_question(self.prompt_template, q) for q in questions]
         if not prompts:
             return []
-        workers = min(self.concurrency, len(prompts))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vhx-openai") as pool:
-            values = list(pool.map(self._call, images, prompts))
+        cases = list(zip(images, prompts))
+        key = (lambda case: self.cache_key(*case)) if self.cache is not None else None
+        try:
+            values = self.api.complete_many(cases, build=self._body, extract=self._extract, key=key)
+        except ApiRequestError as exc:
+            raise self._error(exc) from None
         return [self._prediction(v) for v in values]
 
     def _prediction(self, value: dict[str, Any]) -> Prediction:
@@ -428,14 +375,3 @@ class OpenAIModel:
             samples=tuple(texts),
         )
 
-
-def _make_scrubber(secret: str) -> Any:
-    def scrub(text: str) -> str:
-        if secret and secret != "EMPTY" and len(secret) >= 4:
-            text = text.replace(secret, "***")
-            # OpenAI echoes keys partly masked ("sk-abc*****wxyz"): hide the visible ends as well.
-            if len(secret) > 8:
-                text = text.replace(secret[:6], "***").replace(secret[-4:], "***")
-        return text
-
-    return scrub

@@ -1,0 +1,464 @@
+"""The one client vhx uses for OpenAI-compatible chat-completions endpoints.
+
+Both API users go through :class:`ApiClient`: the LLM negator / rephraser / MMVP rewriter
+(:mod:`vhx.llm`) and the hosted-MLLM scoring backend (:mod:`vhx.models.openai_api`). It holds what
+they share, so it behaves the same for both:
+
+* **Where** (:class:`ApiConfig`): any server speaking ``POST <base_url>/chat/completions`` (OpenAI,
+  vLLM, SGLang, Ollama, llama.cpp). ``base_url=None`` is OpenAI (:data:`OPENAI_ENDPOINT`), whatever
+  the environment says (the scoring spec ``openai:<model>`` reads ``$OPENAI_BASE_URL`` itself).
+* **The API key** is read from the environment variable named by ``api_key_env`` when the first
+  request is about to go out, so a fully cached run needs none (a caller that wants to fail early
+  calls :meth:`ApiClient.connect`, as the scoring backend does). Missing, it is an error
+  for api.openai.com and the dummy ``EMPTY`` elsewhere (vLLM expects one). The key lives only inside
+  the ``openai`` client and the scrubber: it is no attribute, never logged, never in a ``repr``, a
+  cache line or an error message (error text from the server is scrubbed, including the partly
+  masked ``sk-abc***wxyz`` form OpenAI echoes).
+* **Retries**: 408, 409, 429, 5xx, timeouts, connection errors and malformed replies (no JSON, no
+  choices) are retried up to ``max_retries`` times with exponential backoff and jitter
+  (``backoff_base`` doubled per retry, capped at ``backoff_max``); a server's ``Retry-After`` /
+  ``retry-after-ms`` header is honoured up to ``backoff_max``. The ``openai`` client's own retries
+  are off, so :class:`ApiStats` counts every HTTP attempt. 401/403/404 are :class:`ApiFatalError`
+  (no retry, the run stops); other statuses are :class:`ApiRequestError` for that request.
+* **Cache**: a JSON-lines file (:class:`vhx.jsonl.JsonlCache`) under ``cache_dir``, one line per
+  answer, appended as answers arrive, keyed by :func:`request_key` of what the answer depends on.
+  Only answers are cached, never failures. Identical requests in one call are sent once.
+* **Concurrency**: :meth:`ApiClient.map` runs at most ``concurrency`` requests at once, keeps the
+  order, and on the first error cancels what has not started and raises it.
+
+Defaults (:data:`DEFAULT_MAX_RETRIES` and friends) are shared by both callers; a caller that needs
+another value passes it explicitly (``LLMConfig.max_retries`` stays 4).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import hashlib
+import json
+import logging
+import os
+import random
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from vhx.errors import VHXError
+from vhx.jsonl import JsonlCache
+
+logger = logging.getLogger("vhx.api")
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Where ``base_url=None`` goes.
+OPENAI_ENDPOINT = "https://api.openai.com/v1"
+
+#: Shared defaults (both :class:`vhx.llm.LLMConfig` and :class:`vhx.models.openai_api.OpenAIModel`).
+DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 5
+DEFAULT_BACKOFF_BASE = 1.0
+DEFAULT_BACKOFF_MAX = 60.0
+DEFAULT_CONCURRENCY = 8
+
+#: Statuses worth another attempt (besides every 5xx).
+RETRY_STATUSES = frozenset({408, 409, 429})
+#: Statuses no retry and no other request fixes: wrong key, no access, unknown model or endpoint.
+FATAL_STATUSES = frozenset({401, 403, 404})
+
+
+class ApiError(VHXError):
+    """An OpenAI-compatible endpoint gave no usable answer. The message never holds the API key."""
+
+
+class ApiFatalError(ApiError):
+    """The endpoint cannot be used at all (no API key, 401/403/404, no ``openai`` package): stop the run."""
+
+
+class ApiRequestError(ApiError):
+    """One request got no usable answer (after its retries, or at once when no retry can help).
+
+    Attributes:
+        reason: short cause (``"HTTP 400"``, ``"gave up after 5 attempts (HTTP 429)"``).
+        status: the HTTP status, when the server answered with an error.
+        detail: the server's error text (scrubbed), when there is one.
+    """
+
+    def __init__(self, reason: str, message: str | None = None, *, status: int | None = None, detail: str = "") -> None:
+        super().__init__(message or reason)
+        self.reason = reason
+        self.status = status
+        self.detail = detail
+
+
+class MalformedResponse(ApiError):
+    """The server answered, but not with a usable chat completion (retried like a 5xx)."""
+
+
+@dataclass(frozen=True)
+class RequestFailed:
+    """A request that got no usable answer (after retries); ``reason`` says why.
+
+    Returned in place of an answer by ``ApiClient.complete_many(..., return_failures=True)``.
+    """
+
+    reason: str
+
+
+def cache_root() -> Path:
+    """``$VHX_CACHE`` if set, else ``~/.cache/vhx`` (each API user keeps its cache in a subfolder)."""
+    root = os.environ.get("VHX_CACHE")
+    return Path(root).expanduser() if root else Path.home() / ".cache" / "vhx"
+
+
+def resolve_endpoint(base_url: str | None) -> str:
+    """The base URL requests go to: ``base_url`` without a trailing ``/``, or OpenAI's."""
+    return (base_url or OPENAI_ENDPOINT).rstrip("/")
+
+
+def request_key(material: Any, *, ensure_ascii: bool = False) -> str:
+    """Cache key: SHA-256 of ``material`` (everything the answer depends on) as canonical JSON.
+
+    ``ensure_ascii`` only chooses how non-ASCII text is spelled in the hashed JSON; each caller
+    keeps the spelling its cache files were written with, so existing caches stay valid.
+    """
+    text = json.dumps(material, ensure_ascii=ensure_ascii, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class ApiConfig:
+    """Where and how to send chat completions (see the module docs).
+
+    Attributes:
+        model: model name sent to the endpoint.
+        base_url: OpenAI-compatible API root (``http://localhost:8000/v1``); ``None``: OpenAI.
+        api_key_env: environment variable holding the API key (never the key itself).
+        timeout: seconds per attempt before it counts as failed (and is retried).
+        max_retries: retries per request after the first attempt.
+        backoff_base: first retry delay in seconds; doubled per retry, with jitter.
+        backoff_max: longest retry delay (also caps a server's ``Retry-After``).
+        concurrency: requests in flight at most.
+        cache_dir: folder of the answer cache; ``None``: no cache.
+        cache_file: the cache's file name inside ``cache_dir``.
+        temperature, top_p, seed, max_tokens: sent with every request unless ``None`` (then the
+            server's default applies); a request's own parameters override them.
+    """
+
+    model: str
+    base_url: str | None = None
+    api_key_env: str = DEFAULT_API_KEY_ENV
+    timeout: float = DEFAULT_TIMEOUT
+    max_retries: int = DEFAULT_MAX_RETRIES
+    backoff_base: float = DEFAULT_BACKOFF_BASE
+    backoff_max: float = DEFAULT_BACKOFF_MAX
+    concurrency: int = DEFAULT_CONCURRENCY
+    cache_dir: str | os.PathLike[str] | None = None
+    cache_file: str = "responses.jsonl"
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    max_tokens: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.timeout <= 0:
+            raise ValueError(f"timeout must be > 0, got {self.timeout}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.backoff_base < 0 or self.backoff_max < 0:
+            raise ValueError(f"backoff_base and backoff_max must be >= 0, got {self.backoff_base}, {self.backoff_max}")
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to, normalised."""
+        return resolve_endpoint(self.base_url)
+
+    @property
+    def cache_path(self) -> Path | None:
+        """The cache file, or ``None`` without a cache."""
+        return Path(self.cache_dir).expanduser() / self.cache_file if self.cache_dir is not None else None
+
+    def params(self) -> dict[str, Any]:
+        """The generation parameters sent with every request (those that are set)."""
+        values = {"temperature": self.temperature, "top_p": self.top_p, "seed": self.seed, "max_tokens": self.max_tokens}
+        return {k: v for k, v in values.items() if v is not None}
+
+
+@dataclass
+class ApiStats:
+    """Counters of one client (thread-safe). ``requests`` counts every HTTP attempt, retries included."""
+
+    requests: int = 0
+    cache_hits: int = 0
+    retries: int = 0
+    failures: int = 0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    #: The counters, in display order.
+    COUNTERS = ("requests", "cache_hits", "retries", "failures")
+
+    def add(self, **counts: int) -> None:
+        """Increase the named counters."""
+        with self._lock:
+            for name, n in counts.items():
+                setattr(self, name, getattr(self, name) + n)
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters as a plain dict."""
+        return {k: getattr(self, k) for k in self.COUNTERS}
+
+    def __str__(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
+
+
+def make_scrubber(secret: str | None) -> Callable[[str], str]:
+    """A function that masks ``secret`` (and the ends OpenAI shows of a masked key) in a text."""
+
+    def scrub(text: str) -> str:
+        if secret and secret != "EMPTY" and len(secret) >= 4:
+            text = text.replace(secret, "***")
+            # OpenAI echoes keys partly masked ("sk-abc*****wxyz"): hide the visible ends as well.
+            if len(secret) > 8:
+                text = text.replace(secret[:6], "***").replace(secret[-4:], "***")
+        return text
+
+    return scrub
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds a server asked to wait (``retry-after-ms``, or ``Retry-After`` in seconds or as a date)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if not headers:
+        return None
+    try:
+        if headers.get("retry-after-ms") is not None:
+            return max(0.0, float(headers["retry-after-ms"]) / 1000)
+        value = headers.get("retry-after")
+        if value is None:
+            return None
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return max(0.0, when.timestamp() - time.time())
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def choice_contents(completion: Any) -> list[str | None]:
+    """Each choice's message text (``None`` where the server sent none: refusal, content filter).
+
+    Raises :class:`MalformedResponse` (retried) for a reply without choices or a choice without a message.
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        raise MalformedResponse(f"reply has no choices: {str(completion)[:200]!r}")
+    contents: list[str | None] = []
+    for choice in choices:
+        message = getattr(choice, "message", None)
+        if message is None:
+            raise MalformedResponse("a choice has no message")
+        content = getattr(message, "content", None)
+        contents.append(content if isinstance(content, str) else None)
+    return contents
+
+
+class ApiClient:
+    """Retrying, caching, concurrent chat completions against one :class:`ApiConfig`."""
+
+    def __init__(self, config: ApiConfig, *, stats: ApiStats | None = None) -> None:
+        self.config = config
+        self.stats = stats if stats is not None else ApiStats()
+        path = config.cache_path
+        self.cache: JsonlCache | None = JsonlCache(path) if path is not None else None
+        self._client: Any = None
+        self._scrub: Callable[[str], str] = make_scrubber(None)
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+
+    def __repr__(self) -> str:
+        return f"ApiClient(model={self.config.model!r}, endpoint={self.endpoint!r}, stats=({self.stats}))"
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL requests go to."""
+        return self.config.endpoint
+
+    # -- connection ------------------------------------------------------------------------------
+    def connect(self) -> Any:
+        """The ``openai`` client, created on first use; reads the API key from the environment.
+
+        Raises :class:`ApiFatalError` without the ``openai`` package, or without a key for OpenAI.
+        """
+        with self._lock:
+            if self._client is None:
+                try:
+                    import openai
+                except ImportError as exc:
+                    raise ApiFatalError("the OpenAI-compatible API needs the openai client: pip install 'vhx[llm]'") from exc
+                c = self.config
+                key = os.environ.get(c.api_key_env)
+                if not key:
+                    if c.endpoint == OPENAI_ENDPOINT:
+                        raise ApiFatalError(
+                            f"no API key: set the environment variable {c.api_key_env} (or the api_key_env "
+                            "option), or point base_url at a local server"
+                        )
+                    key = "EMPTY"
+                # The key lives only inside the openai client and the scrubber; it is never an attribute.
+                self._scrub = make_scrubber(key)
+                self._client = openai.OpenAI(api_key=key, base_url=c.endpoint, timeout=c.timeout, max_retries=0)
+            return self._client
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the API key masked."""
+        return self._scrub(text)
+
+    # -- requests --------------------------------------------------------------------------------
+    def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``[fn(x) for x in items]`` on at most ``concurrency`` threads, in order.
+
+        The first error cancels the calls that have not started (those running finish) and is raised.
+        """
+        items = list(items)
+        if not items:
+            return []
+        workers = min(self.config.concurrency, len(items))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vhx-api") as pool:
+            futures = [pool.submit(fn, x) for x in items]
+            try:
+                for fut in as_completed(futures):
+                    fut.result()
+            except BaseException:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
+            return [f.result() for f in futures]
+
+    def complete_many(
+        self,
+        items: Sequence[T],
+        *,
+        build: Callable[[T], Mapping[str, Any]],
+        extract: Callable[[Any], Any],
+        key: Callable[[T], str | None] | None = None,
+        extra: Callable[[T], Mapping[str, Any]] | None = None,
+        return_failures: bool = False,
+    ) -> list[Any]:
+        """One answer per item: from the cache, else from the endpoint (concurrently, with retries).
+
+        Args:
+            build: the request of an item: ``messages`` and any parameters for this request (called
+                only on a cache miss, in a worker thread, so it may be slow: image encoding).
+            extract: completion -> the answer to keep (JSON-serialisable: it is cached). It may raise
+                :class:`MalformedResponse` (retried) or :class:`ApiRequestError` (no retry).
+            key: the item's cache key (:func:`request_key`); ``None`` (or no ``key``): not cached.
+                Items with the same key are sent once.
+            extra: fields stored beside the answer in the cache line.
+            return_failures: a request that gets no answer is a :class:`RequestFailed` in the result
+                list; otherwise its :class:`ApiRequestError` is raised. :class:`ApiFatalError` is
+                always raised.
+        """
+        results: list[Any] = [None] * len(items)
+        groups: dict[Any, list[int]] = {}
+        for i, item in enumerate(items):
+            k = key(item) if key is not None else None
+            if k is not None and self.cache is not None:
+                hit = self.cache.get(k)
+                if hit is not None:
+                    self.stats.add(cache_hits=1)
+                    results[i] = hit
+                    continue
+            groups.setdefault(k if k is not None else object(), []).append(i)
+        if not groups:
+            return results
+        self.connect()  # a missing key fails here, before any thread starts
+
+        def fetch(group: tuple[Any, list[int]]) -> Any:
+            k, idx = group
+            item = items[idx[0]]
+            try:
+                value = self.send(build(item), extract)
+            except ApiRequestError as exc:
+                self.stats.add(failures=1)
+                if return_failures:
+                    return RequestFailed(exc.reason)
+                raise
+            if isinstance(k, str) and self.cache is not None:
+                self.cache.put(k, value, **(dict(extra(item)) if extra is not None else {}))
+            return value
+
+        pending = list(groups.items())
+        for (_, idx), value in zip(pending, self.map(fetch, pending)):
+            for i in idx:
+                results[i] = value
+        return results
+
+    def send(self, body: Mapping[str, Any], extract: Callable[[Any], Any]) -> Any:
+        """One request (``messages`` + parameters), retried as the module docs say; no cache."""
+        import openai
+
+        client = self.connect()
+        c = self.config
+        kwargs = {**c.params(), **body}
+        shown = {k: v for k, v in kwargs.items() if k != "messages"}
+        attempts = c.max_retries + 1
+        reason = detail = "no attempt"
+        status: int | None = None
+        wait: float | None = None
+        for attempt in range(attempts):
+            if attempt:
+                delay = self.backoff(attempt - 1, wait)
+                self.stats.add(retries=1)
+                logger.info("retrying %s in %.2fs after %s", c.model, delay, reason)
+                time.sleep(delay)
+            self.stats.add(requests=1)
+            logger.debug("POST %s/chat/completions model=%s %s (attempt %d)", c.endpoint, c.model, shown, attempt + 1)
+            status = wait = None
+            try:
+                return extract(client.chat.completions.create(model=c.model, **kwargs))
+            except MalformedResponse as exc:
+                reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
+            except openai.APIStatusError as exc:
+                status = exc.status_code
+                text = self.scrub(str(exc))
+                where = f"HTTP {status} from {c.endpoint} for model {c.model!r}"
+                if status in FATAL_STATUSES:
+                    raise ApiFatalError(
+                        f"{where}: {text} (check the model name, base_url and the key in ${c.api_key_env})"
+                    ) from None
+                if status not in RETRY_STATUSES and status < 500:
+                    raise ApiRequestError(f"HTTP {status}", f"{where}: {text}", status=status, detail=text) from None
+                reason, detail, wait = f"HTTP {status}", text, retry_after(exc)
+            except openai.APIConnectionError as exc:  # includes APITimeoutError
+                reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
+            except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+                # a 200 whose body is not a chat completion (not JSON at all, or the wrong shape)
+                reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
+            except openai.APIError as exc:
+                text = self.scrub(str(exc))
+                raise ApiRequestError(
+                    f"bad response: {type(exc).__name__}", f"{c.endpoint} for model {c.model!r}: {text}", detail=text
+                ) from None
+            logger.debug("%s attempt %d failed: %s", c.model, attempt + 1, reason)
+        raise ApiRequestError(
+            f"gave up after {attempts} attempts ({reason})",
+            f"request to {c.endpoint} failed after {attempts} attempts: {detail}",
+            status=status,
+            detail=detail,
+        )
+
+    def backoff(self, retry: int, retry_after: float | None = None) -> float:
+        """Seconds to wait before retry number ``retry + 1``: ``backoff_base * 2**retry`` capped at
+        ``backoff_max``, times a jitter in [0.5, 1]; at least ``retry_after`` (itself capped)."""
+        c = self.config
+        delay = min(c.backoff_max, c.backoff_base * 2.0 ** min(retry, 64))
+        delay *= 0.5 + self._rng.random() / 2  # jitter spreads out clients that failed together
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, c.backoff_max))
+        return delay
