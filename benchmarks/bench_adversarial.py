@@ -47,10 +47,10 @@ import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
 from vhx.adversarial import ATTACK_COUNTS, AttackConfig, adversarial_split, load_view  # noqa: E402
-from vhx.adversarial import expand as adv_expand  # noqa: E402
+from vhx.adversarial import splits as adv_expand  # noqa: E402
 from vhx.adversarial.attack import attack_batch, similarity  # noqa: E402
 from vhx.schema import FEATURES, make_case  # noqa: E402
-from vhx.testing import build_tiny_model  # noqa: E402
+from vhx.tiny_models import build_tiny_model  # noqa: E402
 
 # "A bit bigger" than the test model (32-wide, 1 layer, 28 px): 16 patch tokens of a 56 px tower.
 BENCH_SIZES = {"hidden": 128, "layers": 1, "heads": 4, "vision_hidden": 128, "vision_layers": 3, "image_size": 56}

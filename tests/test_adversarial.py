@@ -33,13 +33,13 @@ from vhx.adversarial import (
     processor_features,
     similarity,
 )
-from vhx.adversarial import expand as adv_expand
+from vhx.adversarial import splits as adv_expand
 from vhx.adversarial.attack import quantize, random_start, step_size
 from vhx.adversarial.views import AUTHORS_AXIS, resize
 from vhx.models.base import Prediction
 from vhx.models.hf import load_processor
 from vhx.schema import FEATURES, loads, make_case, validate_dataset
-from vhx.testing import TINY_ARCHS, build_tiny_model
+from vhx.tiny_models import TINY_ARCHS, build_tiny_model
 
 ARCHS = [a for a in TINY_ARCHS]
 
@@ -442,7 +442,7 @@ TORCHRUN_ATTACK_SCRIPT = """
 import json, sys
 import datasets
 from vhx.adversarial import ATTACK_COUNTS, adversarial_split
-from vhx.predict import process_state
+from vhx.runtime import process_state
 
 data, model, out = sys.argv[1:4]
 pairs = datasets.load_from_disk(data)
@@ -463,7 +463,7 @@ def test_two_processes_share_the_attacks_under_torchrun(tmp_path) -> None:
     import shutil
     import subprocess
 
-    from vhx.testing import build_tiny_model
+    from vhx.tiny_models import build_tiny_model
 
     torchrun = shutil.which("torchrun")
     if torchrun is None:

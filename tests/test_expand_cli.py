@@ -12,7 +12,7 @@ import pytest
 
 from vhx.cli import main
 from vhx.errors import DataError
-from vhx.expand import expand
+from vhx.pipeline import expand
 from vhx.perturbations import PERTURBATIONS
 from vhx.schema import flip_answer, validate_dataset
 from vhx.synthetic import SyntheticConfig, generate_synthetic
@@ -180,7 +180,7 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     from PIL import Image
 
     from vhx.adversarial import ATTACK_COUNTS
-    from vhx.testing import build_tiny_model
+    from vhx.tiny_models import build_tiny_model
 
     target = build_tiny_model("llava")
     src = tmp_path / "synth"

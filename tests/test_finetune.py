@@ -19,13 +19,13 @@ from PIL import Image, ImageOps
 
 from vhx import finetune as ft
 from vhx.errors import DataError, VHXError
-from vhx.expand import expand
+from vhx.pipeline import expand
 from vhx.hub import write_hub_folder
 from vhx.llm import LLMConfig, check_rephrasings
 from vhx.models import DEFAULT_PROMPT_TEMPLATE, load_model
 from vhx.schema import FEATURES, case_id, make_case, pair_id_of
 from vhx.synthetic import SyntheticConfig, generate_synthetic
-from vhx.testing import build_tiny_model
+from vhx.tiny_models import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"

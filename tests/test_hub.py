@@ -124,3 +124,18 @@ def test_push_uses_hf_api_and_never_prints_token(tmp_path: Path, monkeypatch, ca
     assert "https://huggingface.co/datasets/me/demo" in out.out
     with pytest.raises(DataError, match="not a Hub dataset folder"):
         push_folder(tmp_path / "missing", "me/x")
+
+
+def test_load_folder_reads_each_folders_own_rows_where_load_dataset_would_reuse_its_cache(tmp_path: Path):
+    """Two folders of one name, same sizes, other content: each loads its own rows."""
+    from vhx.hub import load_folder
+
+    rows = []
+    for tag in ("aaaa", "bbbb"):
+        ds = datasets.Dataset.from_dict({"x": [tag, tag]})
+        folder = write_hub_folder(datasets.DatasetDict({"train": ds}), tmp_path / tag / "same-name")
+        rows.append(load_folder(folder)["train"]["x"])
+        assert load_folder(folder, split="train")["x"] == [tag, tag]
+    assert rows == [["aaaa", "aaaa"], ["bbbb", "bbbb"]]
+    with pytest.raises(DataError, match="no split 'test'"):
+        load_folder(tmp_path / "aaaa" / "same-name", split="test")

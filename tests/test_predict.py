@@ -330,7 +330,7 @@ def test_merge_is_idempotent(tmp_path):
 
 def test_end_to_end_with_a_tiny_llava_in_both_modes(dsd, tmp_path):
     from vhx.models import load_model
-    from vhx.testing import build_tiny_model
+    from vhx.tiny_models import build_tiny_model
 
     path = str(build_tiny_model("llava", tmp_path / "llava"))
     for mode in ("logits", "generate"):
@@ -350,7 +350,8 @@ def test_end_to_end_with_a_tiny_llava_in_both_modes(dsd, tmp_path):
 TORCHRUN_SCRIPT = """
 import sys
 from vhx.models import Prediction
-from vhx.predict import predict_dataset, process_state
+from vhx.predict import predict_dataset
+from vhx.runtime import process_state
 
 class Model:
     name = "fake-model"

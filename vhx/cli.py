@@ -154,11 +154,11 @@ def cmd_push(args: argparse.Namespace) -> int:
 
 
 def _load_folder(folder: str | Path) -> Any:
-    import datasets
-
     if not (Path(folder) / "README.md").is_file():
         raise VHXError(f"{folder}: not a Hub dataset folder (write one with `vhx build`)")
-    return datasets.load_dataset(str(folder))
+    from vhx.hub import load_folder
+
+    return load_folder(folder)
 
 
 def make_negator(args: argparse.Namespace) -> Any:
@@ -182,10 +182,10 @@ def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any
 
 def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_id: str) -> Any:
     """Expand ``dsd`` as the options say, write the Hub folder, the review export and the gallery."""
-    from vhx.expand import expand
+    from vhx.pipeline import expand
     from vhx.gallery import write_gallery
     from vhx.hub import write_hub_folder
-    from vhx.negation import review_export
+    from vhx.review import review_export
 
     names, params = _perturb_names(args.perturb)
     out = Path(args.out)
@@ -370,7 +370,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     _print_stats(root / "synthetic")
     model_spec = args.model
     if model_spec is None:
-        from vhx.testing import build_tiny_model
+        from vhx.tiny_models import build_tiny_model
 
         model_spec = str(build_tiny_model("llava"))
     if args.attack not in (None, "none") and not args.target_model:
@@ -390,9 +390,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     else:
         print(f"[3/4] scoring {model_spec}")
-    import datasets
-
-    expanded = datasets.load_dataset(str(root / "synthetic-expanded"))
+    expanded = _load_folder(root / "synthetic-expanded")
     options = _model_options(argparse.Namespace(**{**vars(args), "model": model_spec}))
     if args.model is None:
         options["name"] = "tiny-untrained-llava"

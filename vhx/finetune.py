@@ -50,6 +50,8 @@ import datasets
 
 from vhx.errors import DataError, VHXError
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, format_question
+from vhx.models.loading import TINY_PREFIX  # noqa: F401  (``base_model: vhx-tiny:llava``)
+from vhx.runtime import force_cpu, launched_world_size
 from vhx.schema import ORIGINAL
 
 logger = logging.getLogger("vhx")
@@ -62,9 +64,6 @@ HOLDOUTS: tuple[str, ...] = ("pair", "image")
 RECORD_FILE = "vhx_finetune.json"
 REPHRASINGS_FILE = "rephrasings.json"
 HELDOUT_DIR = "heldout"
-
-#: ``base_model: vhx-tiny:llava`` builds a tiny random model locally (:func:`vhx.testing.build_tiny_model`).
-TINY_PREFIX = "vhx-tiny:"
 
 #: Offline, deterministic stand-ins for the LLM rephrasings: they only reword the request around the
 #: question, so they keep its meaning and answer; rows made with them say ``rephraser="template"``.
@@ -281,7 +280,9 @@ def load_instruct_data(spec: str | os.PathLike[str], *, image_dir: str | None = 
         loaded = datasets.load_from_disk(str(path))
         ds = loaded["train"] if isinstance(loaded, datasets.DatasetDict) else loaded
     elif path.is_dir() and (path / "README.md").is_file():
-        ds = datasets.load_dataset(str(path), split="train")
+        from vhx.hub import load_folder
+
+        ds = load_folder(path, split="train")
     elif path.is_file() or path.is_dir():
         from vhx.builders import load_source
 
@@ -306,7 +307,7 @@ def original_split(splits: Mapping[str, datasets.Dataset]) -> datasets.Dataset:
     """The source cases (and negated twins) of a VH dataset: its ``original`` split, else all its splits."""
     if ORIGINAL in splits:
         return splits[ORIGINAL]
-    from vhx.expand import originals
+    from vhx.pipeline import originals
 
     return originals(datasets.DatasetDict(splits))
 
@@ -785,14 +786,10 @@ def training_pair_ids(output_dir: str | os.PathLike[str]) -> list[str]:
 
 def resolve_base_model(spec: str) -> str:
     """A Hub id or folder; ``vhx-mini`` / ``vhx-mini-yes`` are the shipped checkpoints; ``vhx-tiny:<arch>``
-    builds (or reuses) a tiny random model locally."""
-    from vhx.mini import resolve_model
+    builds (or reuses) a tiny random model locally (the one loader's rule, :func:`vhx.models.loading.resolve_spec`)."""
+    from vhx.models.loading import resolve_spec
 
-    if spec.startswith(TINY_PREFIX):
-        from vhx.testing import build_tiny_model
-
-        return str(build_tiny_model(spec[len(TINY_PREFIX) :]))
-    return resolve_model(spec)
+    return resolve_spec(spec)
 
 
 def _language_model(model: Any) -> Any:
@@ -942,11 +939,6 @@ def training_chat_template(processor: Any, override: str | None = None) -> tuple
 # --------------------------------------------------------------------------------------------------
 
 
-def _world_size() -> int:
-    # accelerate launch and torchrun export WORLD_SIZE; read before the Trainer sets up the processes.
-    return int(os.environ.get("WORLD_SIZE", "1"))
-
-
 def gradient_accumulation(config: FinetuneConfig, world_size: int) -> int:
     """Accumulation steps: as given, or ``global_batch_size / (per-device batch x processes)``."""
     if config.gradient_accumulation_steps is not None:
@@ -968,9 +960,8 @@ def sft_config(config: FinetuneConfig, world_size: int | None = None) -> Any:
     import torch
     from trl import SFTConfig
 
-    world = world_size or _world_size()
+    world = world_size or launched_world_size()
     cuda = torch.cuda.is_available()
-    xpu = hasattr(torch, "xpu") and torch.xpu.is_available()
     fields = {f.name for f in dataclasses.fields(SFTConfig)}
     # transformers 5 renamed gradient_checkpointing to activation_checkpointing (the old name warns).
     ckpt = "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
@@ -1003,9 +994,9 @@ def sft_config(config: FinetuneConfig, world_size: int | None = None) -> Any:
         # vision datasets anyway); the bookkeeping columns are dropped by remove_unused_columns.
         "dataset_kwargs": {"skip_prepare_dataset": True},
         "remove_unused_columns": True,
-        # Without an accelerator, torchrun-launched processes only form one (gloo) group when told
-        # they run on CPU; otherwise each would train alone (the same rule as vhx.predict.process_state).
-        "use_cpu": not (cuda or xpu),
+        # The one device rule of vhx.runtime: without an accelerator, torchrun-launched processes
+        # only form one (gloo) group when told they run on CPU.
+        "use_cpu": force_cpu(),
     }
     if config.tf32 and cuda and torch.cuda.get_device_capability()[0] >= 8:
         kwargs["tf32"] = True
@@ -1136,15 +1127,14 @@ def train(config: FinetuneConfig) -> FinetuneResult:
     mix is rebuilt identically (seeded sampling, the rephrasings saved in ``rephrasings.json``).
     """
     import torch
-    from transformers import AutoModelForImageTextToText
     from trl import SFTTrainer
 
-    from vhx.models.hf import load_processor, resolve_dtype
+    from vhx.models.loading import load_pretrained, load_processor
 
     out = Path(config.output_dir)
-    args = sft_config(config, _world_size())
+    args = sft_config(config, launched_world_size())
     world = int(args.world_size)
-    if world != _world_size():
+    if world != launched_world_size():
         # Launched without WORLD_SIZE (e.g. MPI): the Trainer's own count decides the accumulation.
         args.gradient_accumulation_steps = gradient_accumulation(config, world)
     # The main process builds the mix first and saves the rephrasings it used; the other processes
@@ -1154,13 +1144,14 @@ def train(config: FinetuneConfig) -> FinetuneResult:
         vh, mix = load_inputs(config, rephrasings_file=out / REPHRASINGS_FILE, save_rephrasings=args.process_index == 0)
     logger.info("training mix: %s", json.dumps(mix.counts))
 
-    base = resolve_base_model(config.base_model)
-    hub = {"trust_remote_code": config.trust_remote_code}
-    processor = load_processor(base, **hub)
-    load_kwargs: dict[str, Any] = {**hub, "dtype": resolve_dtype(config.dtype)}
-    if config.attn_implementation:
-        load_kwargs["attn_implementation"] = config.attn_implementation
-    model = AutoModelForImageTextToText.from_pretrained(base, **load_kwargs)
+    loaded = load_pretrained(
+        config.base_model,
+        dtype=config.dtype,
+        place=False,  # the Trainer places the model (one GPU per process under accelerate)
+        trust_remote_code=config.trust_remote_code,
+        attn_implementation=config.attn_implementation or None,
+    )
+    base, processor, model = loaded.path, loaded.processor, loaded.model
     peft_config = lora_config(config, model)
 
     inference_template = processor.chat_template
@@ -1207,7 +1198,7 @@ def train(config: FinetuneConfig) -> FinetuneResult:
         # The base model's processor as it was loaded: training swapped in its own chat template and
         # left truncation settings in the tokenizer backend, and the adapter folder must prompt
         # exactly like the base model.
-        load_processor(base, **hub).save_pretrained(str(out))
+        load_processor(base, trust_remote_code=config.trust_remote_code).save_pretrained(str(out))
         if config.write_heldout:
             heldout = heldout_cases(vh, mix.all_training_pair_ids(), adversarial_splits=config.adversarial_splits, holdout=config.holdout)
             if len(heldout):
@@ -1247,7 +1238,8 @@ def evaluate_finetuned(config: FinetuneConfig, *, out_dir: str | os.PathLike[str
     import torch
 
     from vhx.models import load_model
-    from vhx.predict import predict_dataset, process_state
+    from vhx.predict import predict_dataset
+    from vhx.runtime import process_state
     from vhx.report import report
 
     run = Path(config.output_dir)
@@ -1258,7 +1250,9 @@ def evaluate_finetuned(config: FinetuneConfig, *, out_dir: str | os.PathLike[str
     base = resolve_base_model(config.base_model)
     options: dict[str, Any] = {"mode": config.eval_mode, "dtype": config.eval_dtype, "batch_size": config.eval_batch_size,
                                "trust_remote_code": config.trust_remote_code}
-    vh_data = datasets.load_dataset(str(heldout))
+    from vhx.hub import load_folder
+
+    vh_data = load_folder(heldout)
     for tag, adapter in (("base", None), ("finetuned", str(run))):
         model = load_model(base, adapter=adapter, **options)
         predict_dataset(vh_data, model, out / tag / "vh", batch_size=config.eval_batch_size, limit=config.eval_limit)

@@ -188,8 +188,8 @@ def write_hub_folder(
     return folder
 
 
-def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:
-    """Per-split statistics of a Hub folder, read from the parquet text columns (no image decoding)."""
+def folder_data_files(folder: str | Path) -> dict[str, list[str]]:
+    """The parquet files of each split of a Hub folder, as its README's ``configs`` declare them."""
     folder = Path(folder)
     readme = folder / "README.md"
     if not readme.is_file():
@@ -199,18 +199,41 @@ def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:
     if not configs:
         raise DataError("README.md has no `configs` in its YAML header", file=str(readme))
     config = configs.get("default", next(iter(configs.values())))
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, list[str]] = {}
     for entry in config["data_files"]:
         patterns = entry["path"] if isinstance(entry["path"], list) else [entry["path"]]
-        files = sorted(p for pattern in patterns for p in folder.glob(pattern))
+        files = sorted(str(p) for pattern in patterns for p in folder.glob(pattern))
         if not files:
             raise DataError(f"split {entry['split']!r}: no files match {patterns}", file=str(folder))
+        out[entry["split"]] = files
+    return out
+
+
+def load_folder(folder: str | Path, split: str | None = None) -> datasets.DatasetDict | datasets.Dataset:
+    """Load a local Hub folder: the same rows, features and splits as ``datasets.load_dataset(folder)``.
+
+    Why not ``load_dataset(folder)`` itself: for a folder whose README declares ``configs``,
+    ``datasets`` (5.x) keys its cache by the folder's name and card, not by the data files, so a
+    second folder of the same name (``vhx expand ... --out adv`` run twice with other settings)
+    silently loads the first one's rows. Naming the parquet files keys the cache by their paths and
+    modification times. The features are read back from the parquet files, which carry them.
+    """
+    files = folder_data_files(folder)
+    if split is not None and split not in files:
+        raise DataError(f"no split {split!r}; the folder has {sorted(files)}", file=str(folder))
+    return datasets.load_dataset("parquet", data_files=files, split=split)
+
+
+def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:
+    """Per-split statistics of a Hub folder, read from the parquet text columns (no image decoding)."""
+    out: dict[str, dict[str, Any]] = {}
+    for split, files in folder_data_files(folder).items():
         tables = [
             pq.read_table(f, columns=[c for c in ("answer", "negated", "pair_id", "image_id") if c in pq.read_schema(f).names])
             for f in files
         ]
         table = pa.concat_tables(tables)
-        out[entry["split"]] = _stats_from_table(table, table.num_rows)
+        out[split] = _stats_from_table(table, table.num_rows)
     return out
 
 

@@ -258,7 +258,7 @@ def _compiled(template: str) -> Any:
 
 def _conversation_text(messages: Sequence[Mapping[str, Any]], template: str | None = None) -> str:
     """``messages`` rendered with the chat template (LLaVA-1.5's by default), as the processor renders them."""
-    from vhx.testing import VICUNA_TEMPLATE
+    from vhx.tiny_models import VICUNA_TEMPLATE
 
     return _compiled(template or VICUNA_TEMPLATE).render(messages=messages, add_generation_prompt=False)
 
@@ -271,7 +271,7 @@ def train_tokenizer(texts: Iterator[str] | Sequence[str], vocab_size: int) -> An
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from vhx.testing import VICUNA_TEMPLATE
+    from vhx.tiny_models import VICUNA_TEMPLATE
 
     specials = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
     backend = Tokenizer(models.BPE(unk_token=None))
@@ -305,7 +305,7 @@ def new_model(model_args: MiniModelArguments, tokenizer: Any) -> tuple[Any, Any]
     from transformers import GenerationConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
-    from vhx.testing import VICUNA_TEMPLATE
+    from vhx.tiny_models import VICUNA_TEMPLATE
 
     side, patch = model_args.image_size, model_args.patch_size
     if side % patch:
@@ -852,7 +852,7 @@ def evaluate_mini(
     """
     import tempfile
 
-    from vhx.expand import expand
+    from vhx.pipeline import expand
     from vhx.models import load_model
     from vhx.predict import predict_dataset
     from vhx.scoring import load_predictions, score

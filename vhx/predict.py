@@ -28,6 +28,7 @@ from vhx.errors import DataError, VHXError
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
+from vhx.runtime import process_state
 
 logger = logging.getLogger("vhx")
 
@@ -45,12 +46,16 @@ def load_cases(
     """The splits to score, by name, from a Dataset, a DatasetDict, a folder or a Hub id.
 
     A folder is read with ``datasets.load_from_disk`` when it was written by ``save_to_disk``, else
-    with ``datasets.load_dataset`` (a Hub folder written by vhx); any other string is a Hub id.
+    with :func:`vhx.hub.load_folder` (a Hub folder written by vhx); any other string is a Hub id.
     """
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
             data = datasets.load_from_disk(str(path))
+        elif path.is_dir() and (path / "README.md").is_file():
+            from vhx.hub import load_folder
+
+            data = load_folder(path)
         else:
             data = datasets.load_dataset(str(data))
     if isinstance(data, datasets.Dataset):
@@ -185,21 +190,6 @@ def _rank_of(path: Path) -> int:
 
 
 # --------------------------------------------------------------------------------------- run
-def process_state() -> Any:
-    """This process's ``accelerate.PartialState``.
-
-    On a machine without an accelerator (or with ``ACCELERATE_USE_CPU=1``) it is created with
-    ``cpu=True``: accelerate then treats ``torchrun``/MPI-launched CPU processes as one group (gloo)
-    instead of as independent single processes.
-    """
-    import torch
-    from accelerate import PartialState
-
-    flag = os.environ.get("ACCELERATE_USE_CPU", "").lower() in ("1", "true", "yes")
-    has_accelerator = torch.cuda.is_available() or (hasattr(torch, "xpu") and torch.xpu.is_available())
-    return PartialState(cpu=flag or not has_accelerator)
-
-
 def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 

@@ -5,7 +5,7 @@
   LLaVA-NeXT, LLaVA-OneVision, InstructBLIP, Qwen2-VL), matching the model's own processor path.
 * :mod:`vhx.adversarial.attack`: :class:`AttackConfig` and :func:`attack_batch`, the batched
   attack with both branches (minimise / maximise the similarity), quantised 8-bit output.
-* :mod:`vhx.adversarial.expand`: :func:`adversarial_split`, the ``ifgsm`` / ``pgd`` split of an
+* :mod:`vhx.adversarial.splits`: :func:`adversarial_split`, the ``ifgsm`` / ``pgd`` split of an
   ``original`` split of pairs against one target model: shared, batched, resumable, shardable.
 
 Example::
@@ -26,7 +26,7 @@ from vhx.adversarial.attack import (
     attack_batch,
     similarity,
 )
-from vhx.adversarial.expand import ATTACK_COUNTS, AttackStore, adversarial_split, adversarial_splits
+from vhx.adversarial.splits import ATTACK_COUNTS, AttackStore, adversarial_split, adversarial_splits
 from vhx.adversarial.views import ARCHS, VisionView, load_view, processor_features, view_from_model
 
 __all__ = [

@@ -49,6 +49,7 @@ import torch
 import torch.nn.functional as F
 
 from vhx.errors import VHXError
+from vhx.runtime import default_device
 
 #: Architectures (``config.model_type``) with a view. Qwen2.5-VL shares Qwen2-VL's processor and
 #: ``get_image_features`` interface, so it takes the same path.
@@ -411,18 +412,15 @@ def load_view(
         return source
     if hasattr(source, "model") and hasattr(source, "processor"):
         return view_from_model(source.model, source.processor, model_id=model_id, qformer_instruction=qformer_instruction)
-    from transformers import AutoModelForImageTextToText
+    from vhx.models.loading import load_pretrained
 
-    from vhx.models.hf import load_processor, resolve_dtype
-
-    from vhx.mini import resolve_model
-
-    path = resolve_model(os.fspath(source))
     target = torch.device(device) if device is not None else default_device()
     if dtype is None:
         dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
-    processor = load_processor(path)
-    model = AutoModelForImageTextToText.from_pretrained(path, dtype=resolve_dtype(dtype))
+    # Loaded on the CPU first: the language model is dropped before the move, so a 7B LLM never
+    # reaches the GPU.
+    loaded = load_pretrained(os.fspath(source), dtype=dtype, place=False)
+    model, processor = loaded.model, loaded.processor
     if not keep_language_model:
         _drop_language_model(model)
     model.to(target)
@@ -440,16 +438,6 @@ def _drop_language_model(model: Any) -> None:
                     setattr(owner, name, torch.nn.Module())
                 except AttributeError:  # a read-only alias of the inner model's module, replaced there
                     pass
-
-
-def default_device() -> torch.device:
-    """This process's device under accelerate (its local GPU), else the first GPU, else the CPU."""
-    try:
-        from accelerate import PartialState
-
-        return torch.device(PartialState().device)
-    except Exception:  # accelerate missing or not configurable: plain torch choice
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 def processor_features(view: VisionView, processor: Any, images: Sequence[Any]) -> torch.Tensor:

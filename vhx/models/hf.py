@@ -1,6 +1,6 @@
 """transformers backend: any ``AutoModelForImageTextToText`` checkpoint, through its own processor.
 
-Tested architectures (on tiny random models built by :mod:`vhx.testing`): LLaVA-1.5
+Tested architectures (on tiny random models built by :mod:`vhx.tiny_models`): LLaVA-1.5
 (``llava-hf/llava-1.5-7b-hf``), LLaVA-NeXT, LLaVA-OneVision, InstructBLIP, Qwen2-VL and Qwen2.5-VL;
 other image-text models with a chat template load the same way. Without torchvision, processors
 that declare a video processor (Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision) are loaded image-only
@@ -36,12 +36,10 @@ from PIL import Image
 
 from vhx.errors import VHXError
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
+from vhx.models.loading import DTYPES, load_pretrained, load_processor, resolve_dtype
 from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
 
 logger = logging.getLogger("vhx")
-
-DTYPES = ("auto", "float32", "bfloat16", "float16")
-_DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
 
 #: Default answer length in ``generate`` mode: room for "Yes, there is a dog in the image." and
 #: short enough that chatty models do not dominate the run time.
@@ -51,92 +49,6 @@ DEFAULT_MAX_NEW_TOKENS = 16
 _PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2"}
 # Space markers of sentencepiece ("▁") and byte-level BPE ("Ġ") vocabularies.
 _SPACE_MARKERS = ("▁", "Ġ", " ")
-
-
-def resolve_dtype(dtype: Any) -> Any:
-    """``"auto"`` or a ``torch.dtype`` from a name (``float32``, ``bfloat16``, ``float16``, ``bf16``, ...)."""
-    import torch
-
-    if dtype is None or dtype == "auto":
-        return "auto"
-    if isinstance(dtype, torch.dtype):
-        return dtype
-    name = _DTYPE_ALIASES.get(str(dtype), str(dtype)).removeprefix("torch.")
-    if name not in DTYPES:
-        raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
-    return getattr(torch, name)
-
-
-def _torchvision_available() -> bool:
-    from transformers.utils import is_torchvision_available
-
-    return is_torchvision_available()
-
-
-def image_only_processor_class(cls: type) -> type:
-    """A subclass of processor class ``cls`` without its video processor.
-
-    Without torchvision, transformers (5.x) cannot build any video processor, and processors that
-    declare one (Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision) then fail to load at all, although images need no video
-    processor. The subclass drops the video attribute; everything else (chat template, image
-    processing, token expansion) is the original class's code, and it keeps the original name, so a
-    folder it saves names the original class.
-    """
-    base_attributes = cls.get_attributes
-
-    def get_attributes(klass: type) -> list[str]:
-        return [a for a in base_attributes() if "video" not in a]
-
-    def from_args_and_dict(klass: type, args: Any, processor_dict: dict[str, Any], **kwargs: Any) -> Any:
-        processor_dict = {k: v for k, v in processor_dict.items() if "video_processor" not in k}
-        return super(sub, klass).from_args_and_dict(args, processor_dict, **kwargs)
-
-    sub = type(
-        cls.__name__,
-        (cls,),
-        {
-            "get_attributes": classmethod(get_attributes),
-            "from_args_and_dict": classmethod(from_args_and_dict),
-            "__module__": cls.__module__,
-            "__doc__": f"{cls.__name__} without a video processor (images only).",
-        },
-    )
-    return sub
-
-
-def _processor_class_name(path: str, **kwargs: Any) -> str | None:
-    from transformers import AutoConfig
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-    from transformers.processing_utils import ProcessorMixin
-
-    try:
-        processor_dict, _ = ProcessorMixin.get_processor_dict(path, **kwargs)
-    except (OSError, ValueError):
-        processor_dict = {}
-    name = processor_dict.get("processor_class")
-    if name:
-        return name
-    config = AutoConfig.from_pretrained(path, **kwargs)
-    return PROCESSOR_MAPPING_NAMES.get(config.model_type)
-
-
-def load_processor(path: str, **kwargs: Any) -> Any:
-    """``AutoProcessor.from_pretrained(path)``, image-only where torchvision is missing.
-
-    Image processors are the PIL ones when torchvision is absent (transformers picks them). For
-    processors that also declare a video processor, which needs torchvision, the processor is
-    loaded through :func:`image_only_processor_class` instead of failing.
-    """
-    from transformers import AutoProcessor
-
-    if not _torchvision_available():
-        from transformers.models.auto.processing_auto import processor_class_from_name
-
-        name = _processor_class_name(path, **kwargs)
-        cls = processor_class_from_name(name) if name else None
-        if cls is not None and any("video" in a for a in cls.get_attributes()):
-            return image_only_processor_class(cls).from_pretrained(path, **kwargs)
-    return AutoProcessor.from_pretrained(path, **kwargs)
 
 
 def yes_no_token_ids(tokenizer: Any) -> tuple[list[int], list[int]]:
@@ -161,23 +73,6 @@ def yes_no_token_ids(tokenizer: Any) -> tuple[list[int], list[int]]:
     if not yes or not no:
         raise VHXError("the tokenizer has no single token for 'yes' and/or 'no'; use mode='generate'")
     return sorted(yes), sorted(no)
-
-
-def _peft_adapter_base(path: str) -> str | None:
-    """The base model of a local PEFT adapter folder (``adapter_config.json`` without ``config.json``)."""
-    folder = Path(path)
-    config = folder / "adapter_config.json"
-    if folder.is_dir() and config.is_file() and not (folder / "config.json").is_file():
-        base = json.loads(config.read_text(encoding="utf-8")).get("base_model_name_or_path")
-        if not base:
-            raise VHXError(f"{config} names no base_model_name_or_path; pass the base as spec and adapter=")
-        return str(base)
-    return None
-
-
-def _has_processor_files(path: str) -> bool:
-    folder = Path(path)
-    return any((folder / f).is_file() for f in ("processor_config.json", "preprocessor_config.json", "tokenizer_config.json"))
 
 
 class HFModel:
@@ -276,53 +171,31 @@ class HFModel:
                 ``max_new_tokens``, ``temperature``, ``top_p``, ``do_sample``, ``num_samples``,
                 ``system_prompt``, ``chat_template``, ``seed``, ``name``).
         """
-        from transformers import AutoModelForImageTextToText
-
-        from vhx.mini import resolve_model
-
         check_mode(mode)
-        # Shipped checkpoints (``vhx-mini``) load from the package like any local folder.
-        resolved = resolve_model(spec)
-        shipped_name, spec = (spec if resolved != spec else None), resolved
-        base_spec = spec
-        adapter_base = _peft_adapter_base(spec)
-        if adapter_base is not None:
-            if adapter is not None:
-                raise VHXError(f"{spec} is itself a PEFT adapter folder; do not also pass adapter=")
-            base_spec, adapter = adapter_base, spec
-        hub_kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code}
-        if revision is not None:
-            hub_kwargs["revision"] = revision
-        torch_dtype = resolve_dtype(dtype)
-        load_kwargs: dict[str, Any] = {**hub_kwargs, "dtype": torch_dtype, **(model_kwargs or {})}
-        if attn_implementation is not None:
-            load_kwargs["attn_implementation"] = attn_implementation
-        if device_map is not None:
-            load_kwargs["device_map"] = device_map
-        # The adapter folder may carry its own processor (e.g. added tokens during fine-tuning).
-        if adapter and _has_processor_files(adapter):
-            processor = load_processor(adapter, trust_remote_code=trust_remote_code)
-        else:
-            processor = load_processor(base_spec, **hub_kwargs)
-        model = AutoModelForImageTextToText.from_pretrained(base_spec, **load_kwargs)
-        if adapter:
-            model = _apply_adapter(model, adapter, merge=merge_adapter)
-        if device_map is None:
-            device = device or _default_device()
-            model = model.to(device)
+        loaded = load_pretrained(
+            spec,
+            dtype=dtype,
+            device=device,
+            device_map=device_map,
+            adapter=adapter,
+            merge_adapter=merge_adapter,
+            trust_remote_code=trust_remote_code,
+            revision=revision,
+            attn_implementation=attn_implementation,
+            model_kwargs=model_kwargs,
+        )
+        adapter = loaded.adapter
         load_options = {
-            "spec": spec,
+            "spec": loaded.resolved,
             "dtype": str(dtype),
-            "device": None if device_map is not None else str(device),
+            "device": loaded.device,
             "device_map": device_map if isinstance(device_map, (str, type(None))) else "custom",
             "adapter": adapter,
             "merge_adapter": merge_adapter,
             "trust_remote_code": trust_remote_code,
             "revision": revision,
         }
-        display = shipped_name or base_spec
-        display = display if adapter is None else f"{display}+{adapter}"
-        return cls(model, processor, spec=display, mode=mode, load_options=load_options, **options)
+        return cls(loaded.model, loaded.processor, spec=loaded.display_name, mode=mode, load_options=load_options, **options)
 
     # ----------------------------------------------------------------------------------- identity
     @property
@@ -539,22 +412,6 @@ class HFModel:
             raw = self.tokenizer.decode([top[i]], skip_special_tokens=False).strip()
             preds.append(Prediction(raw=raw, pred=pred, p_yes=p_yes))
         return preds
-
-
-def _apply_adapter(model: Any, adapter: str, *, merge: bool) -> Any:
-    try:
-        from peft import PeftModel
-    except ImportError as exc:
-        raise VHXError("loading a LoRA/PEFT adapter needs peft: pip install 'vhx[finetune]'") from exc
-    model = PeftModel.from_pretrained(model, adapter)
-    return model.merge_and_unload() if merge else model
-
-
-def _default_device() -> str:
-    """This process's device: its own GPU under ``accelerate launch``/``torchrun``, else GPU 0 or CPU."""
-    from vhx.predict import process_state
-
-    return str(process_state().device)
 
 
 def _input_device(model: Any) -> Any:
