@@ -18,14 +18,13 @@ from PIL import Image
 from conftest import read_pope_questions
 from vhx.errors import DataError
 from vhx.negation import (
-    REVIEW_COLUMNS,
     NegationResult,
     Negator,
     RuleNegator,
     negate_dataset,
-    review_export,
     rule_coverage,
 )
+from vhx.review import REVIEW_COLUMNS, review_export
 from vhx.schema import FEATURES, loads, make_case, pair_id_of, validate_dataset
 
 NEG = RuleNegator()

@@ -6,6 +6,7 @@ imagecorruptions``); they are skipped otherwise.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from pathlib import Path
 import json
@@ -13,7 +14,11 @@ import math
 import os
 import subprocess
 import sys
+import uuid
 import warnings
+from collections import Counter
+from collections.abc import Callable, Iterator
+from unittest import mock
 
 import datasets
 import numpy as np
@@ -21,6 +26,8 @@ import pytest
 from PIL import Image, ImageDraw
 
 from vhx import perturbations as P
+from vhx.perturbations import dataset as perturb_dataset
+from vhx.perturbations import pixels
 from vhx.errors import DataError
 from vhx.schema import FEATURES, ORIGINAL, loads, make_case, validate_dataset
 
@@ -299,7 +306,7 @@ def test_inputs_pil_modes_and_arrays() -> None:
 def test_threaded_bands_equal_one_pass() -> None:
     image = IMAGES["noise-640x480"]
     whole = np.empty_like(image)
-    P._brightness_into(image, whole, c=0.3, rounding="truncate")
+    pixels._brightness_into(image, whole, c=0.3, rounding="truncate")
     assert np.array_equal(P.brightness(image, c=0.3), whole)
 
 
@@ -396,11 +403,33 @@ def image_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("perturbed")
 
 
+@contextlib.contextmanager
+def counting_perturbations(marks: Path) -> Iterator[Callable[[], dict[str, int]]]:
+    """Count the images :func:`P.perturb_splits` perturbs, per perturbation, while the block runs.
+
+    Wraps ``perturb_file`` where the dataset stage looks it up, which every perturbed image goes
+    through (JPEG included). Each call leaves a marker file in ``marks``, so calls made in forked
+    ``num_proc`` workers are counted too. Yields a function that returns the counts so far.
+    """
+    marks.mkdir(parents=True, exist_ok=True)
+    real = perturb_dataset.perturb_file
+
+    def counted(name: str, *args, **kwargs) -> bytes:
+        (marks / f"{name}.{uuid.uuid4().hex}").touch()
+        return real(name, *args, **kwargs)
+
+    def counts() -> dict[str, int]:
+        return dict(Counter(mark.name.split(".")[0] for mark in marks.iterdir()))
+
+    with mock.patch.object(perturb_dataset, "perturb_file", counted):
+        yield counts
+
+
 @pytest.fixture(scope="module")
-def splits(pairs: datasets.Dataset, image_dir: Path) -> dict[str, datasets.Dataset]:
-    P.CALL_COUNTS.clear()
-    out = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
-    out["_calls"] = dict(P.CALL_COUNTS)
+def splits(pairs: datasets.Dataset, image_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, datasets.Dataset]:
+    with counting_perturbations(tmp_path_factory.mktemp("calls")) as calls:
+        out = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
+    out["_calls"] = calls()
     return out
 
 
@@ -416,16 +445,18 @@ def test_each_image_is_perturbed_once(pairs: datasets.Dataset, splits: dict) -> 
         assert len({next(iter(b)) for b in by_image.values()}) == n_images, name
 
 
-def test_rerun_reuses_files_and_perturbs_nothing(pairs: datasets.Dataset, splits: dict, image_dir: Path) -> None:
-    P.CALL_COUNTS.clear()
-    again = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
-    assert sum(P.CALL_COUNTS.values()) == 0
-    for name in P.PERTURBATIONS:
-        assert again[name].cast_column("image", datasets.Image(decode=False))["image"] == \
-            splits[name].cast_column("image", datasets.Image(decode=False))["image"]
-    # another seed is another noise image, so gaussian noise is computed again (and only it)
-    P.perturb_splits(pairs, seed=8, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
-    assert dict(P.CALL_COUNTS) == {"gaussian_noise": len(set(pairs["image_id"]))}
+def test_rerun_reuses_files_and_perturbs_nothing(
+    pairs: datasets.Dataset, splits: dict, image_dir: Path, tmp_path: Path
+) -> None:
+    with counting_perturbations(tmp_path / "calls") as calls:
+        again = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
+        assert sum(calls().values()) == 0
+        for name in P.PERTURBATIONS:
+            assert again[name].cast_column("image", datasets.Image(decode=False))["image"] == \
+                splits[name].cast_column("image", datasets.Image(decode=False))["image"]
+        # another seed is another noise image, so gaussian noise is computed again (and only it)
+        P.perturb_splits(pairs, seed=8, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
+        assert calls() == {"gaussian_noise": len(set(pairs["image_id"]))}
 
 
 def test_split_rows_ids_and_transform_fields(pairs: datasets.Dataset, splits: dict) -> None:

@@ -1,0 +1,113 @@
+"""The human review export of negation output: a sample of (case, negated twin) pairs to check by hand.
+
+:func:`review_export` writes the sample as a CSV with an empty ``correct?`` column to fill in, as the
+paper's manual verification of its negated questions, and as an HTML page of the same table with a
+small thumbnail of each pair's image.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import random
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from vhx.errors import DataError
+from vhx.gallery import image_data_uri
+from vhx.schema import loads
+
+#: The CSV's columns, in order; ``correct?`` is left empty for the reviewer.
+REVIEW_COLUMNS = (
+    "id", "pair_id", "original_question", "negated_question", "original_answer", "negated_answer",
+    "negator", "rule", "correct?",
+)
+
+
+def _thumbnail_data_uri(image: dict[str, Any] | None) -> str | None:
+    """A small embedded thumbnail, or None where the image cannot be read (the row is still listed)."""
+    if not image or not (image.get("bytes") or image.get("path")):
+        return None
+    try:
+        return image_data_uri(image, max_side=160, quality=70)
+    except (OSError, ValueError):
+        return None
+
+
+def review_export(
+    pairs_ds: datasets.Dataset,
+    out_dir: str | Path,
+    n: int = 100,
+    seed: int = 0,
+) -> tuple[Path, Path]:
+    """Sample ``n`` (case, negated twin) pairs for human checking, as the paper's manual verification.
+
+    Writes ``negation_review.csv`` (one row per pair, an empty ``correct?`` column to fill in) and
+    ``negation_review.html`` (the same table with a small embedded JPEG thumbnail per pair) into
+    ``out_dir``; returns both paths. The sample is deterministic for a given ``seed``.
+    """
+    plain = pairs_ds.cast_column("image", datasets.Image(decode=False))
+    originals: dict[str, int] = {}
+    twins: dict[str, int] = {}
+    for i, (pid, neg) in enumerate(zip(plain["pair_id"], plain["negated"])):
+        (twins if neg else originals).setdefault(pid, i)
+    complete = sorted(p for p in originals if p in twins)
+    if not complete:
+        raise DataError("no complete (case, negated twin) pairs to review", field="pair_id")
+    chosen = random.Random(seed).sample(complete, min(max(n, 0), len(complete)))
+    chosen.sort(key=originals.__getitem__)
+    orig_rows = plain.select([originals[p] for p in chosen])
+    twin_rows = plain.select([twins[p] for p in chosen]).remove_columns("image")
+
+    records = []
+    for orig, twin in zip(orig_rows, twin_rows):
+        prov = loads(twin["provenance"])
+        records.append(
+            {
+                "id": orig["id"],
+                "pair_id": orig["pair_id"],
+                "original_question": orig["question"],
+                "negated_question": twin["question"],
+                "original_answer": orig["answer"],
+                "negated_answer": twin["answer"],
+                "negator": str(prov.get("negator", "")),
+                "rule": str(prov.get("negation_rule", "")),
+                "correct?": "",
+                "_image": orig["image"],
+            }
+        )
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "negation_review.csv"
+    with csv_path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(REVIEW_COLUMNS), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(records)
+
+    html_path = out / "negation_review.html"
+    html_path.write_text(_review_html(records, total=len(complete)), encoding="utf-8")
+    return csv_path, html_path
+
+
+def _review_html(records: list[dict[str, Any]], *, total: int) -> str:
+    esc = html.escape
+    head_cells = "".join(f"<th>{esc(c)}</th>" for c in ("image", *REVIEW_COLUMNS))
+    body = []
+    for rec in records:
+        uri = _thumbnail_data_uri(rec["_image"])
+        img = f'<img src="{uri}" alt="{esc(rec["id"])}">' if uri else "<em>image unavailable</em>"
+        cells = "".join(f"<td>{esc(str(rec[c]))}</td>" for c in REVIEW_COLUMNS)
+        body.append(f'<tr class="pair"><td>{img}</td>{cells}</tr>')
+    return (
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vhx negation review</title>\n"
+        "<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left}"
+        "th{background:#f0f0f0}img{max-width:160px;max-height:160px}</style></head><body>\n"
+        f"<h1>Negation review: {len(records)} of {total} pairs</h1>\n"
+        "<p>For each pair, check that the negated question is the exact negation of the original "
+        "(same image, flipped answer) and fill in the <code>correct?</code> column of the CSV.</p>\n"
+        f"<table><thead><tr>{head_cells}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>\n</body></html>\n"
+    )
