@@ -18,7 +18,7 @@ equal strings and the Arrow schema stays flat and stable across versions.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import datasets
@@ -256,11 +256,3 @@ def validate_dataset(ds: datasets.Dataset | datasets.DatasetDict, *, check_uniqu
             if row["id"] in seen:
                 raise DataError(f"duplicate id {row['id']!r} (first at row {seen[row['id']]})", row=i, field="id")
             seen[row["id"]] = i
-
-
-def iter_pairs(rows: Iterable[Mapping[str, Any]]) -> dict[str, dict[bool, Mapping[str, Any]]]:
-    """Group rows by ``pair_id`` into ``{pair_id: {negated: row}}``."""
-    pairs: dict[str, dict[bool, Mapping[str, Any]]] = {}
-    for row in rows:
-        pairs.setdefault(row["pair_id"], {})[bool(row["negated"])] = row
-    return pairs
