@@ -38,7 +38,8 @@ from vhx.schema import FEATURES, loads, make_case
 
 KEY_ENV = "VHX_TEST_LLM_KEY"
 SECRET = "sk-test-5eCr3t-DO-NOT-LOG-0123456789"
-DESIGN = Path(__file__).resolve().parents[2] / "shared" / "DESIGN.md"
+DESIGN = Path(__file__).resolve().parents[1] / "docs" / "method.md"
+PAPER = Path(__file__).resolve().parents[2] / "shared" / "paper" / "vhexpansion-paper.txt"
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def _design_prompt() -> str:
     if not DESIGN.is_file():
         pytest.skip(f"{DESIGN} not found")
     lines = DESIGN.read_text(encoding="utf-8").splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith("**Negation prompt"))
+    start = next(i for i, line in enumerate(lines) if line.startswith("The paper's prompt (Figure 3)"))
     quoted = []
     for line in lines[start + 1 :]:
         if line.startswith(">"):
@@ -76,6 +77,13 @@ def _design_prompt() -> str:
 
 def test_negation_prompt_is_the_paper_prompt_verbatim():
     assert NEGATION_PROMPT == _design_prompt()
+    if PAPER.is_file():  # the paper's own text, where the checkout has it beside it
+        text = PAPER.read_text(encoding="utf-8")
+        start = text.index("Rephrase the following question")
+        paper = text[start : text.index(" The question is: ", start)]
+        for curly, plain in (("\u2018", "'"), ("\u2019", "'"), ("\u201c", '"'), ("\u201d", '"')):
+            paper = paper.replace(curly, plain)
+        assert NEGATION_PROMPT.split(" The question is: ")[0] == paper
     assert NEGATION_PROMPT.count("[x_Q]") == 1 and NEGATION_PROMPT.endswith("The question is: [x_Q].")
 
 
