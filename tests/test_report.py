@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from vhx.report import load_runs, report
+from vhx.scoring import METRICS, Metric, Table, register_metric
 
 ANSWERS = {"p1": "yes", "p2": "yes", "p3": "no", "p4": "no"}
 
@@ -209,3 +210,22 @@ def test_single_model_split_order_and_subset_grouping(tmp_path: Path):
     assert [ln.split(" | ")[0] for ln in lines] == ["| original", "| gaussian_noise", "| brightness", "| ifgsm:m", "| pgd:m"]
     assert all(ln.split(" | ")[1] == "random" and ln.endswith("0.750 [0.301, 0.954] |") for ln in lines)
     assert "| split | subset | m |" in md
+
+
+def test_a_registered_metric_gets_its_table_and_columns(runs: list[Path], tmp_path: Path):
+    register_metric(Metric(
+        "no_ratio", 'share of "no" among the yes/no predictions.',
+        outcomes=lambda g: (g.parsed, g.parsed["pred"] == "no"),
+        table=Table("No-ratio", 'Share of "no" among the predictions that were read as yes or no.'),
+    ))
+    try:
+        paths = report(runs, tmp_path / "out", plots=False)
+    finally:
+        METRICS.pop("no_ratio", None)
+    md = paths["markdown"].read_text(encoding="utf-8")
+    # a original: 2 "no" of 7 parsed; b says "yes" to everything on original images
+    assert table_lines(md, "No-ratio") == ["| original | 0.286 | 0.000 |", "| gaussian_noise | 0.500 | 0.500 |"]
+    assert md.index("## Cases / pairs") < md.index("## No-ratio")  # after the built-in tables
+    assert pd.read_csv(paths["csv"])["no_ratio"].round(3).tolist() == [0.286, 0.0, 0.5, 0.5]
+    doc = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert doc["tables"]["no_ratio"][1] == {"split": "gaussian_noise", "model-a": 0.5, "model-b": 0.5}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -9,14 +10,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from vhx.errors import DataError
 from vhx.scoring import (
+    METRICS,
     MME_COGNITION,
     MME_PERCEPTION,
+    Metric,
     accuracy,
     cluster_bootstrap_ci,
     compare,
+    evaluate_returns_doc,
     load_predictions,
     mcnemar_exact_p,
     metric_values,
@@ -25,6 +30,7 @@ from vhx.scoring import (
     n_new_vh,
     newcombe_paired_interval,
     random_guess_expectation,
+    register_metric,
     score,
     symmetric_accuracy,
     unknown_rate,
@@ -501,3 +507,86 @@ def test_wilson_interval_is_exact_at_the_ends():
     assert low == 0.0 and 0.13 < high < 0.15  # 0/24: (0, 0.138)
     low, high = wilson_interval(24, 24)
     assert high == 1.0 and 0.85 < low < 0.87
+
+
+# ----------------------------------------------------------------------------------- the SciPy-backed intervals
+
+
+def wilson_by_formula(k: int, n: int, confidence: float) -> tuple[float, float]:
+    """(p + z^2/2n -+ z sqrt(p(1-p)/n + z^2/4n^2)) / (1 + z^2/n), z the two-sided normal quantile."""
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    p = k / n
+    denom = 1 + z * z / n
+    center = (p + z * z / (2 * n)) / denom
+    half = z / denom * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return max(0.0, center - half), min(1.0, center + half)
+
+
+@pytest.mark.parametrize(("k", "n"), [(7, 10), (2, 5), (0, 4), (24, 24), (13, 37), (400, 500)])
+@pytest.mark.parametrize("confidence", [0.9, 0.95, 0.99])
+def test_wilson_interval_matches_scipy_and_the_formula(k: int, n: int, confidence: float):
+    got = wilson_interval(k, n, confidence)
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=confidence, method="wilson")
+    assert got == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert got == pytest.approx(wilson_by_formula(k, n, confidence), abs=1e-12)
+    assert got[0] <= k / n <= got[1]
+
+
+def test_wilson_interval_hand_values():
+    # 7/10 at 95%: z = 1.959964, z^2 = 3.841459; center (0.7 + 0.192073)/1.384146 = 0.644493,
+    # half 1.959964/1.384146 * sqrt(0.021 + 0.009604) = 1.416006 * 0.174939 = 0.247715 -> (0.396778, 0.892208)
+    assert wilson_interval(7, 10) == pytest.approx((0.396778, 0.892208), abs=2e-6)
+    # 2/5 at 95%: center (0.4 + 0.384146)/1.768292 = 0.443448,
+    # half 1.959964/1.768292 * sqrt(0.048 + 0.038415) = 1.108393 * 0.293963 = 0.325827 -> (0.117621, 0.769275)
+    assert wilson_interval(2, 5) == pytest.approx((0.117621, 0.769275), abs=2e-6)
+    # n == 0: no interval (SciPy's binomtest refuses n = 0)
+    assert all(math.isnan(v) for v in wilson_interval(0, 0, 0.9))
+    with pytest.raises(ValueError):
+        stats.binomtest(0, 0)
+
+
+def _scipy_rng(seed: int) -> dict:
+    # SciPy 1.15 renamed bootstrap's random_state to rng
+    return {"rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state": np.random.default_rng(seed)}
+
+
+def test_bootstrap_matches_scipy_and_covers_the_point_estimate():
+    rng = np.random.default_rng(11)
+    success = rng.random(300) < 0.7
+    # one case per cluster: the plain percentile bootstrap of the mean
+    ours = cluster_bootstrap_ci(success, np.arange(300), n_boot=999, confidence=0.9, seed=3)
+    res = stats.bootstrap((success.astype(float),), np.mean, n_resamples=999, confidence_level=0.9,
+                          method="percentile", vectorized=True, **_scipy_rng(3))
+    assert ours == pytest.approx((res.confidence_interval.low, res.confidence_interval.high), abs=1e-12)
+    assert ours[0] <= success.mean() <= ours[1]
+    # clustered: 40 images of 1-6 cases each; the interval holds the pooled share
+    clusters = np.repeat(np.arange(40), rng.integers(1, 7, 40))
+    success = rng.random(clusters.size) < 0.6
+    low, high = cluster_bootstrap_ci(success, clusters, n_boot=2000, seed=4)
+    assert low <= success.mean() <= high
+    # a single cluster (SciPy needs two observations): its share, twice
+    assert cluster_bootstrap_ci([True, False, True], ["img", "img", "img"], n_boot=10) == (2 / 3, 2 / 3)
+
+
+# ----------------------------------------------------------------------------------- the metric registry
+
+
+def test_a_registered_metric_reaches_score_and_metric_values():
+    metric = Metric("no_ratio", 'share of "no" among the yes/no predictions.', outcomes=lambda g: (g.parsed, g.parsed["pred"] == "no"))
+    register_metric(metric)
+    try:
+        rows = pairs_rows(FIVE)
+        table = score(rows)
+        assert table.columns[-1] == "no_ratio"
+        assert table.iloc[0]["no_ratio"] == pytest.approx(3 / 9)  # parsed 9, "no": p1n, p3, p5n
+        values = metric_values([r["pred"] for r in rows], [r["answer"] for r in rows], [r["pair_id"] for r in rows], [r["negated"] for r in rows])
+        assert values["no_ratio"] == pytest.approx(3 / 9)
+        assert list(values)[-3:] == ["no_ratio", "n_pairs", "n_unpaired"]  # rates first, then counts
+        assert '    no_ratio (`float`): share of "no" among the yes/no predictions.\n' in evaluate_returns_doc()
+        with pytest.raises(ValueError, match="registered already"):
+            register_metric(metric)
+    finally:
+        METRICS.pop("no_ratio", None)
+    assert "no_ratio" not in score(pairs_rows(FIVE)).columns
+    with pytest.raises(ValueError, match="exactly one of"):
+        Metric("bad", "neither value nor outcomes")

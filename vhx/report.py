@@ -1,10 +1,14 @@
 """Reports over prediction runs: the paper's tables (models as columns, splits as rows) and plots.
 
-A run directory holds ``predictions*.jsonl`` and ``run.json`` (see :mod:`vhx.scoring`).
+A run directory holds ``predictions*.jsonl`` and ``run.json`` (see :mod:`vhx.scoring.predictions`).
 :func:`report` writes ``report.md`` (values with 95% Wilson intervals in brackets), ``scores.csv``
 (every metric of every group, full precision), ``scores.json`` (the same plus the tables, run
 metadata, comparison and MME scores), ``compare.csv`` when exactly two models are given,
 ``mme.csv`` when MME rows are present, and two PNG plots.
+
+The metric tables of ``report.md`` are those of the metric registry
+(:data:`vhx.scoring.metrics.METRICS`, each metric registered with a ``Table``), in
+:data:`TABLE_ORDER`; ``scores.csv`` / ``scores.json`` hold every registered metric.
 
 MME rows (``source == "mme"``) have no negated twins; they go to the MME table only.
 """
@@ -23,8 +27,10 @@ import numpy as np
 import pandas as pd
 
 from vhx.scoring import (
+    METRICS,
     MME_COGNITION,
     MME_PERCEPTION,
+    Metric,
     compare,
     load_predictions,
     mme_scores,
@@ -108,59 +114,28 @@ def _with_ci(value: str, low: str, high: str) -> Callable[[pd.Series], str]:
     return cell
 
 
-def _new_vh_cell(row: pd.Series) -> str:
-    text = f"{int(row['n_new_vh']):,}"
-    if row["n_new_vh_unknown"]:
-        text += f" (+{int(row['n_new_vh_unknown']):,} unknown)"
-    return text
+def _cell(metric: Metric) -> Callable[[pd.Series], str]:
+    """The metric's Markdown cell: its table's own, else the value (with its interval when it has one)."""
+    name = metric.name
+    if metric.table is not None and metric.table.cell is not None:
+        return metric.table.cell
+    if metric.interval is not None:
+        return _with_ci(name, f"{name}_ci_low", f"{name}_ci_high")
+    if metric.kind == "count":
+        return lambda row: f"{int(row[name]):,}"
+    return lambda row: _num(row[name])
 
 
-#: (title, explanation, value column, Markdown cell) per table, in the report's order.
-TABLES: tuple[tuple[str, str, str, Callable[[pd.Series], str]], ...] = (
-    (
-        "Accuracy (source questions)",
-        "Share of the non-negated cases answered correctly (the paper's accuracy), 95% Wilson interval in brackets.",
-        "accuracy_original",
-        _with_ci("accuracy_original", "accuracy_original_ci_low", "accuracy_original_ci_high"),
-    ),
-    (
-        "Symmetric accuracy",
-        "Share of pairs (a case and its negated twin) with both answered correctly, 95% Wilson interval in brackets.",
-        "symmetric_accuracy",
-        _with_ci("symmetric_accuracy", "symmetric_accuracy_ci_low", "symmetric_accuracy_ci_high"),
-    ),
-    (
-        "# new successful VH test cases",
-        "Generated cases (negated, or on a transformed image) with a definite wrong yes/no answer; "
-        "generated cases answered with an unreadable reply are shown separately as unknown.",
-        "n_new_vh",
-        _new_vh_cell,
-    ),
-    (
-        "Accuracy (all cases)",
-        "Share of all cases (source and negated questions) answered correctly, 95% Wilson interval in brackets.",
-        "accuracy",
-        _with_ci("accuracy", "accuracy_ci_low", "accuracy_ci_high"),
-    ),
-    (
-        "Yes-ratio",
-        "Share of \"yes\" among the predictions that were read as yes or no.",
-        "yes_ratio",
-        lambda row: _num(row["yes_ratio"]),
-    ),
-    (
-        "Unknown rate",
-        "Share of replies that could not be read as yes or no (counted as wrong everywhere above).",
-        "unknown_rate",
-        lambda row: _num(row["unknown_rate"]),
-    ),
-    (
-        "Cases / pairs",
-        "Number of cases and of complete pairs scored.",
-        "n",
-        lambda row: f"{int(row['n']):,} / {int(row['n_pairs']):,}",
-    ),
-)
+#: Order of the metric tables in report.md (the paper's headline numbers first); any other metric
+#: registered with a ``table`` (:mod:`vhx.scoring.metrics`) follows, in registration order.
+TABLE_ORDER: tuple[str, ...] = ("accuracy_original", "symmetric_accuracy", "n_new_vh", "accuracy", "yes_ratio", "unknown_rate", "n")
+
+
+def report_tables() -> list[tuple[str, str, str, Callable[[pd.Series], str]]]:
+    """(title, explanation, value column, Markdown cell) per table, in the report's order, from :data:`METRICS`."""
+    rank = {name: i for i, name in enumerate(TABLE_ORDER)}
+    metrics = sorted((m for m in METRICS.values() if m.table is not None), key=lambda m: rank.get(m.name, len(rank)))
+    return [(m.table.title, m.table.note, m.name, _cell(m)) for m in metrics]
 
 
 def _md_escape(text: Any) -> str:
@@ -380,7 +355,7 @@ def report(
         doc["scores"] = _records(scores)
         doc["tables"] = {}
         pct = f"{confidence:.0%}"
-        for title, note, column, cell in TABLES:
+        for title, note, column, cell in report_tables():
             rows = _pivot(scores, keys, score_models, cell)
             md += [f"## {title}", "", note.replace("95%", pct), "", _md_table([*keys, *score_models], [[str(c) if c is not None else "-" for c in r] for r in rows]), ""]
             values = _pivot(scores, keys, score_models, lambda r, c=column: r[c])

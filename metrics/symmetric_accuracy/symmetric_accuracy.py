@@ -1,13 +1,14 @@
 """Symmetric accuracy of yes/no answers to visual-hallucination test cases and their negated twins.
 
-A thin ``evaluate`` wrapper: all the math lives in :mod:`vhx.scoring`, so the numbers match
-``vhx.scoring.score`` exactly.
+A thin ``evaluate`` wrapper: all the math lives in the metric registry of :mod:`vhx.scoring.metrics`,
+the one ``vhx.scoring.score`` reads too, so the numbers match exactly. The values returned (and the
+"Returns" part of the docstring) are those of the metrics registered with ``evaluate=True``.
 """
 
 import datasets
 import evaluate
 
-from vhx.scoring import metric_values
+from vhx.scoring import evaluate_returns_doc, metric_values
 
 _CITATION = """\
 @misc{liu2024vhexpansion,
@@ -27,7 +28,8 @@ guesser on a yes-heavy benchmark. The module also returns accuracy (all cases an
 only), the yes-ratio of the parsed predictions and the rate of unparsed ("unknown") predictions.
 """
 
-_KWARGS_DESCRIPTION = """
+_KWARGS_DESCRIPTION = (
+    """
 Args:
     predictions (`list` of `str`): the model's answers, "yes", "no" or "unknown" (a reply that could
         not be read as yes or no; it is never correct).
@@ -37,14 +39,9 @@ Args:
     allow_unpaired (`bool`, defaults to `False`): leave pairs lacking a twin out of symmetric accuracy
         (they still count for accuracy) instead of raising an error.
 Returns:
-    accuracy (`float`): share of correct cases.
-    accuracy_original (`float`): share of correct non-negated cases (the source questions).
-    symmetric_accuracy (`float`): share of pairs with both cases correct.
-    yes_ratio (`float`): share of "yes" among the yes/no predictions.
-    unknown_rate (`float`): share of "unknown" predictions.
-    n_pairs (`int`): complete pairs scored.
-    n_unpaired (`int`): incomplete pairs left out (only with `allow_unpaired=True`).
-Examples:
+"""
+    + evaluate_returns_doc("    ")
+    + """Examples:
     >>> metric = evaluate.load("metrics/symmetric_accuracy")
     >>> metric.compute(
     ...     predictions=["yes", "no", "yes", "yes"],
@@ -54,6 +51,7 @@ Examples:
     ... )["symmetric_accuracy"]
     0.5
 """
+)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
