@@ -213,7 +213,9 @@ def test_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
 def test_unknown_shipped_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from vhx.errors import VHXError
 
-    monkeypatch.setattr(mini, "ZOO_DIR", tmp_path)
+    import vhx.zoo
+
+    monkeypatch.setattr(vhx.zoo, "ZOO_DIR", tmp_path)
     with pytest.raises(VHXError, match="vhx-mini: the shipped checkpoint is missing"):
         resolve_model("vhx-mini")
 

@@ -286,7 +286,7 @@ def test_lora_adapter_plugs_in_through_the_same_interface(tiny, tmp_path):
 
 
 def test_custom_backends_register_under_a_prefix():
-    from vhx.models.base import _BACKENDS, register_backend
+    from vhx.models.registry import _BACKENDS, register_backend
 
     class Constant:
         def __init__(self, rest, answer="yes"):

@@ -48,33 +48,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vhx.errors import VHXError
+from vhx.zoo import SHIPPED, resolve_model  # noqa: F401  (re-exported)
 
 logger = logging.getLogger("vhx")
-
-#: Shipped checkpoints: name -> folder inside the installed package.
-SHIPPED: dict[str, str] = {"vhx-mini": "vhx-mini", "vhx-mini-yes": "vhx-mini-yes"}
-
-#: Where the shipped checkpoints live (package data of ``vhx.zoo``).
-ZOO_DIR = Path(__file__).resolve().parent / "zoo"
 
 YES_NO_KINDS: tuple[str, ...] = ("existence", "color", "count", "position")
 
 #: The instruction LLaVA-1.5 appends to short-answer questions (also vhx's default prompt template).
 SHORT_ANSWER = "Answer the question using a single word or phrase."
-
-
-def resolve_model(spec: str) -> str:
-    """The folder of a shipped model (``vhx-mini``, ``vhx-mini-yes``), or ``spec`` unchanged."""
-    if spec in SHIPPED:
-        path = ZOO_DIR / SHIPPED[spec]
-        if not (path / "config.json").is_file():
-            raise VHXError(
-                f"{spec}: the shipped checkpoint is missing from {path} (a broken install?); "
-                f"retrain it with `python recipes/train_mini.py --config {spec} --output_dir {path}`"
-            )
-        return str(path)
-    return spec
 
 
 # ------------------------------------------------------------------------------------ arguments

@@ -1,22 +1,15 @@
-"""The one model interface every scorer backend implements, and :func:`load_model`.
+"""The one model interface every scorer backend implements: :class:`VHModel` and :class:`Prediction`.
 
 A backend is anything with a ``name`` and a ``predict(images, questions)`` method (see
-:class:`VHModel`); vhx never looks further. Built-in backends:
-
-* ``transformers`` (:mod:`vhx.models.hf`): a Hub id or local folder of an
-  ``AutoModelForImageTextToText`` model (LLaVA-1.5/NeXT/OneVision, InstructBLIP, Qwen2-VL, ...),
-  optionally with a PEFT/LoRA adapter (``adapter=`` or a spec that *is* an adapter folder).
-* ``openai`` (:mod:`vhx.models.openai_api`): ``openai:gpt-4o`` or ``openai:<model>@<base_url>`` for
-  any OpenAI-compatible chat server (vLLM, SGLang, ...).
-
-Other backends plug in with :func:`register_backend` under a spec prefix (``"mybackend:"``).
+:class:`VHModel`); vhx never looks further. Backends are found by spec in the registry of
+:mod:`vhx.models.registry` (:func:`~vhx.models.registry.load_model`). This module imports no
+backend, so backends import it without a cycle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from PIL import Image
 
@@ -65,50 +58,6 @@ class VHModel(Protocol):
     def predict(self, images: list[Image.Image], questions: list[str]) -> list[Prediction]:
         """One :class:`Prediction` per (image, question), in order."""
         ...
-
-
-BackendFactory = Callable[..., VHModel]
-_BACKENDS: dict[str, BackendFactory] = {}
-
-
-def register_backend(prefix: str, factory: BackendFactory) -> None:
-    """Route specs ``"{prefix}:rest"`` to ``factory(rest, **options)``.
-
-    Example: ``register_backend("vhx-mini", MiniModel.load)`` makes
-    ``load_model("vhx-mini:./ckpt")`` call ``MiniModel.load("./ckpt")``.
-    """
-    if not prefix or ":" in prefix or "/" in prefix:
-        raise ValueError(f"backend prefix must be a plain word, got {prefix!r}")
-    _BACKENDS[prefix] = factory
-
-
-def _openai_factory(rest: str, **options: Any) -> VHModel:
-    from vhx.models.openai_api import OpenAIModel
-
-    return OpenAIModel.from_spec(rest, **options)
-
-
-register_backend("openai", _openai_factory)
-
-
-def load_model(spec: str, **options: Any) -> VHModel:
-    """Load a scorer from a spec string.
-
-    Args:
-        spec: ``openai:<model>`` / ``openai:<model>@<base_url>`` for an OpenAI-compatible API,
-            ``<prefix>:<rest>`` for a backend added with :func:`register_backend`, and otherwise a
-            Hub id or local folder for transformers (``llava-hf/llava-1.5-7b-hf``, ``./my-lora``).
-        options: backend options, e.g. ``mode="logits"``, ``dtype="bfloat16"``, ``batch_size=16``,
-            ``adapter="./lora"`` (see :class:`vhx.models.hf.HFModel` and
-            :class:`vhx.models.openai_api.OpenAIModel`).
-    """
-    prefix, sep, rest = spec.partition(":")
-    # Windows drive letters ("C:\\...") and URLs are not backend prefixes.
-    if sep and prefix in _BACKENDS:
-        return _BACKENDS[prefix](rest, **options)
-    from vhx.models.hf import HFModel
-
-    return HFModel.from_pretrained(spec, **options)
 
 
 def check_mode(mode: str) -> str:

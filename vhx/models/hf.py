@@ -29,14 +29,14 @@ import json
 import logging
 import math
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
 from vhx.errors import VHXError
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
-from vhx.models.loading import DTYPES, load_pretrained, load_processor, resolve_dtype
+from vhx.models.loading import load_pretrained
+from vhx.models.processors import load_processor  # noqa: F401  (re-exported for callers of the old home)
 from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
 
 logger = logging.getLogger("vhx")

@@ -4,11 +4,12 @@ Every stage that needs transformers weights goes through :func:`load_pretrained`
 specs mean the same thing everywhere:
 
 * a Hub id or local folder of an ``AutoModelForImageTextToText`` checkpoint;
-* a shipped checkpoint name (``vhx-mini``, ``vhx-mini-yes``, see :mod:`vhx.mini`);
+* a shipped checkpoint name (``vhx-mini``, ``vhx-mini-yes``, see :mod:`vhx.zoo`);
 * ``vhx-tiny:<arch>``, a tiny random model built locally (:mod:`vhx.tiny_models`), for smoke runs;
 * a local PEFT (LoRA) adapter folder, which loads its base model plus the adapter.
 
-The processor is ``AutoProcessor``, image-only where torchvision is missing (:func:`load_processor`).
+The processor is ``AutoProcessor``, image-only where torchvision is missing
+(:func:`vhx.models.processors.load_processor`).
 Device placement follows :func:`vhx.runtime.default_device` unless a device or ``device_map`` is given.
 """
 
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.errors import VHXError
+from vhx.models.processors import load_processor
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32"}
@@ -40,79 +42,6 @@ def resolve_dtype(dtype: Any) -> Any:
     if name not in DTYPES:
         raise ValueError(f"dtype must be one of {DTYPES}, got {dtype!r}")
     return getattr(torch, name)
-
-
-def _torchvision_available() -> bool:
-    from transformers.utils import is_torchvision_available
-
-    return is_torchvision_available()
-
-
-def image_only_processor_class(cls: type) -> type:
-    """A subclass of processor class ``cls`` without its video processor.
-
-    Without torchvision, transformers (5.x) cannot build any video processor, and processors that
-    declare one (Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision) then fail to load at all, although images need no video
-    processor. The subclass drops the video attribute; everything else (chat template, image
-    processing, token expansion) is the original class's code, and it keeps the original name, so a
-    folder it saves names the original class.
-    """
-    base_attributes = cls.get_attributes
-
-    def get_attributes(klass: type) -> list[str]:
-        return [a for a in base_attributes() if "video" not in a]
-
-    def from_args_and_dict(klass: type, args: Any, processor_dict: dict[str, Any], **kwargs: Any) -> Any:
-        processor_dict = {k: v for k, v in processor_dict.items() if "video_processor" not in k}
-        return super(sub, klass).from_args_and_dict(args, processor_dict, **kwargs)
-
-    sub = type(
-        cls.__name__,
-        (cls,),
-        {
-            "get_attributes": classmethod(get_attributes),
-            "from_args_and_dict": classmethod(from_args_and_dict),
-            "__module__": cls.__module__,
-            "__doc__": f"{cls.__name__} without a video processor (images only).",
-        },
-    )
-    return sub
-
-
-def _processor_class_name(path: str, **kwargs: Any) -> str | None:
-    from transformers import AutoConfig
-    from transformers.models.auto.processing_auto import PROCESSOR_MAPPING_NAMES
-    from transformers.processing_utils import ProcessorMixin
-
-    try:
-        processor_dict, _ = ProcessorMixin.get_processor_dict(path, **kwargs)
-    except (OSError, ValueError):
-        processor_dict = {}
-    name = processor_dict.get("processor_class")
-    if name:
-        return name
-    config = AutoConfig.from_pretrained(path, **kwargs)
-    return PROCESSOR_MAPPING_NAMES.get(config.model_type)
-
-
-def load_processor(path: str, **kwargs: Any) -> Any:
-    """``AutoProcessor.from_pretrained(path)``, image-only where torchvision is missing.
-
-    Image processors are the PIL ones when torchvision is absent (transformers picks them). For
-    processors that also declare a video processor, which needs torchvision, the processor is
-    loaded through :func:`image_only_processor_class` instead of failing.
-    """
-    from transformers import AutoProcessor
-
-    if not _torchvision_available():
-        from transformers.models.auto.processing_auto import processor_class_from_name
-
-        name = _processor_class_name(path, **kwargs)
-        cls = processor_class_from_name(name) if name else None
-        if cls is not None and any("video" in a for a in cls.get_attributes()):
-            return image_only_processor_class(cls).from_pretrained(path, **kwargs)
-    return AutoProcessor.from_pretrained(path, **kwargs)
-
 
 
 def _peft_adapter_base(path: str) -> str | None:
@@ -148,7 +77,7 @@ def resolve_spec(spec: str) -> str:
         from vhx.tiny_models import build_tiny_model
 
         return str(build_tiny_model(spec[len(TINY_PREFIX) :]))
-    from vhx.mini import resolve_model
+    from vhx.zoo import resolve_model
 
     return resolve_model(spec)
 

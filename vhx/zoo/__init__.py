@@ -1,5 +1,34 @@
-"""Where trained vhx-mini checkpoints live as package data (``vhx/zoo/vhx-mini/``, ``vhx/zoo/vhx-mini-yes/``).
+"""Shipped model checkpoints: where they live as package data and how their names resolve.
 
-``python recipes/train_mini.py --config vhx-mini --output_dir vhx/zoo/vhx-mini`` writes one; once a
-folder is here, :func:`vhx.mini.resolve_model` (and so ``load_model("vhx-mini")``) finds it.
+Trained vhx-mini checkpoints are folders of this package (``vhx/zoo/vhx-mini/``,
+``vhx/zoo/vhx-mini-yes/``); ``python recipes/train_mini.py --config vhx-mini --output_dir
+vhx/zoo/vhx-mini`` writes one. :func:`resolve_model` turns a shipped name into its folder, and the
+one model loader (:func:`vhx.models.loading.load_pretrained`) calls it, so ``load_model("vhx-mini")``
+and ``--target-model vhx-mini`` find it. This module imports nothing heavier than the standard
+library, so the loader can use it without depending on :mod:`vhx.mini` (the training code).
 """
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from vhx.errors import VHXError
+
+#: Shipped checkpoints: name -> folder inside the installed package.
+SHIPPED: dict[str, str] = {"vhx-mini": "vhx-mini", "vhx-mini-yes": "vhx-mini-yes"}
+
+#: Where the shipped checkpoints live (this package's folder).
+ZOO_DIR = Path(__file__).resolve().parent
+
+
+def resolve_model(spec: str) -> str:
+    """The folder of a shipped model (``vhx-mini``, ``vhx-mini-yes``), or ``spec`` unchanged."""
+    if spec in SHIPPED:
+        path = ZOO_DIR / SHIPPED[spec]
+        if not (path / "config.json").is_file():
+            raise VHXError(
+                f"{spec}: the shipped checkpoint is missing from {path} (a broken install?); "
+                f"retrain it with `python recipes/train_mini.py --config {spec} --output_dir {path}`"
+            )
+        return str(path)
+    return spec
