@@ -20,8 +20,10 @@ import datasets
 
 from vhx.errors import logger
 
-#: source name -> "module:Class" (imported on use, so one builder's optional needs never block another)
-BUILDERS: dict[str, str] = {
+#: The one registry of benchmark builders: source name -> the builder class, or where to import it
+#: from ("module:Class" inside vhx.builders, "package.module:Class" elsewhere). Imported on use, so
+#: one builder's optional needs never block another.
+BUILDERS: dict[str, str | type[datasets.GeneratorBasedBuilder]] = {
     "pope": "pope:PopeBuilder",
     "mmvp": "mmvp:MMVPBuilder",
     "vhtest": "vhtest:VHTestBuilder",
@@ -31,14 +33,31 @@ BUILDERS: dict[str, str] = {
 }
 
 
+def register_builder(source: str, builder: str | type[datasets.GeneratorBasedBuilder]) -> None:
+    """Make ``source`` a benchmark name for :func:`load_source` (and ``vhx build`` in this process).
+
+    ``builder`` is a ``datasets.GeneratorBasedBuilder`` subclass (usually a
+    :class:`vhx.builders._base.VHBuilder`, whose rows are :data:`vhx.schema.FEATURES`) or its import
+    path ``"package.module:Class"``.
+    """
+    if not source or not source.replace("_", "").replace("-", "").isalnum():
+        raise ValueError(f"source name must be a plain word, got {source!r}")
+    if isinstance(builder, str) and ":" not in builder:
+        raise ValueError(f"builder import path must read 'module:Class', got {builder!r}")
+    BUILDERS[source] = builder
+
+
 def get_builder_class(source: str) -> type[datasets.GeneratorBasedBuilder]:
     """The builder class registered for ``source``."""
     try:
         target = BUILDERS[source]
     except KeyError:
         raise ValueError(f"unknown source {source!r}; expected one of {sorted(BUILDERS)}") from None
+    if not isinstance(target, str):
+        return target
     module, cls = target.split(":")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls)
+    module = module if "." in module else f"{__name__}.{module}"
+    return getattr(importlib.import_module(module), cls)
 
 
 def load_source(

@@ -1,0 +1,119 @@
+"""The README's "Extending vhx" recipes, run: each plug-in is one definition plus one registration,
+and what it adds passes through every later stage of vhx (negation, perturbation, scoring)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+from PIL import Image
+
+from vhx.builders import BUILDERS, load_source, register_builder
+from vhx.builders._base import VHBuilder, image_value
+from vhx.models import Prediction, load_model, register_backend
+from vhx.models.registry import _BACKENDS
+from vhx.negation import RuleNegator
+from vhx.perturbations import PERTURBATIONS, Param, apply, register_perturbation
+from vhx.pipeline import expand
+from vhx.predict import predict_dataset
+from vhx.schema import make_case
+from vhx.scoring import METRICS, Metric, metric_values, register_metric, score
+
+
+@pytest.fixture
+def registries() -> Iterator[None]:
+    """Registrations made by a test are undone after it."""
+    saved = [(d, dict(d)) for d in (BUILDERS, PERTURBATIONS, METRICS, _BACKENDS)]
+    yield
+    for registry, content in saved:
+        registry.clear()
+        registry.update(content)
+
+
+# --- a benchmark: one builder class + register_builder ------------------------------------------
+class TsvBuilder(VHBuilder):
+    """A benchmark stored as ``questions.tsv`` lines ``image<TAB>question<TAB>yes|no`` beside its images."""
+
+    SOURCE = "tsvbench"
+
+    def _split_generators(self, dl_manager):
+        return [datasets.SplitGenerator(name="test", gen_kwargs={"root": self.data_path()})]
+
+    def _generate_examples(self, root: Path):
+        for i, line in enumerate((root / "questions.tsv").read_text().splitlines()):
+            image, question, answer = line.split("\t")
+            yield i, make_case(source=self.SOURCE, subset="test", source_id=i, image=image_value(root / image),
+                               image_id=f"{self.SOURCE}:{image}", question=question, answer=answer)
+
+
+def _release(root: Path) -> Path:
+    root.mkdir()
+    for k in range(2):
+        Image.new("RGB", (32, 24), (40 * k, 90, 200)).save(root / f"im{k}.png")
+    (root / "questions.tsv").write_text(
+        "im0.png\tIs there a cat in the image?\tyes\nim1.png\tIs there a dog in the image?\tno\n"
+    )
+    return root
+
+
+# --- a perturbation: one pixel function + register_perturbation ----------------------------------
+def invert(image: np.ndarray, *, amount: float) -> np.ndarray:
+    """Blend the image with its negative."""
+    out = (1 - amount) * image.astype(np.float64) + amount * (255.0 - image)
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+def _register_invert() -> None:
+    register_perturbation(
+        "invert", invert, summary="blend with the negative image",
+        params={"amount": Param(float, lambda v: None if 0 <= v <= 1 else "must be in [0, 1]", "share of the negative")},
+        defaults={"amount": 1.0}, severities=[{"amount": a} for a in (0.2, 0.4, 0.6, 0.8, 1.0)],
+    )
+
+
+# --- a model family: any object with name + predict, behind register_backend ---------------------
+class AlwaysYes:
+    """A scorer that answers "yes" to everything (a stand-in for a new model family)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = f"always-yes:{name}"
+
+    def predict(self, images: list[Image.Image], questions: list[str]) -> list[Prediction]:
+        return [Prediction(raw="Yes", pred="yes") for _ in questions]
+
+
+def test_a_new_benchmark_perturbation_backend_and_metric_reach_every_stage(registries, tmp_path: Path):
+    register_builder("tsvbench", TsvBuilder)
+    _register_invert()
+    register_backend("always-yes", lambda rest, **options: AlwaysYes(rest))
+    register_metric(Metric("no_ratio", 'share of "no" among the yes/no predictions.',
+                           outcomes=lambda g: (g.parsed, g.parsed["pred"] == "no")))
+
+    cases, _ = load_source("tsvbench", str(_release(tmp_path / "tsv")))
+    assert cases["test"]["answer"] == ["yes", "no"]
+
+    expanded = expand(cases, negator=RuleNegator(), perturb=["invert"])
+    assert sorted(expanded) == ["invert", "original"]
+    assert expanded["original"]["question"] == [
+        "Is there a cat in the image?", "Is there no cat in the image?",
+        "Is there a dog in the image?", "Is there no dog in the image?",
+    ]
+    assert expanded["original"]["answer"] == ["yes", "no", "no", "yes"]
+    # the inverted image is the pixel function's output on the source image
+    source = np.asarray(Image.open(tmp_path / "tsv" / "im0.png").convert("RGB"))
+    inverted = np.asarray(expanded["invert"][0]["image"].convert("RGB"))
+    assert np.array_equal(inverted, 255 - source)
+    assert np.array_equal(apply("invert", source, seed_key="x", amount=1.0), 255 - source)
+
+    model = load_model("always-yes:v1")
+    predict_dataset(expanded, model, tmp_path / "run")
+    table = score(tmp_path / "run", by=("split",)).set_index("split").loc[["original", "invert"]]
+    # always "yes": right on the 2 yes-cases of the 4 per split, and never on both cases of a pair
+    assert list(table["accuracy"]) == [0.5, 0.5]
+    assert list(table["symmetric_accuracy"]) == [0.0, 0.0]
+    assert list(table["no_ratio"]) == [0.0, 0.0]
+    values = metric_values(["yes", "yes"], ["yes", "no"], pair_ids=["p", "p"], negated=[False, True])
+    assert values["no_ratio"] == 0.0 and values["accuracy"] == 0.5
