@@ -4,10 +4,13 @@
     accelerate launch recipes/finetune.py --config recipes/llava15_lora.yaml --mode baseline --output_dir runs/baseline
     python recipes/finetune.py --config tiny --evaluate          # bundled tiny smoke recipe, on CPU
 
-Every field of :class:`vhx.finetune.FinetuneConfig` is a YAML key and a ``--flag`` that overrides
-it; ``--config`` takes a file or the name of a bundled recipe (``tiny``, ``llava15_lora``). With
-``--evaluate`` the base model and base + adapter are scored on the held-out cases (and on MME with
-``--eval_mme FOLDER``) after training. See recipes/README.md.
+The arguments are composed as in TRL's own scripts: ``trl.TrlParser`` over ``trl.SFTConfig``
+(training), ``trl.ModelConfig`` (model + LoRA) and vhx's ``VHDataArguments``,
+``VHXTrainingArguments`` and ``EvaluationArguments`` (:func:`vhx.finetune.parse_args`). Every field
+of those classes is a YAML key and a ``--flag`` that overrides it; ``--config`` takes a file or the
+name of a bundled recipe (``tiny``, ``llava15_lora``). With ``--evaluate`` the base model and base +
+adapter are scored on the held-out cases (and on MME with ``--eval_mme FOLDER``) after training.
+See recipes/README.md.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     config = parse_args(argv)
     result = train(config)
-    is_main, base = result.is_main_process, result.record.get("base_model", config.base_model)
+    is_main, base = result.is_main_process, result.record.get("base_model", config.model.model_name_or_path)
     if is_main:
         print(f"adapter: {result.output_dir}")
         if result.heldout_dir is not None:
@@ -32,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"(vhx evaluate {result.heldout_dir} --model {base} --adapter {result.output_dir} --out RUN)")
     # Free the trained model before the two evaluation models are loaded.
     del result
-    if config.evaluate:
+    if config.evaluation.evaluate:
         paths = evaluate_finetuned(config)
         if is_main:
             for kind, path in paths.items():

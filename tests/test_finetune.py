@@ -325,6 +325,77 @@ def test_bad_config_values_are_refused(tmp_path):
         ft.recipe_path("no-such-recipe")
 
 
+def test_parser_composes_trls_config_classes_with_vhx_defaults(tmp_path, capsys):
+    from trl import ModelConfig, SFTConfig
+
+    config = ft.parse_args(["--config", "tiny", "--learning_rate", "3e-5"])
+    assert isinstance(config.training, SFTConfig) and isinstance(config.model, ModelConfig)
+    assert isinstance(config.data, ft.VHDataArguments) and isinstance(config.evaluation, ft.EvaluationArguments)
+    assert config.training.learning_rate == 3e-5  # the flag lands in TRL's SFTConfig
+    assert config.model.model_name_or_path == "vhx-tiny:llava" and config.model.lora_r == 8
+    # A YAML with TRL fields (one no recipe sets) and vhx fields: each lands in its class.
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text("lora_alpha: 64\nmax_grad_norm: 0.5\ncases_per_dataset: 3\neval_limit: 5\nglobal_batch_size: 32\n")
+    parsed = ft.load_config(mixed)
+    assert parsed.model.lora_alpha == 64 and parsed.training.max_grad_norm == 0.5
+    assert parsed.data.cases_per_dataset == 3 and parsed.evaluation.eval_limit == 5 and parsed.vhx_training.global_batch_size == 32
+    # Keys not given: vhx's defaults where they differ from TRL's, TRL's elsewhere.
+    assert parsed.training.learning_rate == ft.VHX_DEFAULTS["learning_rate"] == 1.8e-6
+    assert (parsed.model.lora_r, parsed.model.use_peft, parsed.model.dtype) == (128, True, "auto")
+    assert parsed.training.gradient_accumulation_steps is None and ft.gradient_accumulation(parsed, 1) == 2
+    assert parsed.training.max_steps == -1 and parsed.training.weight_decay == 0.0
+    assert ft.load_config(mixed, "--lora_alpha", "32").model.lora_alpha == 32  # a flag overrides the YAML
+    with pytest.raises(SystemExit):
+        ft.parse_args(["--help"])
+    out = capsys.readouterr().out
+    assert all(s in out for s in ("vhx: VH training data", "vhx: evaluation", "--learning_rate", "--lora_r", "--cases_per_dataset"))
+
+
+def test_unknown_and_renamed_keys_are_errors_naming_them(tmp_path):
+    typo = tmp_path / "typo.yaml"
+    typo.write_text("learning_rate: 1.0e-5\nlearnig_rate: 2.0e-5\n")
+    with pytest.raises(ValueError, match=r"unknown key\(s\) in .*typo\.yaml: learnig_rate\."):
+        ft.load_config(typo)
+    old = tmp_path / "old.yaml"
+    old.write_text("base_model: vhx-tiny:llava\nwarmup_ratio: 0.03\n")
+    with pytest.raises(ValueError, match="base_model is now model_name_or_path; warmup_ratio is now warmup_steps"):
+        ft.load_config(old)
+    with pytest.raises(ValueError, match="no_such_flag"):
+        ft.parse_args(["--config", "tiny", "--no_such_flag", "1"])
+
+
+def test_finetune_config_from_flat_keywords_and_its_flat_view():
+    from trl import SFTConfig
+
+    config = ft.FinetuneConfig(base_model="vhx-tiny:llava", learning_rate=1e-5, warmup_ratio=0.1, mode="baseline", eval_limit=3)
+    assert isinstance(config.training, SFTConfig) and config.training.learning_rate == 1e-5 and config.training.warmup_steps == 0.1
+    assert config.model.model_name_or_path == "vhx-tiny:llava" and config.model.lora_r == 128  # vhx's default
+    assert config.data.mode == "baseline" and config.evaluation.eval_limit == 3
+    assert (config.base_model, config.warmup_ratio, config.lora_r, config.eval_limit) == ("vhx-tiny:llava", 0.1, 128, 3)
+    assert list(config.to_dict()) == list(ft.RECORD_KEYS)
+    with pytest.raises(AttributeError, match=r"config\.training\.learning_rate"):
+        config.learning_rate = 1.0
+    with pytest.raises(TypeError, match="no_such_field"):
+        ft.FinetuneConfig(no_such_field=1)
+    with pytest.raises(TypeError, match="given as a whole"):
+        ft.FinetuneConfig(data=ft.VHDataArguments(), mode="baseline")
+    with pytest.raises(ValueError, match="use_peft"):
+        ft.FinetuneConfig(use_peft=False)
+
+
+def test_run_sft_config_is_a_copy_with_vhx_run_rules():
+    from trl import SFTConfig
+
+    config = ft.parse_args(["--config", "tiny"])
+    args = ft.sft_config(config, world_size=1)
+    assert isinstance(args, SFTConfig) and args is not config.training
+    assert args.gradient_accumulation_steps == 2 and config.training.gradient_accumulation_steps is None  # 8 / (4 x 1)
+    assert config.training.bf16 and args.bf16 == (torch.cuda.is_available() and torch.cuda.is_bf16_supported())
+    assert args.data_seed == 42 and args.dataset_kwargs["skip_prepare_dataset"] and args.remove_unused_columns
+    given = ft.parse_args(["--config", "tiny", "--gradient_accumulation_steps", "3"])
+    assert ft.sft_config(given, world_size=2).gradient_accumulation_steps == 3  # as given, not from global_batch_size
+
+
 # ------------------------------------------------------------------------------------------ model side
 @pytest.fixture(scope="module")
 def tiny() -> Path:
@@ -343,6 +414,17 @@ def test_lora_targets_are_the_language_model_linear_layers_only(tiny):
     missed = set(linear) - set(hit)
     assert any("vision_tower" in n and n.endswith("q_proj") for n in missed)  # CLIP's own q_proj is not caught
     assert any("multi_modal_projector" in n for n in missed) and "lm_head" in missed
+
+
+def test_lora_config_is_trls_peft_config_on_the_language_model(tiny):
+    from transformers import AutoModelForImageTextToText
+
+    model = AutoModelForImageTextToText.from_pretrained(tiny)
+    peft_config = ft.lora_config(ft.parse_args(["--config", "tiny"]), model)  # trl.get_peft_config(config.model)
+    assert (peft_config.r, peft_config.lora_alpha, peft_config.lora_dropout, peft_config.bias) == (8, 16, 0.05, "none")
+    assert peft_config.target_modules == ft.language_model_lora_targets(model)
+    explicit = ft.lora_config(ft.parse_args(["--config", "tiny", "--lora_target_modules", "q_proj", "v_proj"]), model)
+    assert explicit.target_modules == {"q_proj", "v_proj"}
 
 
 def test_training_template_trains_exactly_what_the_scorer_prompts(tiny):
