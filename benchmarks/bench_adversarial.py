@@ -29,7 +29,6 @@ Run: ``python benchmarks/bench_adversarial.py`` (CPU) or
 from __future__ import annotations
 
 import argparse
-import functools
 import io
 import json
 import os
@@ -46,7 +45,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 
-from vhx.adversarial import ATTACK_COUNTS, AttackConfig, adversarial_split, load_view  # noqa: E402
+from vhx.adversarial import AttackConfig, adversarial_split, load_view  # noqa: E402
 from vhx.adversarial import splits as adv_expand  # noqa: E402
 from vhx.adversarial.attack import attack_batch, similarity  # noqa: E402
 from vhx.schema import FEATURES, make_case  # noqa: E402
@@ -169,17 +168,24 @@ def timed_interleaved(runs: dict[str, Callable[[], Any]], repeats: int) -> dict[
 def run_vhx(ds: datasets.Dataset, view: Any, *, steps: int, batch_size: int, clean_once: bool = True) -> int:
     """One end-to-end vhx run (nothing cached); returns the gradient steps it ran."""
     original = adv_expand.attack_batch
-    if not clean_once:
-        adv_expand.attack_batch = functools.partial(attack_batch, clean_once=False)
+    attacked = 0
+
+    # the split stage's attack_batch, wrapped to count the images it attacks (and to switch clean_once)
+    def counted(view: Any, images: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        nonlocal attacked
+        result = attack_batch(view, images, *args, clean_once=clean_once, **kwargs)
+        attacked += images.shape[0]
+        return result
+
+    adv_expand.attack_batch = counted
     try:
-        ATTACK_COUNTS.clear()
         adversarial_split(
             ds, view, vh_column="triggers_vh", steps_min=steps, steps_max=steps,
             stop_similarity=None, patience=None, batch_size=batch_size, progress=False,
         )  # fmt: skip
     finally:
         adv_expand.attack_batch = original
-    return ATTACK_COUNTS["attacks"] * steps
+    return attacked * steps
 
 
 def cpu_benchmark(args: argparse.Namespace) -> dict[str, Any]:
@@ -255,7 +261,7 @@ def llava15_vision_view(device: torch.device) -> Any:
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
-    from vhx.adversarial.views import VisionView, _drop_language_model
+    from vhx.adversarial.views import _drop_language_model, view_from_model
 
     vision = CLIPVisionConfig(
         hidden_size=1024, intermediate_size=4096, num_hidden_layers=24, num_attention_heads=16,
@@ -270,7 +276,7 @@ def llava15_vision_view(device: torch.device) -> Any:
     _drop_language_model(model)
     model.to(dtype=torch.bfloat16)
     processor = CLIPImageProcessorPil(size={"shortest_edge": 336}, crop_size={"height": 336, "width": 336})
-    return VisionView(model, processor, model_id="llava-1.5-size-random")
+    return view_from_model(model, processor, model_id="llava-1.5-size-random")
 
 
 def gpu_benchmark(args: argparse.Namespace) -> dict[str, Any]:

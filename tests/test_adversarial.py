@@ -14,8 +14,13 @@ leave a margin over those numbers.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from unittest import mock
 
 import datasets
 import numpy as np
@@ -23,19 +28,34 @@ import pytest
 import torch
 from PIL import Image
 
+from vhx import adversarial as adv_pkg
 from vhx.adversarial import (
-    ATTACK_COUNTS,
+    ATTACKS,
+    METHODS,
+    VIEWS,
+    AnyResView,
+    Attack,
     AttackConfig,
     AttackError,
+    InstructBlipView,
+    LlavaView,
+    Qwen2VLView,
+    VisionView,
     adversarial_split,
     attack_batch,
     load_view,
     processor_features,
+    register_attack,
     similarity,
 )
+from vhx.adversarial import attack as adv_attack
 from vhx.adversarial import splits as adv_expand
-from vhx.adversarial.attack import quantize, random_start, step_size
+from vhx.adversarial import views as adv_views
+from vhx.adversarial.attack import first_move, quantize, random_start, step_size
+from vhx.adversarial.splits import INDEX_FILE
 from vhx.adversarial.views import AUTHORS_AXIS, resize
+from vhx.errors import VHXError
+from vhx.jsonl import read_jsonl
 from vhx.models.base import Prediction
 from vhx.models.hf import load_processor
 from vhx.schema import FEATURES, loads, make_case, validate_dataset
@@ -104,6 +124,31 @@ def make_pairs(spec: list[tuple[str, np.ndarray, list[bool]]]) -> datasets.Datas
 
 
 FAST = {"steps_min": 3, "steps_max": 3}
+
+
+@contextlib.contextmanager
+def counted_attacks() -> Iterator[Counter]:
+    """Count what the split stage attacks, by wrapping the ``attack_batch`` it calls.
+
+    ``"batches"``: calls that returned; ``"attacks"``: the images attacked in them (a call that
+    raised attacked nothing that was kept).
+    """
+    counts: Counter[str] = Counter()
+    inner = adv_expand.attack_batch
+
+    def counting(view, images, *args, **kwargs):
+        result = inner(view, images, *args, **kwargs)
+        counts["batches"] += 1
+        counts["attacks"] += images.shape[0]
+        return result
+
+    with mock.patch.object(adv_expand, "attack_batch", counting):
+        yield counts
+
+
+def stored(folder: Path, index: str = INDEX_FILE) -> list[dict]:
+    """The attack records of one index file of a store folder (one line per finished attack)."""
+    return [record for _, record in read_jsonl(folder / index)]
 
 
 # ----------------------------------------------------------------------------------- views
@@ -256,6 +301,115 @@ def test_early_stopping() -> None:
     assert result.steps_run == [4, 4]
 
 
+def _reference_attack(view, image: torch.Tensor, branch: str, config: AttackConfig, image_id: str) -> tuple[np.ndarray, int]:
+    """One image's attack written out plainly from the attack module's docstring (no batching, no classes).
+
+    Returns the 8-bit result and the number of updates made.
+    """
+    x = image[None].float() / 255.0
+    with torch.no_grad():
+        clean = view(x).float()
+    maximize = branch == "max"
+    steps = config.steps_max if maximize else config.steps_min
+    delta = torch.zeros_like(x)
+    if maximize and config.init > 0:
+        delta = (x + random_start(x.shape[1:], config.init, image_id, config.seed)[None]).clamp(0.0, 1.0) - x
+    best = best_delta = reference = None
+    stale = updates = 0
+    for t in range(steps + 1):
+        d = delta.clone().requires_grad_(True)
+        s = similarity(clean, view(x + d).float(), config.similarity, view.arch)
+        value = s.detach()
+        if best is None or bool(value > best if maximize else value < best):
+            best, best_delta = value, delta
+        if maximize:
+            if reference is None or bool(value > reference + config.min_improvement):
+                reference, stale = value, 0
+            else:
+                stale += 1
+            if config.stop_similarity is not None and bool(value >= config.stop_similarity):
+                break
+            if config.patience is not None and stale >= config.patience:
+                break
+        if t == steps:
+            break
+        (grad,) = torch.autograd.grad((-s if maximize else s).sum(), d)
+        if t == 0 and not maximize:
+            move = first_move(x.shape[1:], image_id, config.seed)[None]
+        elif config.method == "ifgsm":
+            move = grad.sign()
+        elif config.grad_norm == "linf":
+            move = grad / grad.abs().max().clamp_min(1e-30)
+        else:
+            move = grad
+        delta = (delta - step_size(config, t, steps) * move).clamp(-config.eps, config.eps)
+        delta = (x + delta).clamp(0.0, 1.0) - x
+        updates += 1
+    return quantize(x, best_delta, config.eps)[0].permute(1, 2, 0).to(torch.uint8).numpy(), updates
+
+
+@pytest.mark.parametrize(
+    ("method", "branch", "options"),
+    [
+        ("ifgsm", "min", {"steps_min": 5}),
+        ("ifgsm", "max", {"steps_max": 12, "stop_similarity": None, "patience": 2, "min_improvement": 1e-3}),  # stops early
+        ("pgd", "min", {"steps_min": 4, "schedule": "cosine", "step": 2 / 255}),
+        ("pgd", "max", {"steps_max": 5, "stop_similarity": None, "patience": None, "similarity": "token"}),
+        ("pgd", "min", {"steps_min": 3, "grad_norm": "none", "step": 1.0, "eps": 7.5 / 255}),
+    ],
+)
+def test_attack_matches_a_plain_reimplementation_bit_for_bit(method: str, branch: str, options: dict) -> None:
+    view = _view("llava")
+    config = AttackConfig(method=method, seed=4, **options)
+    for seed in (12, 13):
+        image = _batch(_texture(40, 60, seed))
+        result = attack_batch(view, image, branch, config, image_ids=[f"img{seed}"])
+        expected, updates = _reference_attack(view, image[0], branch, config, f"img{seed}")
+        assert np.array_equal(result.images[0], expected)
+        assert result.steps_run == [updates] and result.linf[0] >= 1
+
+
+def test_registries_of_attacks_and_views() -> None:
+    assert METHODS == tuple(ATTACKS) == ("ifgsm", "pgd")
+    assert all(issubclass(cls, Attack) and cls.name == name for name, cls in ATTACKS.items())
+    assert VIEWS["llava"] is LlavaView and VIEWS["llava_next"] is VIEWS["llava_onevision"] is AnyResView
+    assert VIEWS["instructblip"] is InstructBlipView and VIEWS["qwen2_vl"] is VIEWS["qwen2_5_vl"] is Qwen2VLView
+    assert adv_views.ARCHS == ("llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl")
+    for arch in ARCHS:
+        view = _view(arch)
+        assert isinstance(view, VisionView) and type(view) is VIEWS[arch]
+        assert view.arch == ("qwen2_vl" if arch == "qwen2_5_vl" else arch) == view.settings["arch"]
+    # a view class refuses a model of another architecture, the base class every model
+    llava = _view("llava")
+    with pytest.raises(VHXError, match="LlavaView"):
+        VisionView(llava.model, llava.image_processor)
+    with pytest.raises(VHXError, match="LlavaView"):
+        Qwen2VLView(llava.model, llava.image_processor)
+
+    # adding a method: one class, one registration; the config, METHODS and attack_batch follow
+    @register_attack
+    class Still(Attack):
+        name = "test-still"
+
+        def direction(self, grad: torch.Tensor) -> torch.Tensor:
+            return torch.zeros_like(grad)
+
+    try:
+        assert adv_attack.METHODS == adv_pkg.METHODS == ("ifgsm", "pgd", "test-still")
+        config = AttackConfig(method="test-still", steps_min=4, step=2 / 255)
+        assert config.params("min")["method"] == "test-still" and "grad_norm" not in config.params("min")
+        result = attack_batch(llava, _batch(_texture(40, 60, 14)), "min", config, image_ids=["a"])
+        # only the seeded first step moves the image (+-2/255 per pixel); the later ones are zero
+        assert result.steps_run == [4] and result.linf == [2]
+        with pytest.raises(AttackError, match="already registered"):
+            register_attack(Still)
+    finally:
+        del ATTACKS["test-still"]
+    assert adv_attack.METHODS == adv_pkg.METHODS == ("ifgsm", "pgd")
+    with pytest.raises(AttackError):
+        AttackConfig(method="test-still")
+
+
 @pytest.mark.parametrize("eps255", [8.0, 7.5, 3.0])
 def test_eps_ball_and_range_hold_after_quantisation(eps255: float) -> None:
     view = _view("llava")
@@ -292,12 +446,12 @@ def _spec() -> list[tuple[str, np.ndarray, list[bool]]]:
 def test_split_ids_fields_and_sharing(tmp_path) -> None:
     pairs = make_pairs(_spec())
     view = _view("llava")
-    ATTACK_COUNTS.clear()
-    out = adversarial_split(pairs, view, vh_column="triggers_vh", model_id="tiny-llava", batch_size=8, progress=False, **FAST)
+    with counted_attacks() as counts:
+        out = adversarial_split(pairs, view, vh_column="triggers_vh", model_id="tiny-llava", batch_size=8, progress=False, **FAST)
     # one attack per (image_id, branch): a-min, b-min, b-max, c-max
-    assert ATTACK_COUNTS["attacks"] == 4
+    assert counts["attacks"] == 4
     # batches: sizes and branches never mix (40x60 min [a, b], 40x60 max [b], 36x36 max [c])
-    assert ATTACK_COUNTS["batches"] == 3
+    assert counts["batches"] == 3
     assert len(out) == len(pairs)
     validate_dataset(out)
     assert set(out.column_names) >= set(FEATURES)
@@ -337,22 +491,24 @@ def test_split_ids_fields_and_sharing(tmp_path) -> None:
 def test_resume_skips_finished_attacks(tmp_path) -> None:
     pairs = make_pairs(_spec())
     view = _view("llava")
-    ATTACK_COUNTS.clear()
-    first = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, **FAST)
-    assert ATTACK_COUNTS["attacks"] == 4
+    with counted_attacks() as counts:
+        first = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, **FAST)
+    assert counts["attacks"] == 4
     index = [json.loads(line) for line in (tmp_path / "attacks.jsonl").read_text().splitlines()]
     assert len(index) == 4 and len(list((tmp_path / "images").glob("*.png"))) == 4
-    ATTACK_COUNTS.clear()
-    second = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, **FAST)
-    assert ATTACK_COUNTS["attacks"] == 0
+    with counted_attacks() as counts:
+        second = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, **FAST)
+    assert counts["attacks"] == 0
+    assert len(stored(tmp_path)) == 4  # a rerun that attacked again would have appended records
     assert first["id"] == second["id"]
     assert first["transform_params"] == second["transform_params"]
     for a, b in zip(first, second):
         assert np.array_equal(np.asarray(a["image"]), np.asarray(b["image"]))
     # other settings are other attacks
-    ATTACK_COUNTS.clear()
-    adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, seed=1, **FAST)
-    assert ATTACK_COUNTS["attacks"] == 4  # the seed drives both branches' random moves
+    with counted_attacks() as counts:
+        adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, progress=False, seed=1, **FAST)
+    assert counts["attacks"] == 4  # the seed drives both branches' random moves
+    assert len(stored(tmp_path)) == 8 and len(list((tmp_path / "images").glob("*.png"))) == 8
 
 
 def test_interrupted_run_resumes_with_the_rest(tmp_path, monkeypatch) -> None:
@@ -368,17 +524,18 @@ def test_interrupted_run_resumes_with_the_rest(tmp_path, monkeypatch) -> None:
         return real(*args, **kwargs)
 
     monkeypatch.setattr(adv_expand, "attack_batch", flaky)
-    ATTACK_COUNTS.clear()
-    with pytest.raises(KeyboardInterrupt):
+    with counted_attacks() as counts, pytest.raises(KeyboardInterrupt):
         adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, batch_size=1, progress=False, **FAST)
-    assert ATTACK_COUNTS["attacks"] == 1
+    assert counts["attacks"] == 1
+    assert len(stored(tmp_path)) == 1  # the batch that finished before the crash was kept
     monkeypatch.setattr(adv_expand, "attack_batch", real)
     # a line cut short by the crash is ignored on resume
     with open(tmp_path / "attacks.jsonl", "a") as f:
         f.write('{"key": "truncat')
-    ATTACK_COUNTS.clear()
-    out = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, batch_size=1, progress=False, **FAST)
-    assert ATTACK_COUNTS["attacks"] == 3
+    with counted_attacks() as counts:
+        out = adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, batch_size=1, progress=False, **FAST)
+    assert counts["attacks"] == 3
+    assert len(stored(tmp_path)) == 4
     assert len(out) == len(pairs)
 
 
@@ -402,9 +559,8 @@ class _OracleScorer:
 def test_branches_from_a_scorer(tmp_path) -> None:
     pairs = make_pairs([("img-a", _texture(40, 60, 30), [False, False]), ("img-b", _texture(40, 60, 31), [False])])
     scorer = _OracleScorer({"Is there a dog 1?"})  # img-a pair 1 triggers VH
-    ATTACK_COUNTS.clear()
     out = adversarial_split(pairs, _view("llava"), scorer=scorer, model_id="m", out_dir=tmp_path, method="pgd", progress=False, **FAST)
-    assert ATTACK_COUNTS["attacks"] == 3  # a-min, a-max, b-min
+    assert len(stored(tmp_path)) == 3  # a-min, a-max, b-min
     branches = {r["id"]: loads(r["transform_params"])["branch"] for r in out}
     assert branches["synthetic/test/img-a-1@pgd:m"] == branches["synthetic/test/img-a-1+neg@pgd:m"] == "max"
     assert branches["synthetic/test/img-a-0@pgd:m"] == "min" and branches["synthetic/test/img-b-0@pgd:m"] == "min"
@@ -428,20 +584,19 @@ def test_end_to_end_from_a_model_folder(arch: str, tmp_path) -> None:
     """A model folder as target: loaded once, scored (generate mode) and attacked through it."""
     pairs = make_pairs([("img-a", _texture(40, 60, 50), [False]), ("img-b", _texture(36, 36, 51), [False])])
     path = build_tiny_model(arch, tmp_path / arch)
-    ATTACK_COUNTS.clear()
     out = adversarial_split(pairs, str(path), method="ifgsm", out_dir=tmp_path / "out", device="cpu", progress=False, **FAST)
     assert len(out) == 4
     validate_dataset(out)
     assert out[0]["target_model"] == arch
     assert out[0]["id"].endswith(f"@ifgsm:{arch}")
-    assert ATTACK_COUNTS["attacks"] == 2
+    assert len(stored(tmp_path / "out")) == 2
     assert loads(out[0]["provenance"])["adversarial"]["vh_source"].startswith("scorer:")
 
 
 TORCHRUN_ATTACK_SCRIPT = """
 import json, sys
 import datasets
-from vhx.adversarial import ATTACK_COUNTS, adversarial_split
+from vhx.adversarial import adversarial_split
 from vhx.runtime import process_state
 
 data, model, out = sys.argv[1:4]
@@ -450,7 +605,7 @@ split = adversarial_split(pairs, model, vh_column="triggers_vh", model_id="tiny-
                           progress=False, steps_min=3, steps_max=3)
 rank = process_state().process_index
 with open(f"{out}/rank{rank}.json", "w") as f:
-    json.dump({"attacks": ATTACK_COUNTS["attacks"], "ids": list(split["id"]),
+    json.dump({"ids": list(split["id"]),
                "images": [r["image"]["bytes"].hex() if r["image"]["bytes"] else open(r["image"]["path"], "rb").read().hex()
                           for r in split.cast_column("image", datasets.Image(decode=False))]}, f)
 """
@@ -477,16 +632,18 @@ def test_two_processes_share_the_attacks_under_torchrun(tmp_path) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
-    # the 4 (image, branch) attacks are split between the processes, none done twice ...
-    assert sorted(r["attacks"] for r in ranks) in ([2, 2], [1, 3]) and sum(r["attacks"] for r in ranks) == 4
+    # the 4 (image, branch) attacks are split between the processes, none done twice: each process
+    # writes the attacks it ran to its own index file
+    attacks = [len(stored(out, f"attacks.rank{r}.jsonl")) for r in (0, 1)]
+    assert sorted(attacks) in ([2, 2], [1, 3]) and sum(attacks) == 4
+    assert not (out / INDEX_FILE).exists()
     # ... and both build the same complete split from the shared folder
     assert ranks[0]["ids"] == ranks[1]["ids"] and len(ranks[0]["ids"]) == len(pairs)
     assert ranks[0]["images"] == ranks[1]["images"]
     # the same attacks as one process computes (seeded per image)
-    ATTACK_COUNTS.clear()
     single = adversarial_split(pairs, str(model), vh_column="triggers_vh", model_id="tiny-llava", out_dir=tmp_path / "one",
                                progress=False, **FAST)
-    assert ATTACK_COUNTS["attacks"] == 4
+    assert len(stored(tmp_path / "one")) == 4
     single_images = [_file(r["image"]) for r in single.cast_column("image", datasets.Image(decode=False))]
     assert [bytes.fromhex(h) for h in ranks[0]["images"]] == single_images
 

@@ -176,11 +176,21 @@ def test_cli_llm_negator_and_mmvp_rewriter_through_a_local_server(tmp_path: Path
 
 
 def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
+    from unittest import mock
+
     import numpy as np
     from PIL import Image
 
-    from vhx.adversarial import ATTACK_COUNTS
+    from vhx.adversarial import splits
     from vhx.tiny_models import build_tiny_model
+
+    real = splits.attack_batch
+    batch_sizes = []  # images per attack_batch call of the split stage
+
+    def counted(view, images, *args, **kwargs):
+        result = real(view, images, *args, **kwargs)
+        batch_sizes.append(images.shape[0])
+        return result
 
     target = build_tiny_model("llava")
     src = tmp_path / "synth"
@@ -188,10 +198,12 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     out = tmp_path / "adv"
     args = ["expand", str(src), "--out", str(out), "--perturb", "none", "--attack", "ifgsm", "--target-model", str(target),
             "--eps", "8/255", "--steps-min", "3", "--steps-max", "3", "--review", "0", "--gallery", "2"]
-    ATTACK_COUNTS.clear()
-    assert main(args) == 0
-    first = sum(ATTACK_COUNTS.values())
+    with mock.patch.object(splits, "attack_batch", counted):
+        assert main(args) == 0
+    first = sum(batch_sizes)
     assert 3 <= first <= 6  # one attack per (image, branch): 3 images, at most both branches each
+    index = out / "attacks" / "attacks.jsonl"
+    assert len(index.read_text().splitlines()) == first  # one record per attack
     dsd = datasets.load_dataset(str(out))
     assert list(dsd) == ["original", "ifgsm"]
     adv = dsd["ifgsm"]
@@ -202,7 +214,9 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
         attacked = np.asarray(row["image"].convert("RGB"), dtype=int)
         assert np.abs(attacked - clean).max() <= 8  # the eps ball holds on the saved 8-bit image
     # a rerun finds every attack done
-    ATTACK_COUNTS.clear()
-    assert main(args + ["--overwrite"]) == 0
-    assert sum(ATTACK_COUNTS.values()) == 0
+    batch_sizes.clear()
+    with mock.patch.object(splits, "attack_batch", counted):
+        assert main(args + ["--overwrite"]) == 0
+    assert sum(batch_sizes) == 0
+    assert len(index.read_text().splitlines()) == first
     assert isinstance(Image.open(next((out / "attacks" / "images").glob("*.png"))), Image.Image)

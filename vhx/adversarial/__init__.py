@@ -1,10 +1,15 @@
 """White-box adversarial expansion: I-FGSM / PGD on the visual tokens of real MLLM architectures.
 
 * :mod:`vhx.adversarial.views`: :class:`VisionView`, a differentiable map from pixels in [0, 1] at
-  the original image size to the projected visual tokens the language model receives (LLaVA-1.5,
-  LLaVA-NeXT, LLaVA-OneVision, InstructBLIP, Qwen2-VL), matching the model's own processor path.
+  the original image size to the projected visual tokens the language model receives, matching the
+  model's own processor path; one subclass per architecture family (:class:`LlavaView`,
+  :class:`AnyResView` for LLaVA-NeXT / OneVision, :class:`InstructBlipView`, :class:`Qwen2VLView`)
+  in the :data:`VIEWS` registry (:func:`register_view`), keyed by ``config.model_type``.
+* :mod:`vhx.adversarial.processing`: the torch versions of the image processors' steps it replays.
 * :mod:`vhx.adversarial.attack`: :class:`AttackConfig` and :func:`attack_batch`, the batched
-  attack with both branches (minimise / maximise the similarity), quantised 8-bit output.
+  attack with both branches (minimise / maximise the similarity), quantised 8-bit output; one
+  :class:`Attack` subclass per method (:class:`IFGSM`, :class:`PGD`) in the :data:`ATTACKS`
+  registry (:func:`register_attack`).
 * :mod:`vhx.adversarial.splits`: :func:`adversarial_split`, the ``ifgsm`` / ``pgd`` split of an
   ``original`` split of pairs against one target model: shared, batched, resumable, shardable.
 
@@ -15,37 +20,76 @@ Example::
     ifgsm = adversarial_split(pairs, "llava-hf/llava-1.5-7b-hf", method="ifgsm", out_dir="adv/llava")
 """
 
+from typing import Any
+
+from vhx.adversarial import attack as _attack
+from vhx.adversarial import views as _views
 from vhx.adversarial.attack import (
+    ATTACKS,
     BRANCHES,
-    METHODS,
+    IFGSM,
+    PGD,
     SCHEDULES,
     SIMILARITIES,
+    Attack,
     AttackConfig,
     AttackError,
     AttackResult,
     attack_batch,
+    register_attack,
     similarity,
 )
-from vhx.adversarial.splits import ATTACK_COUNTS, AttackStore, adversarial_split, adversarial_splits
-from vhx.adversarial.views import ARCHS, VisionView, load_view, processor_features, view_from_model
+from vhx.adversarial.splits import AttackStore, adversarial_split, adversarial_splits
+from vhx.adversarial.views import (
+    VIEWS,
+    AnyResView,
+    InstructBlipView,
+    LlavaView,
+    Qwen2VLView,
+    VisionView,
+    load_view,
+    processor_features,
+    register_view,
+    view_from_model,
+)
+
+
+def __getattr__(name: str) -> Any:
+    # The name tuples follow their registries, so they are read from there on every access.
+    if name == "METHODS":
+        return _attack.METHODS
+    if name == "ARCHS":
+        return _views.ARCHS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "ARCHS",
-    "ATTACK_COUNTS",
+    "ATTACKS",
     "BRANCHES",
+    "IFGSM",
     "METHODS",
+    "PGD",
     "SCHEDULES",
     "SIMILARITIES",
+    "VIEWS",
+    "AnyResView",
+    "Attack",
     "AttackConfig",
     "AttackError",
     "AttackResult",
     "AttackStore",
+    "InstructBlipView",
+    "LlavaView",
+    "Qwen2VLView",
     "VisionView",
     "adversarial_split",
     "adversarial_splits",
     "attack_batch",
     "load_view",
     "processor_features",
+    "register_attack",
+    "register_view",
     "similarity",
     "view_from_model",
 ]

@@ -1,5 +1,10 @@
 """The attack: I-FGSM / PGD on the cosine similarity of projected visual tokens, batched over images.
 
+One class per method (:class:`IFGSM`, :class:`PGD`), registered in :data:`ATTACKS` by name
+(:func:`register_attack`); their base :class:`Attack` runs the loop every method shares (start,
+step-size schedule, projection, early stopping, best iterate, quantisation), a method gives only its
+update direction. :func:`attack_batch` runs the method a config names.
+
 Objective (the paper's eq. 1): with E the model's visual tokens (:class:`~vhx.adversarial.views.VisionView`)
 and s(delta) = sim(E(x), E(x + delta)),
 
@@ -58,11 +63,12 @@ number), and into [0, 255]; both constraints are asserted on the saved pixels.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -71,11 +77,23 @@ import torch.nn.functional as F
 from vhx.adversarial.views import AUTHORS_AXIS
 from vhx.errors import VHXError
 
-METHODS: tuple[str, ...] = ("ifgsm", "pgd")
 BRANCHES: tuple[str, ...] = ("min", "max")
 SIMILARITIES: tuple[str, ...] = ("feature", "token", "authors")
 SCHEDULES: tuple[str, ...] = ("constant", "cosine")
 GRAD_NORMS: tuple[str, ...] = ("linf", "none")
+
+#: The attack class of each method name (:func:`register_attack` adds to it).
+ATTACKS: dict[str, type[Attack]] = {}
+
+
+def __getattr__(name: str) -> Any:
+    # METHODS is computed on access so that attacks registered after import count too.
+    if name == "METHODS":
+        return tuple(ATTACKS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+METHODS: tuple[str, ...]  # the registered method names, in registration order, from :data:`ATTACKS`
 
 
 class AttackError(VHXError, ValueError):
@@ -87,7 +105,7 @@ class AttackConfig:
     """Settings of one adversarial expansion (see the module docstring for their meaning).
 
     Attributes:
-        method: ``"ifgsm"`` or ``"pgd"``.
+        method: a method of :data:`ATTACKS`: ``"ifgsm"`` or ``"pgd"``.
         eps: L-inf radius of the perturbation on the [0, 1] scale.
         step: step size gamma on the [0, 1] scale (the peak of the cosine schedule).
         steps_min: iterations of the ``min`` branch (cases that do not trigger VH).
@@ -121,7 +139,7 @@ class AttackConfig:
 
     def __post_init__(self) -> None:
         for name, value, allowed in (
-            ("method", self.method, METHODS),
+            ("method", self.method, tuple(ATTACKS)),
             ("similarity", self.similarity, SIMILARITIES),
             ("schedule", self.schedule, SCHEDULES),
             ("grad_norm", self.grad_norm, GRAD_NORMS),
@@ -148,8 +166,8 @@ class AttackConfig:
         """The settings that shape ``branch``'s result, as recorded in ``transform_params``.
 
         Settings that cannot matter to the branch are left out (the random start and early
-        stopping of ``min``, the cosine floor of a constant schedule, PGD's normalisation for
-        I-FGSM), so equal results carry equal parameter strings.
+        stopping of ``min``, the cosine floor of a constant schedule, the options of other methods
+        such as PGD's normalisation for I-FGSM), so equal results carry equal parameter strings.
         """
         out: dict[str, Any] = {
             "method": self.method,
@@ -163,8 +181,8 @@ class AttackConfig:
         }
         if self.schedule == "cosine":
             out["eta_min"] = self.eta_min
-        if self.method == "pgd":
-            out["grad_norm"] = self.grad_norm
+        for name in ATTACKS[self.method].options:
+            out[name] = getattr(self, name)
         if branch == "max":
             out["init"] = self.init
             out["stop_similarity"] = self.stop_similarity
@@ -269,10 +287,261 @@ def quantize(x: torch.Tensor, delta: torch.Tensor, eps: float) -> torch.Tensor:
     return q
 
 
-@torch.no_grad()
-def _embed(view: Any, x: torch.Tensor, amp: bool) -> torch.Tensor:
-    with _autocast(x.device, amp):
-        return view(x).float()
+# --------------------------------------------------------------------------------------------
+# The attacks: a shared loop, one class per method
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """Per-image state of one batched run (every tensor has the batch first)."""
+
+    x: torch.Tensor  # the originals in [0, 1]
+    clean: torch.Tensor | None  # E(x), when computed once
+    delta: torch.Tensor
+    best: torch.Tensor  # best similarity seen (NaN before the first)
+    best_delta: torch.Tensor
+    initial: torch.Tensor
+    steps_run: torch.Tensor
+    stale: torch.Tensor  # steps since the last improvement (max branch)
+    reference: torch.Tensor  # last value that counted as an improvement (max branch)
+    active: torch.Tensor
+
+
+class Attack:
+    """An iterative L-inf attack on the similarity of visual tokens, batched over equal-size images.
+
+    The base holds what every method shares: the start (zero for ``min``, the seeded random +-init
+    for ``max``), the step-size schedule, the projection onto the eps ball and the [0, 1] box,
+    early stopping (``max``), the best iterate and the 8-bit quantisation of the result. A method
+    subclasses it with its :attr:`name` and :meth:`direction` (and :attr:`options`, the config
+    fields only it reads) and registers with :func:`register_attack`. As in torchattacks, an
+    instance binds the model and the settings and is called on images::
+
+        result = PGD(view, config)(images, "max", image_ids=ids)
+
+    Args:
+        view: a :class:`~vhx.adversarial.views.VisionView` (any callable pixels -> ``(B, N, D)``
+            with ``device`` and ``arch`` attributes works).
+        config: the attack settings (its ``method`` is set to this class's :attr:`name`).
+        amp: bfloat16 autocast for the view (default: on for CUDA, off elsewhere).
+        clean_once: compute E(x) once (default). ``False`` recomputes it at every step, as the
+            authors' scripts do; it exists to measure what precomputing saves.
+    """
+
+    #: The method's name: the key in :data:`ATTACKS` and the ``transform`` of its split.
+    name: ClassVar[str] = ""
+    #: :class:`AttackConfig` fields that only this method reads (recorded in its ``transform_params``).
+    options: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, view: Any, config: AttackConfig, *, amp: bool | None = None, clean_once: bool = True) -> None:
+        self.view = view
+        self.config = config if config.method == self.name else dataclasses.replace(config, method=self.name)
+        self.device = torch.device(view.device)
+        self.amp = self.device.type == "cuda" if amp is None else bool(amp)
+        self.clean_once = clean_once
+
+    # ------------------------------------------------------------------------------- per method
+    def direction(self, grad: torch.Tensor) -> torch.Tensor:
+        """The update direction of one step from ``grad`` = grad J ``(B, 3, H, W)``: delta moves by -gamma_t times it."""
+        raise NotImplementedError(f"{type(self).__name__} defines no update direction")
+
+    def first_direction(self, shape: Sequence[int], image_ids: Sequence[str]) -> torch.Tensor:
+        """The ``min`` branch's first direction: a seeded random sign per pixel, from each image's generator.
+
+        The cosine is at its maximum at delta = 0, where its gradient is rounding noise (~1e-9,
+        often exactly 0), so no method can take its first step from the gradient there.
+        """
+        return torch.stack([first_move(shape, image_id, self.config.seed) for image_id in image_ids]).to(self.device)
+
+    # ------------------------------------------------------------------------------- shared parts
+    def step_size(self, t: int, total: int) -> float:
+        """gamma_t of update ``t`` (0-based) out of ``total`` (constant or cosine schedule)."""
+        return step_size(self.config, t, total)
+
+    def project(self, x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        """``delta`` clipped into the eps ball, then so that x + delta stays in the [0, 1] box."""
+        eps = float(self.config.eps)
+        return self.into_box(x, delta.clamp(-eps, eps))
+
+    @staticmethod
+    def into_box(x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        """``delta`` such that x + delta lies in [0, 1]."""
+        return (x + delta).clamp(0.0, 1.0) - x
+
+    def start(self, x: torch.Tensor, branch: str, image_ids: Sequence[str]) -> torch.Tensor:
+        """The first delta: zero for ``min``; each pixel +-init at random (seeded per image) for ``max``."""
+        config = self.config
+        if branch == "max" and config.init > 0:
+            delta = torch.stack([random_start(x.shape[1:], config.init, i, config.seed) for i in image_ids]).to(self.device)
+            return self.into_box(x, delta)
+        return torch.zeros_like(x)
+
+    @torch.no_grad()
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """E(x) in float32, without gradients."""
+        with _autocast(self.device, self.amp):
+            return self.view(x).float()
+
+    def similarity(self, clean: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        """s per image, with the config's similarity and the view's architecture."""
+        return similarity(clean, emb, self.config.similarity, getattr(self.view, "arch", None))
+
+    def _keep_best(self, run: _Run, idx: torch.Tensor, s: torch.Tensor, maximize: bool) -> None:
+        """Keep each image's best similarity so far and its delta (lowest for ``min``, highest for ``max``)."""
+        prev = run.best[idx]
+        better = torch.isnan(prev) | (s > prev if maximize else s < prev)
+        run.best[idx] = torch.where(better, s, prev)
+        if bool(better.any()):
+            run.best_delta[idx[better]] = run.delta[idx[better]]
+
+    def _stops(self, run: _Run, idx: torch.Tensor, s: torch.Tensor, maximize: bool) -> torch.Tensor:
+        """Which of the images ``idx`` stop now: the max branch's threshold and patience (min never stops)."""
+        stop = torch.zeros_like(s, dtype=torch.bool)
+        if not maximize:
+            return stop
+        config = self.config
+        ref = run.reference[idx]
+        progressed = torch.isnan(ref) | (s > ref + config.min_improvement)
+        run.reference[idx] = torch.where(progressed, s, ref)
+        run.stale[idx] = torch.where(progressed, torch.zeros_like(run.stale[idx]), run.stale[idx] + 1)
+        if config.stop_similarity is not None:
+            stop |= s >= config.stop_similarity
+        if config.patience is not None:
+            stop |= run.stale[idx] >= config.patience
+        return stop
+
+    def __call__(self, images: torch.Tensor, branch: str, *, image_ids: Sequence[str]) -> AttackResult:
+        """Attack a batch of equal-size ``uint8`` images ``(B, 3, H, W)`` with one branch.
+
+        ``image_ids`` (one per image) seed the random start and first step. Returns the best
+        iterate of each image, quantised to 8 bits.
+        """
+        check_branch(branch)
+        if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[1] != 3:
+            raise AttackError(f"images must be a uint8 tensor (B, 3, H, W), got {images.dtype} {tuple(images.shape)}")
+        if len(image_ids) != images.shape[0]:
+            raise AttackError(f"got {images.shape[0]} images but {len(image_ids)} image ids")
+        device = self.device
+        x = images.to(device=device, dtype=torch.float32) / 255.0
+        batch = x.shape[0]
+        maximize = branch == "max"
+        total = self.config.steps_for(branch)
+
+        clean = self.embed(x) if self.clean_once else None
+        delta = self.start(x, branch, image_ids)
+        run = _Run(
+            x=x,
+            clean=clean,
+            delta=delta,
+            best=torch.full((batch,), float("nan"), device=device),
+            best_delta=delta.clone(),
+            initial=torch.zeros(batch, device=device),
+            steps_run=torch.zeros(batch, dtype=torch.long, device=device),
+            stale=torch.zeros(batch, dtype=torch.long, device=device),
+            reference=torch.full((batch,), float("nan"), device=device),
+            active=torch.ones(batch, dtype=torch.bool, device=device),
+        )
+        # t runs one past the budget: the last pass only measures the final iterate.
+        for t in range(total + 1):
+            idx = run.active.nonzero().squeeze(1)
+            if idx.numel() == 0:
+                break
+            wants_grad = t < total
+            x_i = x[idx]
+            d_i = run.delta[idx].clone().requires_grad_(wants_grad)
+            clean_i = clean[idx] if clean is not None else self.embed(x_i)
+            with torch.enable_grad() if wants_grad else torch.no_grad(), _autocast(device, self.amp):
+                emb = self.view(x_i + d_i)
+            s = self.similarity(clean_i, emb)
+            s_val = s.detach()
+            if t == 0:
+                run.initial[idx] = s_val
+            self._keep_best(run, idx, s_val, maximize)
+            stop = self._stops(run, idx, s_val, maximize)
+            if not wants_grad:
+                break
+            if bool(stop.any()):
+                run.active[idx[stop]] = False
+                if bool(stop.all()):
+                    continue
+
+            objective = -s if maximize else s
+            (grad,) = torch.autograd.grad(objective.sum(), d_i)
+            with torch.no_grad():
+                if t == 0 and not maximize:
+                    move = self.first_direction(x.shape[1:], [image_ids[i] for i in idx.tolist()])
+                else:
+                    move = self.direction(grad)
+                new = self.project(x_i, d_i.detach() - self.step_size(t, total) * move)
+                go = ~stop
+                run.delta[idx[go]] = new[go]
+                run.steps_run[idx[go]] += 1
+        return self._result(run)
+
+    def _result(self, run: _Run) -> AttackResult:
+        x = run.x
+        q = quantize(x, run.best_delta, float(self.config.eps))
+        adv = (q / 255.0).float()
+        final = self.similarity(run.clean if run.clean is not None else self.embed(x), self.embed(adv))
+        linf = (q - torch.round(x.double() * 255.0)).abs().amax(dim=(1, 2, 3))
+        arrays = [a.permute(1, 2, 0).to(torch.uint8).cpu().numpy() for a in q]
+        return AttackResult(
+            images=arrays,
+            initial_similarity=run.initial.cpu().tolist(),
+            best_similarity=run.best.cpu().tolist(),
+            final_similarity=final.cpu().tolist(),
+            steps_run=[int(v) for v in run.steps_run.cpu().tolist()],
+            linf=[int(v) for v in linf.cpu().tolist()],
+        )
+
+
+_Attack = TypeVar("_Attack", bound=type[Attack])
+
+
+def register_attack(cls: _Attack) -> _Attack:
+    """Class decorator: add an :class:`Attack` subclass to :data:`ATTACKS` (and :data:`METHODS`) under its ``name``."""
+    if not cls.name:
+        raise AttackError(f"{cls.__name__} needs a name to be registered")
+    if cls.name in ATTACKS:
+        raise AttackError(f"attack {cls.name!r} is already registered ({ATTACKS[cls.name].__name__})")
+    fields = {f.name for f in dataclasses.fields(AttackConfig)}
+    unknown = [o for o in cls.options if o not in fields]
+    if unknown:
+        raise AttackError(f"{cls.__name__}: options {unknown} are not AttackConfig fields")
+    ATTACKS[cls.name] = cls
+    return cls
+
+
+@register_attack
+class IFGSM(Attack):
+    """I-FGSM: delta <- delta - gamma_t * sign(grad J)."""
+
+    name = "ifgsm"
+
+    def direction(self, grad: torch.Tensor) -> torch.Tensor:
+        """The sign of the gradient."""
+        return grad.sign()
+
+
+@register_attack
+class PGD(Attack):
+    """PGD: delta <- delta - gamma_t * g, g the gradient divided by its largest |entry| per image (or raw).
+
+    The cosine's raw gradient is tiny, so by default (``grad_norm="linf"``) it is normalised per
+    image and ``step`` is the largest per-pixel move, as for I-FGSM; ``grad_norm="none"`` steps
+    along the raw gradient (the authors' PGD, with step 1.0).
+    """
+
+    name = "pgd"
+    options = ("grad_norm",)
+
+    def direction(self, grad: torch.Tensor) -> torch.Tensor:
+        """The gradient over its largest absolute entry per image (``grad_norm="linf"``), or the gradient."""
+        if self.config.grad_norm == "linf":
+            peak = grad.abs().amax(dim=(1, 2, 3), keepdim=True).clamp_min(1e-30)
+            return grad / peak
+        return grad
 
 
 def attack_batch(
@@ -285,118 +554,18 @@ def attack_batch(
     amp: bool | None = None,
     clean_once: bool = True,
 ) -> AttackResult:
-    """Attack a batch of equal-size images with one branch; returns the quantised results.
+    """Attack a batch of equal-size images with one branch, by ``config.method``; returns the quantised results.
 
     Args:
         view: a :class:`~vhx.adversarial.views.VisionView` (any callable pixels -> ``(B, N, D)``
             with ``device`` and ``arch`` attributes works).
         images: ``uint8`` tensor ``(B, 3, H, W)`` (the 8-bit originals).
         branch: ``"min"`` or ``"max"``.
-        config: the attack settings.
+        config: the attack settings; ``config.method`` picks the class in :data:`ATTACKS`.
         image_ids: one id per image, seeding its random start.
         amp: bfloat16 autocast for the view (default: on for CUDA, off elsewhere).
         clean_once: compute E(x) once (default). ``False`` recomputes it at every step, as the
             authors' scripts do; it exists to measure what precomputing saves.
     """
-    check_branch(branch)
-    if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[1] != 3:
-        raise AttackError(f"images must be a uint8 tensor (B, 3, H, W), got {images.dtype} {tuple(images.shape)}")
-    if len(image_ids) != images.shape[0]:
-        raise AttackError(f"got {images.shape[0]} images but {len(image_ids)} image ids")
-    device = torch.device(view.device)
-    use_amp = device.type == "cuda" if amp is None else bool(amp)
-    arch = getattr(view, "arch", None)
-    x = images.to(device=device, dtype=torch.float32) / 255.0
-    batch = x.shape[0]
-    maximize = branch == "max"
-    total = config.steps_for(branch)
-    eps = float(config.eps)
-
-    clean = _embed(view, x, use_amp) if clean_once else None
-    if maximize and config.init > 0:
-        delta = torch.stack([random_start(x.shape[1:], config.init, i, config.seed) for i in image_ids]).to(device)
-        delta = (x + delta).clamp(0.0, 1.0) - x
-    else:
-        delta = torch.zeros_like(x)
-
-    best = torch.full((batch,), float("nan"), device=device)
-    best_delta = delta.clone()
-    initial = torch.zeros(batch, device=device)
-    steps_run = torch.zeros(batch, dtype=torch.long, device=device)
-    stale = torch.zeros(batch, dtype=torch.long, device=device)
-    reference = torch.full((batch,), float("nan"), device=device)  # last value that counted as progress
-    active = torch.ones(batch, dtype=torch.bool, device=device)
-
-    for t in range(total + 1):
-        idx = active.nonzero().squeeze(1)
-        if idx.numel() == 0:
-            break
-        wants_grad = t < total
-        x_i = x[idx]
-        d_i = delta[idx].clone().requires_grad_(wants_grad)
-        clean_i = clean[idx] if clean is not None else _embed(view, x_i, use_amp)
-        with torch.enable_grad() if wants_grad else torch.no_grad(), _autocast(device, use_amp):
-            emb = view(x_i + d_i)
-        s = similarity(clean_i, emb, config.similarity, arch)
-        s_val = s.detach()
-        if t == 0:
-            initial[idx] = s_val
-
-        # keep the best iterate seen
-        prev = best[idx]
-        better = torch.isnan(prev) | (s_val > prev if maximize else s_val < prev)
-        best[idx] = torch.where(better, s_val, prev)
-        if bool(better.any()):
-            best_delta[idx[better]] = delta[idx[better]]
-
-        stop = torch.zeros_like(better)
-        if maximize:
-            ref = reference[idx]
-            progressed = torch.isnan(ref) | (s_val > ref + config.min_improvement)
-            reference[idx] = torch.where(progressed, s_val, ref)
-            stale[idx] = torch.where(progressed, torch.zeros_like(stale[idx]), stale[idx] + 1)
-            if config.stop_similarity is not None:
-                stop |= s_val >= config.stop_similarity
-            if config.patience is not None:
-                stop |= stale[idx] >= config.patience
-        if not wants_grad:
-            break
-        if bool(stop.any()):
-            active[idx[stop]] = False
-            if bool(stop.all()):
-                continue
-
-        objective = -s if maximize else s
-        (grad,) = torch.autograd.grad(objective.sum(), d_i)
-        gamma = step_size(config, t, total)
-        with torch.no_grad():
-            if t == 0 and not maximize:
-                # The cosine is at its maximum at delta = 0, where its gradient is rounding noise
-                # (~1e-9, often exactly 0): the first move is a seeded random sign step instead.
-                move = torch.stack([first_move(x.shape[1:], image_ids[i], config.seed) for i in idx.tolist()]).to(device)
-            elif config.method == "ifgsm":
-                move = grad.sign()
-            elif config.grad_norm == "linf":
-                peak = grad.abs().amax(dim=(1, 2, 3), keepdim=True).clamp_min(1e-30)
-                move = grad / peak
-            else:
-                move = grad
-            new = (d_i.detach() - gamma * move).clamp(-eps, eps)
-            new = (x_i + new).clamp(0.0, 1.0) - x_i
-            go = ~stop
-            delta[idx[go]] = new[go]
-            steps_run[idx[go]] += 1
-
-    q = quantize(x, best_delta, eps)
-    adv = (q / 255.0).float()
-    final = similarity(clean if clean is not None else _embed(view, x, use_amp), _embed(view, adv, use_amp), config.similarity, arch)
-    linf = (q - torch.round(x.double() * 255.0)).abs().amax(dim=(1, 2, 3))
-    arrays = [a.permute(1, 2, 0).to(torch.uint8).cpu().numpy() for a in q]
-    return AttackResult(
-        images=arrays,
-        initial_similarity=initial.cpu().tolist(),
-        best_similarity=best.cpu().tolist(),
-        final_similarity=final.cpu().tolist(),
-        steps_run=[int(v) for v in steps_run.cpu().tolist()],
-        linf=[int(v) for v in linf.cpu().tolist()],
-    )
+    attack = ATTACKS[config.method](view, config, amp=amp, clean_once=clean_once)
+    return attack(images, branch, image_ids=image_ids)

@@ -43,7 +43,6 @@ import json
 import logging
 import os
 import tempfile
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,18 +53,15 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vhx.adversarial.attack import METHODS, AttackConfig, AttackError, attack_batch
-from vhx.adversarial.views import VisionView, default_device, load_view, view_from_model
+from vhx.adversarial.attack import ATTACKS, AttackConfig, AttackError, attack_batch
+from vhx.adversarial.views import VisionView, load_view, view_from_model
 from vhx.errors import DataError, VHXError
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.perturbations import png_bytes, to_rgb_array
+from vhx.runtime import default_device
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, loads, pair_id_of
 
 logger = logging.getLogger("vhx")
-
-#: Attacks run in this process: ``"attacks"`` counts attacked images, ``"batches"`` attack calls.
-#: Tests and benchmarks read it to check sharing and resuming.
-ATTACK_COUNTS: Counter[str] = Counter()
 
 INDEX_FILE = "attacks.jsonl"
 IMAGES_DIR = "images"
@@ -263,8 +259,6 @@ def run_attacks(
             tensor = torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous()
             branch = batch[0].branch
             result = attack_batch(view, tensor, branch, config, image_ids=[j.image_id for j in batch], amp=amp)
-            ATTACK_COUNTS["batches"] += 1
-            ATTACK_COUNTS["attacks"] += len(batch)
             for i, job in enumerate(batch):
                 store.add(
                     job.key,
@@ -462,7 +456,7 @@ def adversarial_splits(
     pairs: datasets.Dataset,
     model_path_or_view: Any,
     *,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] | None = None,
     vh_column: str | None = None,
     scorer: Any = None,
     model_id: str | None = None,
@@ -476,7 +470,8 @@ def adversarial_splits(
 ) -> dict[str, datasets.Dataset]:
     """One split per method (``{"ifgsm": ..., "pgd": ...}``), loading and scoring the model once.
 
-    Takes the arguments of :func:`adversarial_split` (``methods`` instead of ``method``).
+    Takes the arguments of :func:`adversarial_split` (``methods`` instead of ``method``; default:
+    every method of :data:`~vhx.adversarial.attack.ATTACKS`).
     """
     from vhx.predict import process_state
 
@@ -484,7 +479,7 @@ def adversarial_splits(
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     configs = {}
-    for method in methods:
+    for method in tuple(ATTACKS) if methods is None else methods:
         try:
             configs[method] = AttackConfig(method=method, **attack_options)
         except TypeError as exc:

@@ -7,29 +7,28 @@ pixels; the model's own ``get_image_features`` then runs unchanged (vision tower
 select strategy from the config, connector; anyres packing and newline tokens for NeXT/OneVision;
 the Q-Former for InstructBLIP; the merger for Qwen2-VL).
 
-=================  =========================================================================
-architecture       preprocessing replayed in torch (then ``model.get_image_features``)
-=================  =========================================================================
-llava              [pad to square with the mean colour if the processor does] -> resize
-                   (shortest edge) -> center crop -> rescale -> normalise
-llava_next,        anyres: best grid pinpoint, aspect-preserving resize + centred zero pad,
-llava_onevision    tiles of the crop size, plus the whole image resized to one tile; each tile
-                   resized / cropped as the processor does -> rescale -> normalise
-instructblip       resize to (height, width) -> rescale -> normalise; the Q-Former gets a fixed
-                   instruction (``qformer_instruction``, default empty: the query tokens only)
-qwen2_vl           ``smart_resize`` -> resize -> rescale -> normalise -> the processor's patch
-                   flattening (temporal patch = the image repeated), grid ``(1, h, w)``
-=================  =========================================================================
+One subclass per architecture family, registered in :data:`VIEWS` by ``config.model_type``
+(:func:`register_view`); :func:`view_from_model` and :func:`load_view` pick the class from there.
 
-Resizing is ``F.interpolate`` with the processor's resample filter (bicubic for CLIP/SigLIP/Qwen2-VL)
-and ``antialias=True``, which is what makes torch's bicubic a PIL-style filter (a = -0.5, support
-widened when downsampling), one axis at a time with a clamp to [0, 1] after each pass, as PIL does
-on 8-bit images (see :func:`resize`). What remains different from the processor: PIL rounds every
-resized image to 8 bits (up to 0.5/255 per pixel, up to ~0.0075 after dividing by CLIP's std) and
-works in fixed point. Measured on tiny models (``tests/test_adversarial.py``): model inputs differ by
-at most ~0.016 (a few saturated pixels more where Pillow picks another pass order), the visual
-tokens by ~1% of their largest magnitude, with a cosine above 0.9996 per token. PIL filters that
-torch lacks (LANCZOS, HAMMING) fall back to antialiased bicubic.
+===================  ========================================================================
+architecture (view)  preprocessing replayed in torch (then ``model.get_image_features``)
+===================  ========================================================================
+llava                [pad to square with the mean colour if the processor does] -> resize
+(LlavaView)          (shortest edge) -> center crop -> rescale -> normalise
+llava_next,          anyres: best grid pinpoint, aspect-preserving resize + centred zero pad,
+llava_onevision      tiles of the crop size, plus the whole image resized to one tile; each tile
+(AnyResView)         resized / cropped as the processor does -> rescale -> normalise
+instructblip         resize to (height, width) -> rescale -> normalise; the Q-Former gets a fixed
+(InstructBlipView)   instruction (``qformer_instruction``, default empty: the query tokens only)
+qwen2_vl,            ``smart_resize`` -> resize -> rescale -> normalise -> the processor's patch
+qwen2_5_vl           flattening (temporal patch = the image repeated), grid ``(1, h, w)``
+(Qwen2VLView)
+===================  ========================================================================
+
+Resizing replays PIL's filters in torch (:func:`vhx.adversarial.processing.resize`). Measured on
+tiny models (``tests/test_adversarial.py``): model inputs differ from the processor's by at most
+~0.016 (a few saturated pixels more where Pillow picks another pass order), the visual tokens by ~1%
+of their largest magnitude, with a cosine above 0.9996 per token.
 
 Why InstructBLIP gets a fixed instruction: its Q-Former reads the instruction, so its visual tokens
 depend on the question. The attack objective must depend on the image alone (one attack shared by
@@ -39,192 +38,80 @@ the query tokens extract from the image.
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vhx.adversarial.processing import center_crop, pad_to_square, resample_mode, resize, resize_target, size_dict
 from vhx.errors import VHXError
 from vhx.runtime import default_device
 
-#: Architectures (``config.model_type``) with a view. Qwen2.5-VL shares Qwen2-VL's processor and
-#: ``get_image_features`` interface, so it takes the same path.
-ARCHS: tuple[str, ...] = ("llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl")
-_ARCH_ALIASES = {"qwen2_5_vl": "qwen2_vl"}
+#: The view class of each ``config.model_type`` (:func:`register_view` adds to it).
+VIEWS: dict[str, type[VisionView]] = {}
 
-#: The axis along which the authors' code took the cosine (``F.cosine_similarity``'s default dim=1):
-#: their LLaVA-1.5, InstructBLIP and Qwen-VL embeddings were ``(1, tokens, features)`` tensors, so
-#: dim 1 is the token axis; their LLaVA-NeXT/OneVision embeddings were packed ``(tokens, features)``
-#: matrices, so dim 1 is the feature axis.
-AUTHORS_AXIS: dict[str, str] = {
-    "llava": "token",
-    "llava_next": "feature",
-    "llava_onevision": "feature",
-    "instructblip": "token",
-    "qwen2_vl": "token",
-}
-
-# PIL resampling filter ids -> F.interpolate modes. 0 NEAREST, 1 LANCZOS, 2 BILINEAR, 3 BICUBIC,
-# 4 BOX, 5 HAMMING. "nearest-exact" samples pixel floor((i + 0.5) * scale) like PIL's NEAREST;
-# "area" is PIL's BOX for integer factors.
-_RESAMPLE_MODES = {0: "nearest-exact", 1: "bicubic", 2: "bilinear", 3: "bicubic", 4: "area", 5: "bicubic"}
+#: The axis along which the authors' code took the cosine (``F.cosine_similarity``'s default dim=1),
+#: per architecture (each view class's ``authors_axis``): their LLaVA-1.5, InstructBLIP and Qwen-VL
+#: embeddings were ``(1, tokens, features)`` tensors, so dim 1 is the token axis; their
+#: LLaVA-NeXT/OneVision embeddings were packed ``(tokens, features)`` matrices, so dim 1 is the
+#: feature axis. Filled by :func:`register_view`.
+AUTHORS_AXIS: dict[str, str] = {}
 
 
-# --------------------------------------------------------------------------------------------
-# torch versions of the processor steps
-# --------------------------------------------------------------------------------------------
+def _archs() -> tuple[str, ...]:
+    return tuple(dict.fromkeys(cls.family or model_type for model_type, cls in VIEWS.items()))
 
 
-def resample_mode(resample: Any) -> str:
-    """The ``F.interpolate`` mode of a PIL resampling filter (enum member or int; default bilinear)."""
-    if resample is None:
-        return "bilinear"
-    return _RESAMPLE_MODES.get(int(getattr(resample, "value", resample)), "bicubic")
+def __getattr__(name: str) -> Any:
+    # ARCHS is computed on access so that views registered after import count too.
+    if name == "ARCHS":
+        return _archs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def resize(x: torch.Tensor, size: tuple[int, int], mode: str) -> torch.Tensor:
-    """Resize ``(B, C, H, W)`` images in [0, 1] to ``size`` = (height, width), PIL-style.
-
-    Same size is the identity (PIL returns a copy). Antialiasing makes bilinear/bicubic match PIL's
-    filters. PIL filters one axis at a time and stores the intermediate image in 8 bits, so bicubic
-    overshoot is clipped between the passes: the two passes run separately here, each followed by a
-    clamp to [0, 1]. Pillow (13) runs the vertical pass first in some reductions. Taking it first
-    when the height shrinks and either the width does not, or the height's factor is below 3/4 of the
-    width's, or the image is more than twice as tall as wide and shrinks about evenly, reproduces
-    Pillow's choice for all of 200 random aspect-preserving reductions (what shortest-edge resizes
-    do) and ~97% of random size pairs (measured on noise images; the order only matters where the
-    first pass saturates).
-    """
-    height, width = int(size[0]), int(size[1])
-    in_h, in_w = x.shape[-2:]
-    if (in_h, in_w) == (height, width):
-        return x
-    if mode not in ("bilinear", "bicubic"):
-        return F.interpolate(x, size=(height, width), mode=mode).clamp(0.0, 1.0)
-
-    def one_pass(t: torch.Tensor, h: int, w: int) -> torch.Tensor:
-        return F.interpolate(t, size=(h, w), mode=mode, align_corners=False, antialias=True).clamp(0.0, 1.0)
-
-    if in_h == height or in_w == width:
-        return one_pass(x, height, width)
-    scale_y, scale_x = height / in_h, width / in_w
-    tall_even = in_h > 2 * in_w and scale_y <= 1.05 * scale_x
-    if scale_y < 1.0 and (scale_x >= 1.0 or scale_y < 0.75 * scale_x or tall_even):
-        return one_pass(one_pass(x, height, in_w), height, width)
-    return one_pass(one_pass(x, in_h, width), height, width)
-
-
-def center_crop(x: torch.Tensor, size: tuple[int, int]) -> torch.Tensor:
-    """transformers' ``center_crop`` on ``(..., H, W)``: top-left at ((H - h) // 2, (W - w) // 2).
-
-    An image smaller than the crop is zero-padded first (centred, extra pixel after), as there.
-    """
-    crop_h, crop_w = int(size[0]), int(size[1])
-    height, width = x.shape[-2:]
-    if crop_h > height or crop_w > width:
-        new_h, new_w = max(crop_h, height), max(crop_w, width)
-        top_pad = math.ceil((new_h - height) / 2)
-        left_pad = math.ceil((new_w - width) / 2)
-        x = F.pad(x, (left_pad, new_w - width - left_pad, top_pad, new_h - height - top_pad))
-        height, width = new_h, new_w
-    top = (height - crop_h) // 2
-    left = (width - crop_w) // 2
-    return x[..., top : top + crop_h, left : left + crop_w]
-
-
-def pad_to_square(x: torch.Tensor, fill: Sequence[float]) -> torch.Tensor:
-    """LLaVA's pad-to-square: the image centred on a square canvas of colour ``fill`` (in [0, 1])."""
-    height, width = x.shape[-2:]
-    if height == width:
-        return x
-    side = max(height, width)
-    canvas = torch.tensor(list(fill), dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-    canvas = canvas.expand(x.shape[0], x.shape[1], side, side).clone()
-    if width > height:
-        start = (side - height) // 2
-        canvas[:, :, start : start + height, :] = x
-    else:
-        start = (side - width) // 2
-        canvas[:, :, :, start : start + width] = x
-    return canvas
-
-
-def _dummy(height: int, width: int) -> np.ndarray:
-    """A zero-stride channels-first array of shape (3, H, W), for transformers' size helpers."""
-    return np.broadcast_to(np.zeros((), dtype=np.uint8), (3, height, width))
-
-
-def resize_target(height: int, width: int, size: Any) -> tuple[int, int]:
-    """The (height, width) a PIL image processor resizes an H x W image to, for its ``size``.
-
-    The same branches, in the same order, as transformers' ``PilBackend.resize``.
-    """
-    from transformers.image_transforms import get_resize_output_image_size, get_size_with_aspect_ratio
-    from transformers.image_utils import ChannelDimension, get_image_size_for_max_height_width
-
-    s = _size_dict(size)
-    if s.get("shortest_edge") and s.get("longest_edge"):
-        return tuple(get_size_with_aspect_ratio((height, width), s["shortest_edge"], s["longest_edge"]))
-    if s.get("shortest_edge"):
-        return tuple(
-            get_resize_output_image_size(
-                _dummy(height, width), size=s["shortest_edge"], default_to_square=False, input_data_format=ChannelDimension.FIRST
-            )
-        )
-    if s.get("max_height") and s.get("max_width"):
-        return tuple(get_image_size_for_max_height_width((height, width), s["max_height"], s["max_width"]))
-    if s.get("height") and s.get("width"):
-        return (int(s["height"]), int(s["width"]))
-    raise VHXError(f"unsupported image processor size {size!r}")
-
-
-def _size_dict(size: Any) -> dict[str, Any]:
-    if size is None:
-        return {}
-    if isinstance(size, Mapping):
-        return dict(size)
-    keys = ("height", "width", "shortest_edge", "longest_edge", "max_height", "max_width")
-    return {k: getattr(size, k, None) for k in keys}
+ARCHS: tuple[str, ...]  # the architectures with a view (recorded as ``view.arch``), from :data:`VIEWS`
 
 
 # --------------------------------------------------------------------------------------------
-# The view
+# The base view
 # --------------------------------------------------------------------------------------------
 
 
 class VisionView(torch.nn.Module):
     """Pixels ``(B, 3, H, W)`` in [0, 1] at the original size -> visual tokens ``(B, N, D)``.
 
-    Built from a loaded ``AutoModelForImageTextToText`` model and its image processor (see
-    :func:`load_view`). The model is put in eval mode with every weight frozen
+    The base of the per-architecture views: it holds the model, the torch replay of the image
+    processor's per-tile steps (:meth:`resize_crop`, :meth:`rescale_normalize`) and the feature
+    call; a subclass builds the model inputs (:meth:`model_inputs`). Build one with
+    :func:`view_from_model` or :func:`load_view`, which pick the class registered for the model's
+    ``model_type``. The model is put in eval mode with every weight frozen
     (``requires_grad=False``): gradients flow to the pixels only and no ``.grad`` is ever filled.
     All images of one call must share their size (anyres grids and Qwen2-VL's resize depend on it).
 
     Attributes:
-        arch: the architecture family (one of :data:`ARCHS`).
+        arch: the architecture (one of :data:`ARCHS`).
         model_id: the name recorded as ``target_model`` of the cases attacked through this view.
         settings: what besides the weights shapes the view's output (recorded with each attack).
     """
 
-    def __init__(
-        self,
-        model: Any,
-        image_processor: Any,
-        *,
-        model_id: str | None = None,
-        qformer_tokenizer: Any = None,
-        qformer_instruction: str = "",
-    ) -> None:
+    #: The ``config.model_type`` values this class views (set by :func:`register_view`).
+    model_types: ClassVar[tuple[str, ...]] = ()
+    #: The ``arch`` recorded for every model type of this class (None: each model type is its own).
+    family: ClassVar[str | None] = None
+    #: The axis of the authors' cosine for this architecture (see :data:`AUTHORS_AXIS`).
+    authors_axis: ClassVar[str] = "token"
+
+    def __init__(self, model: Any, image_processor: Any, *, model_id: str | None = None) -> None:
         super().__init__()
         model_type = getattr(model.config, "model_type", "")
-        arch = _ARCH_ALIASES.get(model_type, model_type)
-        if arch not in ARCHS:
-            raise VHXError(f"no differentiable view for model type {model_type!r}; supported: {ARCHS}")
-        self.arch = arch
+        if model_type not in type(self).model_types:
+            if model_type in VIEWS:
+                raise VHXError(f"{type(self).__name__} cannot view a {model_type!r} model; {VIEWS[model_type].__name__} can")
+            raise VHXError(f"no differentiable view for model type {model_type!r}; supported: {_archs()}")
+        self.arch = self.family or model_type
         self.model = model.eval()
         self.model.requires_grad_(False)
         self.image_processor = image_processor
@@ -234,16 +121,15 @@ class VisionView(torch.nn.Module):
         std = getattr(image_processor, "image_std", None)
         self._mean = tuple(float(m) for m in np.broadcast_to(np.asarray(mean, dtype=np.float64), (3,))) if mean is not None else None
         self._std = tuple(float(s) for s in np.broadcast_to(np.asarray(std, dtype=np.float64), (3,))) if std is not None else None
-        self.qformer_instruction = qformer_instruction
-        self._qformer_ids: torch.Tensor | None = None
-        if arch == "instructblip":
-            if qformer_tokenizer is None:
-                raise VHXError("an InstructBLIP view needs the processor's qformer_tokenizer")
-            ids = qformer_tokenizer(qformer_instruction, add_special_tokens=True, return_tensors="pt")["input_ids"]
-            self._qformer_ids = ids.long()
-        self.settings: dict[str, Any] = {"arch": arch, "resample": self.mode}
-        if arch == "instructblip":
-            self.settings["qformer_instruction"] = qformer_instruction
+        self.settings: dict[str, Any] = {"arch": self.arch, "resample": self.mode}
+
+    @classmethod
+    def from_processor(cls, model: Any, processor: Any, *, model_id: str | None = None, qformer_instruction: str = "") -> VisionView:
+        """A view of ``model`` with ``processor``'s image processor (or ``processor`` itself if it is one).
+
+        ``qformer_instruction`` only matters to :class:`InstructBlipView`: no other vision path reads text.
+        """
+        return cls(model, getattr(processor, "image_processor", processor), model_id=model_id)
 
     # ------------------------------------------------------------------------------- properties
     @property
@@ -252,7 +138,7 @@ class VisionView(torch.nn.Module):
         return next(self.model.parameters()).device
 
     # ------------------------------------------------------------------------------- preprocessing
-    def _rescale_normalize(self, x: torch.Tensor) -> torch.Tensor:
+    def rescale_normalize(self, x: torch.Tensor) -> torch.Tensor:
         """[0, 1] pixels -> the processor's rescale (factor on the 0..255 scale) and normalisation."""
         ip = self.image_processor
         # x = u / 255 for the 8-bit value u; the processor computes u * rescale_factor.
@@ -265,49 +151,109 @@ class VisionView(torch.nn.Module):
             x = (x - mean) / std
         return x
 
-    def _resize_crop(self, x: torch.Tensor) -> torch.Tensor:
+    def resize_crop(self, x: torch.Tensor) -> torch.Tensor:
         """The processor's per-tile resize (``size``) and center crop (``crop_size``)."""
         ip = self.image_processor
         if getattr(ip, "do_resize", True) and ip.size is not None:
             x = resize(x, resize_target(x.shape[-2], x.shape[-1], ip.size), self.mode)
         if getattr(ip, "do_center_crop", False) and getattr(ip, "crop_size", None) is not None:
-            crop = _size_dict(ip.crop_size)
+            crop = size_dict(ip.crop_size)
             x = center_crop(x, (crop["height"], crop["width"]))
         return x
+
+    def process_tile(self, x: torch.Tensor) -> torch.Tensor:
+        """One tile's ``pixel_values``: resize, crop, rescale and normalise as the processor does."""
+        return self.rescale_normalize(self.resize_crop(x))
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The model inputs of float32 pixels ``x`` on :attr:`device` (each architecture's own path)."""
+        raise NotImplementedError(f"{type(self).__name__} does not build model inputs")
+
+    def extra_inputs(self, batch: int) -> dict[str, torch.Tensor]:
+        """Inputs besides the pixels that the view holds fixed, for ``batch`` images (none by default)."""
+        return {}
 
     def preprocess(self, pixels: torch.Tensor) -> dict[str, torch.Tensor]:
         """The model inputs (``pixel_values`` and friends) of ``pixels``, differentiably."""
         if pixels.dim() != 4 or pixels.shape[1] != 3:
             raise ValueError(f"expected pixels of shape (B, 3, H, W), got {tuple(pixels.shape)}")
-        x = pixels.to(device=self.device, dtype=torch.float32)
-        if self.arch == "llava":
-            return {"pixel_values": self._single_tile(x)}
-        if self.arch in ("llava_next", "llava_onevision"):
-            return self._anyres(x)
-        if self.arch == "instructblip":
-            ids = self._qformer_ids.to(x.device).expand(x.shape[0], -1)
-            return {
-                "pixel_values": self._single_tile(x),
-                "qformer_input_ids": ids,
-                "qformer_attention_mask": torch.ones_like(ids),
-            }
-        return self._qwen2_vl(x)
+        return self.model_inputs(pixels.to(device=self.device, dtype=torch.float32))
 
-    def _single_tile(self, x: torch.Tensor) -> torch.Tensor:
+    # ------------------------------------------------------------------------------- features
+    def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``model.get_image_features(**inputs)`` as one ``(B, N, D)`` tensor."""
+        return image_features(self.model, inputs)
+
+    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
+        """The projected visual tokens ``(B, N, D)`` of ``pixels`` ``(B, 3, H, W)`` in [0, 1]."""
+        return self.features(self.preprocess(pixels))
+
+
+_View = TypeVar("_View", bound=type[VisionView])
+
+
+def register_view(*model_types: str) -> Callable[[_View], _View]:
+    """Class decorator: the class views models whose ``config.model_type`` is one of ``model_types``.
+
+    Adds it to :data:`VIEWS` (a model type may be registered once) and its architecture to
+    :data:`ARCHS` and :data:`AUTHORS_AXIS`.
+    """
+
+    def register(cls: _View) -> _View:
+        taken = [t for t in model_types if t in VIEWS]
+        if taken:
+            raise VHXError(f"model type(s) {taken} already have a view ({VIEWS[taken[0]].__name__})")
+        for model_type in model_types:
+            VIEWS[model_type] = cls
+            AUTHORS_AXIS.setdefault(cls.family or model_type, cls.authors_axis)
+        # set on the class itself: a subclass registered on its own must not extend its parent's list
+        cls.model_types = (*cls.__dict__.get("model_types", ()), *model_types)
+        return cls
+
+    return register
+
+
+def view_class(model: Any) -> type[VisionView]:
+    """The view class registered for ``model``'s ``config.model_type``."""
+    model_type = getattr(model.config, "model_type", "")
+    if model_type not in VIEWS:
+        raise VHXError(f"no differentiable view for model type {model_type!r}; supported: {_archs()}")
+    return VIEWS[model_type]
+
+
+# --------------------------------------------------------------------------------------------
+# One view per architecture family
+# --------------------------------------------------------------------------------------------
+
+
+@register_view("llava")
+class LlavaView(VisionView):
+    """LLaVA-1.5: one tile, [pad to square] -> resize -> center crop -> rescale -> normalise."""
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` of the single tile."""
         ip = self.image_processor
         # LlavaImageProcessor's do_pad is a pad-to-square with the mean colour (LLaVA-1.5's
         # "image_aspect_ratio: pad"); other processors' do_pad means batch padding, a no-op here.
-        if self.arch == "llava" and getattr(ip, "do_pad", False) and hasattr(ip, "pad_to_square") and self._mean:
+        if getattr(ip, "do_pad", False) and hasattr(ip, "pad_to_square") and self._mean:
             x = pad_to_square(x, [int(m * 255) / 255.0 for m in self._mean])
-        return self._rescale_normalize(self._resize_crop(x))
+        return {"pixel_values": self.process_tile(x)}
 
-    def _anyres(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+
+@register_view("llava_next", "llava_onevision")
+class AnyResView(VisionView):
+    """LLaVA-NeXT / OneVision anyres: an overview tile plus the tiles of the best grid pinpoint."""
+
+    authors_axis = "feature"
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` ``(B, 1 + tiles, 3, tile, tile)`` and ``image_sizes``."""
         from transformers.image_processing_utils import get_patch_output_size, select_best_resolution
         from transformers.image_utils import ChannelDimension
 
         ip = self.image_processor
-        size = _size_dict(ip.size)
-        crop = _size_dict(getattr(ip, "crop_size", None))
+        size = size_dict(ip.size)
+        crop = size_dict(getattr(ip, "crop_size", None))
         height, width = x.shape[-2:]
         overview_size = (size["height"], size["width"]) if size.get("height") and size.get("width") else (size["shortest_edge"],) * 2
         tile = crop.get("height") or size.get("height") or size["shortest_edge"]
@@ -323,26 +269,75 @@ class VisionView(torch.nn.Module):
         # row-major tiles (the order of divide_to_patches): (B, rows*cols, 3, tile, tile)
         tiles = padded[..., : rows * tile, : cols * tile].reshape(batch, 3, rows, tile, cols, tile)
         tiles = tiles.permute(0, 2, 4, 1, 3, 5).reshape(batch * rows * cols, 3, tile, tile)
-        overview = resize(x, overview_size, self.mode)
-        overview = self._rescale_normalize(self._resize_crop(overview))
-        tiles = self._rescale_normalize(self._resize_crop(tiles))
+        overview = self.process_tile(resize(x, overview_size, self.mode))
+        tiles = self.process_tile(tiles)
         tiles = tiles.reshape(batch, rows * cols, *tiles.shape[1:])
         pixel_values = torch.cat([overview.unsqueeze(1), tiles], dim=1)
         image_sizes = torch.tensor([[height, width]] * batch, dtype=torch.long, device=x.device)
         return {"pixel_values": pixel_values, "image_sizes": image_sizes}
 
-    def _qwen2_vl(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+
+@register_view("instructblip")
+class InstructBlipView(VisionView):
+    """InstructBLIP: one tile (resize -> rescale -> normalise) and a fixed Q-Former instruction."""
+
+    def __init__(
+        self,
+        model: Any,
+        image_processor: Any,
+        *,
+        model_id: str | None = None,
+        qformer_tokenizer: Any = None,
+        qformer_instruction: str = "",
+    ) -> None:
+        super().__init__(model, image_processor, model_id=model_id)
+        if qformer_tokenizer is None:
+            raise VHXError("an InstructBLIP view needs the processor's qformer_tokenizer")
+        self.qformer_instruction = qformer_instruction
+        ids = qformer_tokenizer(qformer_instruction, add_special_tokens=True, return_tensors="pt")["input_ids"]
+        self._qformer_ids = ids.long()
+        self.settings["qformer_instruction"] = qformer_instruction
+
+    @classmethod
+    def from_processor(cls, model: Any, processor: Any, *, model_id: str | None = None, qformer_instruction: str = "") -> VisionView:
+        """A view of ``model`` with ``processor``'s image processor and Q-Former tokenizer."""
+        return cls(
+            model,
+            getattr(processor, "image_processor", processor),
+            model_id=model_id,
+            qformer_tokenizer=getattr(processor, "qformer_tokenizer", None),
+            qformer_instruction=qformer_instruction,
+        )
+
+    def extra_inputs(self, batch: int) -> dict[str, torch.Tensor]:
+        """The Q-Former's instruction ids and attention mask, the same for every image."""
+        ids = self._qformer_ids.to(self.device).expand(batch, -1)
+        return {"qformer_input_ids": ids, "qformer_attention_mask": torch.ones_like(ids)}
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` of the single tile and the Q-Former instruction."""
+        return {"pixel_values": self.process_tile(x), **self.extra_inputs(x.shape[0])}
+
+
+@register_view("qwen2_vl", "qwen2_5_vl")
+class Qwen2VLView(VisionView):
+    """Qwen2-VL (and Qwen2.5-VL, which shares its processor and ``get_image_features``): flattened patches."""
+
+    family = "qwen2_vl"
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` ``(B * h * w, C * T * p * p)`` and ``image_grid_thw``."""
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
         ip = self.image_processor
         patch, merge, temporal = int(ip.patch_size), int(ip.merge_size), int(ip.temporal_patch_size)
-        size = _size_dict(ip.size)
+        size = size_dict(ip.size)
         if getattr(ip, "do_resize", True):
             new_h, new_w = smart_resize(
                 x.shape[-2], x.shape[-1], factor=patch * merge, min_pixels=size["shortest_edge"], max_pixels=size["longest_edge"]
             )
             x = resize(x, (new_h, new_w), self.mode)
-        x = self._rescale_normalize(x)
+        x = self.rescale_normalize(x)
         batch, channels, height, width = x.shape
         grid_h, grid_w = height // patch, width // patch
         # the processor's layout: (gh/m, gw/m, m, m, C, T, p, p) per image, flattened per patch
@@ -353,14 +348,10 @@ class VisionView(torch.nn.Module):
         grid = torch.tensor([[1, grid_h, grid_w]] * batch, dtype=torch.long, device=x.device)
         return {"pixel_values": pixel_values, "image_grid_thw": grid}
 
-    # ------------------------------------------------------------------------------- features
-    def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """``model.get_image_features(**inputs)`` as one ``(B, N, D)`` tensor."""
-        return image_features(self.model, inputs)
 
-    def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        """The projected visual tokens ``(B, N, D)`` of ``pixels`` ``(B, 3, H, W)`` in [0, 1]."""
-        return self.features(self.preprocess(pixels))
+# --------------------------------------------------------------------------------------------
+# Building views
+# --------------------------------------------------------------------------------------------
 
 
 def image_features(model: Any, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -385,11 +376,13 @@ def _default_model_id(model: Any) -> str:
     return name or getattr(model.config, "model_type", "model")
 
 
-def view_from_model(model: Any, processor: Any, **options: Any) -> VisionView:
-    """A :class:`VisionView` of an already loaded model and its (multimodal) processor."""
-    image_processor = getattr(processor, "image_processor", processor)
-    qformer_tokenizer = getattr(processor, "qformer_tokenizer", None)
-    return VisionView(model, image_processor, qformer_tokenizer=qformer_tokenizer, **options)
+def view_from_model(model: Any, processor: Any, *, model_id: str | None = None, qformer_instruction: str = "") -> VisionView:
+    """The :class:`VisionView` (of the class in :data:`VIEWS`) of an already loaded model and its processor.
+
+    ``processor`` is the model's multimodal processor or its image processor; ``qformer_instruction``
+    is InstructBLIP's fixed Q-Former instruction (ignored by the other architectures).
+    """
+    return view_class(model).from_processor(model, processor, model_id=model_id, qformer_instruction=qformer_instruction)
 
 
 def load_view(
@@ -443,16 +436,13 @@ def _drop_language_model(model: Any) -> None:
 def processor_features(view: VisionView, processor: Any, images: Sequence[Any]) -> torch.Tensor:
     """The model's own path for reference: ``processor(images)`` + ``get_image_features``, no grad.
 
-    For InstructBLIP the Q-Former gets the view's instruction, tokenized by the processor.
+    The view's fixed inputs (InstructBLIP's Q-Former instruction) are added as the view adds them.
     """
     image_processor = getattr(processor, "image_processor", processor)
     rgb = [im.convert("RGB") if getattr(im, "mode", "RGB") != "RGB" else im for im in images]
     inputs = dict(image_processor(rgb, return_tensors="pt"))
     inputs.pop("batch_num_images", None)
-    if view.arch == "instructblip":
-        ids = view._qformer_ids.expand(len(rgb), -1)
-        inputs["qformer_input_ids"] = ids
-        inputs["qformer_attention_mask"] = torch.ones_like(ids)
+    inputs.update(view.extra_inputs(len(rgb)))
     inputs = {k: v.to(view.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
     with torch.no_grad():
         return view.features(inputs)
