@@ -11,6 +11,7 @@ import datasets
 import pytest
 
 from vhx.cli import main
+from vhx.hub import load_folder
 from vhx.errors import DataError
 from vhx.pipeline import expand
 from vhx.perturbations import PERTURBATIONS
@@ -100,7 +101,7 @@ def test_cli_build_expand_gallery(tmp_path: Path, capsys):
     assert main(["build", "synthetic", "--out", str(src), "--num-images", "5", "--yes-ratio", "0.6", "--option", "image_size=80"]) == 0
     out = tmp_path / "expanded"
     assert main(["expand", str(src), "--out", str(out), "--perturb", "gaussian_noise,defocus_blur:radius=3", "--review", "6", "--gallery", "4"]) == 0
-    dsd = datasets.load_dataset(str(out))
+    dsd = load_folder(out)
     assert list(dsd) == ["original", "gaussian_noise", "defocus_blur"]
     assert dsd.num_rows == {"original": 40, "gaussian_noise": 40, "defocus_blur": 40}
     assert '"radius":3' in dsd["defocus_blur"][0]["transform_params"]
@@ -126,7 +127,7 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert main(["run", "--out", str(out), "--num-images", "4", "--review", "4", "--gallery", "3"]) == 0
     text = capsys.readouterr().out
     assert "tiny UNTRAINED LLaVA" in text
-    expanded = datasets.load_dataset(str(out / "synthetic-expanded"))
+    expanded = load_folder(out / "synthetic-expanded")
     assert list(expanded) == ["original", *PERTURBATIONS]
     n_cases = len(expanded["original"])
     predictions = (out / "run" / "predictions.jsonl").read_text().splitlines()
@@ -159,13 +160,13 @@ def test_cli_llm_negator_and_mmvp_rewriter_through_a_local_server(tmp_path: Path
     with FakeOpenAIServer() as server:
         llm = ["--llm-model", "fake", "--base-url", server.base_url, "--cache-dir", str(tmp_path / "cache"), "--timeout", "5"]
         assert main(["build", "mmvp", "--data-dir", str(mmvp), "--out", str(tmp_path / "hub"), "--rewriter", "llm", *llm]) == 0
-        built = datasets.load_dataset(str(tmp_path / "hub"))["mmvp"]
+        built = load_folder(tmp_path / "hub")["mmvp"]
         # no documented rule covers the question, so the fake LLM asks about option (a); the answer follows the letter
         assert built["question"] == ["Is it dog?", "Is it dog?"] and built["answer"] == ["yes", "no"]
         sent = server.count
         assert main(["expand", str(tmp_path / "hub"), "--out", str(tmp_path / "exp"), "--negator", "llm", "--perturb", "none", *llm]) == 0
         assert server.count == sent + 1  # one distinct question, one request
-        pairs = datasets.load_dataset(str(tmp_path / "exp"))["original"]
+        pairs = load_folder(tmp_path / "exp")["original"]
         assert pairs["question"][1] == "Is it false that it is dog?" and pairs["answer"][1] == "no"
         assert '"negator":"llm:fake"' in pairs["provenance"][1]
         # a rerun is answered from the cache
@@ -204,7 +205,7 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     assert 3 <= first <= 6  # one attack per (image, branch): 3 images, at most both branches each
     index = out / "attacks" / "attacks.jsonl"
     assert len(index.read_text().splitlines()) == first  # one record per attack
-    dsd = datasets.load_dataset(str(out))
+    dsd = load_folder(out)
     assert list(dsd) == ["original", "ifgsm"]
     adv = dsd["ifgsm"]
     assert set(adv["target_model"]) == {target.name} and all(i.endswith(f"@ifgsm:{target.name}") for i in adv["id"])

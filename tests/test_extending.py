@@ -11,6 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import torch
+
+from vhx.adversarial import ATTACKS, Attack, register_attack
 from vhx.builders import BUILDERS, load_source, register_builder
 from vhx.builders._base import VHBuilder, image_value
 from vhx.models import Prediction, load_model, register_backend
@@ -26,7 +29,7 @@ from vhx.scoring import METRICS, Metric, metric_values, register_metric, score
 @pytest.fixture
 def registries() -> Iterator[None]:
     """Registrations made by a test are undone after it."""
-    saved = [(d, dict(d)) for d in (BUILDERS, PERTURBATIONS, METRICS, _BACKENDS)]
+    saved = [(d, dict(d)) for d in (BUILDERS, PERTURBATIONS, METRICS, _BACKENDS, ATTACKS)]
     yield
     for registry, content in saved:
         registry.clear()
@@ -117,3 +120,30 @@ def test_a_new_benchmark_perturbation_backend_and_metric_reach_every_stage(regis
     assert list(table["no_ratio"]) == [0.0, 0.0]
     values = metric_values(["yes", "yes"], ["yes", "no"], pair_ids=["p", "p"], negated=[False, True])
     assert values["no_ratio"] == 0.0 and values["accuracy"] == 0.5
+
+
+# --- an attack: one Attack subclass with its update direction + @register_attack ---------------------
+def test_a_new_attack_makes_its_own_split_through_expand(registries, tmp_path: Path):
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.tiny_models import build_tiny_model
+
+    @register_attack
+    class HalfSign(Attack):
+        """I-FGSM at half the step: delta <- delta - gamma_t / 2 * sign(grad J)."""
+
+        name = "halfsign"
+
+        def direction(self, grad: torch.Tensor) -> torch.Tensor:
+            return grad.sign() / 2
+
+    cases = generate_synthetic(SyntheticConfig(num_images=2, image_size=64))
+    target = build_tiny_model("llava")
+    expanded = expand(cases, negator=RuleNegator(), attacks=["halfsign"], target_model=str(target),
+                      attack_options={"eps": 8 / 255, "steps_min": 2, "steps_max": 2, "out_dir": str(tmp_path / "attacks")})
+    assert sorted(expanded) == ["halfsign", "original"]
+    adv = expanded["halfsign"]
+    assert len(adv) == len(expanded["original"]) and set(adv["transform"]) == {"halfsign"}
+    first = adv[0]
+    clean = np.asarray(next(r for r in expanded["original"] if r["pair_id"] == first["pair_id"].split("@")[0])["image"].convert("RGB"), dtype=int)
+    moved = np.abs(np.asarray(first["image"].convert("RGB"), dtype=int) - clean)
+    assert moved.max() <= 8 and moved.max() > 0  # inside the eps ball, and actually perturbed

@@ -473,7 +473,7 @@ def adversarial_splits(
     Takes the arguments of :func:`adversarial_split` (``methods`` instead of ``method``; default:
     every method of :data:`~vhx.adversarial.attack.ATTACKS`).
     """
-    from vhx.predict import process_state
+    from vhx.runtime import process_state
 
     _check_pairs(pairs)
     if batch_size < 1:
