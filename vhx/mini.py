@@ -688,16 +688,18 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     over the scenes, each pass with new questions about them.
     """
     import torch
-    from transformers import AutoProcessor, LlavaForConditionalGeneration, Trainer, set_seed
+    from transformers import Trainer, set_seed
 
     start = time.time()
     set_seed(training_args.seed)
     out = Path(training_args.output_dir)
     maker = ConversationMaker(data_args)
     if model_args.init_from:
-        source = resolve_model(model_args.init_from)
-        processor = AutoProcessor.from_pretrained(source)
-        model = LlavaForConditionalGeneration.from_pretrained(source, dtype=torch.float32)
+        from vhx.models.loading import load_pretrained
+
+        # The Trainer places the model; float32 whatever the checkpoint was saved in.
+        loaded = load_pretrained(model_args.init_from, dtype="float32", place=False)
+        model, processor = loaded.model, loaded.processor
     else:
         tokenizer = train_tokenizer(_tokenizer_corpus(maker, model_args.tokenizer_scenes), model_args.vocab_size)
         model, processor = new_model(model_args, tokenizer)
