@@ -139,3 +139,177 @@ def test_load_folder_reads_each_folders_own_rows_where_load_dataset_would_reuse_
     assert rows == [["aaaa", "aaaa"], ["bbbb", "bbbb"]]
     with pytest.raises(DataError, match="no split 'test'"):
         load_folder(tmp_path / "aaaa" / "same-name", split="test")
+
+
+def _noise_png(seed: int, size: tuple[int, int] = (48, 32)) -> bytes:
+    import numpy as np
+
+    pixels = np.random.default_rng(seed).integers(0, 256, (size[1], size[0], 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _cases_per_image(n_images: int, per_image: int, image_files: Path | None = None) -> datasets.Dataset:
+    """``per_image`` pairs (case + negated twin) on each image, image by image in turns (so the rows of
+    one image are not adjacent), images embedded or, with ``image_files``, referenced by path."""
+    rows = []
+    for q in range(per_image):
+        for i in range(n_images):
+            data = _noise_png(i)
+            if image_files is not None:
+                path = image_files / f"img{i}.png"
+                path.write_bytes(data)
+                image = {"bytes": None, "path": str(path)}
+            else:
+                image = {"bytes": data, "path": None}
+            for negated in (False, True):
+                rows.append(make_case(
+                    source="custom", subset="s", source_id=f"{i}-{q}", image=image, image_id=f"custom:{i}",
+                    question=f"Is there {'no ' if negated else ''}thing {q}?", answer="no" if negated else "yes",
+                    negated=negated, provenance={"q": q},
+                ))
+    return datasets.Dataset.from_list(rows, features=FEATURES)
+
+
+def _row_multiset(ds: datasets.Dataset) -> list[tuple]:
+    """Every row as (text columns..., image file bytes), sorted: the rows as a multiset."""
+    plain = ds.cast_column("image", datasets.Image(decode=False))
+    cols = [c for c in FEATURES if c != "image"]
+    return sorted((*(row[c] for c in cols), row["image"]["bytes"], row["image"]["path"]) for row in plain)
+
+
+def _data_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in (folder / "data").glob("*.parquet"))
+
+
+def test_each_image_is_stored_once_so_more_questions_per_image_barely_grow_the_folder(tmp_path: Path):
+    from vhx.hub import load_folder
+
+    files = tmp_path / "files"
+    files.mkdir()
+    sizes, old_sizes = {}, {}
+    for per_image in (1, 6):
+        dsd = datasets.DatasetDict({
+            "original": _cases_per_image(40, per_image),  # embedded bytes
+            "brightness": _cases_per_image(40, per_image, image_files=files),  # files, as perturbed splits are
+        })
+        folder = write_hub_folder(dsd, tmp_path / f"q{per_image}", max_shard_size=100_000)
+        sizes[per_image] = _data_bytes(folder)
+        old_sizes[per_image] = _data_bytes(write_hub_folder(dsd, tmp_path / f"old{per_image}", share_images=False))
+        for back in (datasets.load_dataset(str(folder)), load_folder(folder)):
+            assert list(back) == list(dsd)
+            for split in dsd:
+                assert back[split].features == FEATURES
+                # the same rows (the image file embedded under its file name, as push_to_hub does) ...
+                expected = dsd[split].cast_column("image", datasets.Image(decode=False)).map(
+                    lambda row: {"image": {"bytes": row["image"]["bytes"] or Path(row["image"]["path"]).read_bytes(),
+                                           "path": row["image"]["path"] and Path(row["image"]["path"]).name}})
+                assert _row_multiset(back[split]) == _row_multiset(expected)
+                # ... grouped by image in order of first appearance, each case before its negated twin
+                ids = back[split]["image_id"]
+                assert ids == sorted(ids, key=[f"custom:{i}" for i in range(40)].index)
+                pairs = back[split]["pair_id"]
+                assert pairs[::2] == pairs[1::2] and not any(back[split]["negated"][::2])
+                assert back[split][0]["image"].size == (48, 32)  # the Image feature decodes
+        # every row group stores each of its images once: a dictionary page holds the image bytes
+        for shard in (folder / "data").glob("*.parquet"):
+            meta = pq.ParquetFile(shard).metadata
+            assert pq.read_schema(shard).field("image").type == FEATURES.arrow_schema.field("image").type
+            for g in range(meta.num_row_groups):
+                column = next(meta.row_group(g).column(c) for c in range(meta.num_columns)
+                              if meta.row_group(g).column(c).path_in_schema == "image.bytes")
+                assert column.has_dictionary_page and "RLE_DICTIONARY" in column.encodings
+        assert len(list((folder / "data").glob("original-*"))) > 1  # shards cut by stored size
+    assert sizes[6] <= 1.5 * sizes[1], sizes
+    assert old_sizes[6] >= 5 * old_sizes[1], old_sizes  # the per-row layout stores every copy
+    assert sizes[6] * 4 < old_sizes[6]
+
+
+def test_grouping_keeps_splits_aligned_and_grouped_data_in_place():
+    from vhx.hub import image_group_order
+
+    assert image_group_order(["a", "a", "b", "c", "c"]) is None
+    order = image_group_order(["a", "b", "a", None, "b", None, "c"])
+    assert order.tolist() == [0, 2, 1, 4, 3, 5, 6]
+
+
+def test_open_folder_reads_rows_in_place_as_load_folder_gives_them(tmp_path: Path, monkeypatch):
+    import numpy as np
+
+    from vhx.hub import FolderSplit, load_folder, load_folder_by_reference, open_folder
+
+    files = tmp_path / "files"
+    files.mkdir()
+    dsd = datasets.DatasetDict({"original": _cases_per_image(12, 3), "brightness": _cases_per_image(12, 3, image_files=files)})
+    folder = write_hub_folder(dsd, tmp_path / "hub", max_shard_size=20_000)
+    assert len(list((folder / "data").glob("original-*"))) > 1
+    loaded = load_folder(folder)
+    opened = open_folder(folder)
+    assert list(opened) == list(loaded) and all(isinstance(s, FolderSplit) for s in opened.values())
+    for split in loaded:
+        ref, split_ = loaded[split], opened[split]
+        assert len(split_) == len(ref) and split_.features == ref.features and split_.column_names == ref.column_names
+        raw_ref = ref.cast_column("image", datasets.Image(decode=False))
+        raw = split_.cast_column("image", datasets.Image(decode=False))
+        for i in (0, 5, len(ref) - 1, -1):
+            row, expected = split_[i], ref[i]
+            assert {k: v for k, v in row.items() if k != "image"} == {k: v for k, v in expected.items() if k != "image"}
+            assert np.array_equal(np.asarray(row["image"]), np.asarray(expected["image"]))
+            assert raw[i]["image"] == raw_ref[i]["image"]
+        assert split_["id"] == ref["id"] and split_.select_columns(["id", "image_id"])[:3] == ref.select_columns(["id", "image_id"])[:3]
+        assert [r["image"] for r in raw] == raw_ref["image"]  # every row in order, row groups read in turn
+    with pytest.raises(IndexError):
+        opened["original"][len(loaded["original"])]
+    with pytest.raises(ValueError, match="read row by row"):
+        opened["original"].select_columns(["image"])
+    with pytest.raises(DataError, match="no split 'test'"):
+        open_folder(folder, split="test")
+
+    # for expanding: rows reference files, each distinct image written once
+    by_reference = load_folder_by_reference(folder, tmp_path / "images")
+    assert list(by_reference) == list(loaded)
+    written = [p for p in (tmp_path / "images").rglob("*") if p.is_file()]
+    assert len(written) == 12 + 12  # the embedded and the file-referenced images: (unnamed / named) x 12
+    for split in loaded:
+        refs = by_reference[split].cast_column("image", datasets.Image(decode=False))
+        assert refs.features == loaded[split].cast_column("image", datasets.Image(decode=False)).features
+        assert refs.remove_columns("image").to_list() == loaded[split].remove_columns("image").to_list()
+        stored = loaded[split].cast_column("image", datasets.Image(decode=False))["image"]
+        for ref_image, image in zip(refs["image"], stored):
+            assert ref_image["bytes"] is None and Path(ref_image["path"]).read_bytes() == image["bytes"]
+            if image["path"] is not None:
+                assert Path(ref_image["path"]).name == image["path"]
+    # written back, the same rows again
+    again = write_hub_folder(by_reference, tmp_path / "again")
+    assert _row_multiset(load_folder(again)["brightness"]) == _row_multiset(loaded["brightness"])
+
+
+def test_scoring_a_folder_reads_it_in_place(tmp_path: Path, monkeypatch):
+    """predict_dataset on a folder neither loads it into a datasets cache nor scores other rows."""
+    import json
+
+    from vhx.models import Prediction
+    from vhx.predict import predict_dataset
+
+    class Model:
+        name = "brightness-model"
+        options: dict = {}
+
+        def predict(self, images, questions):
+            return [Prediction(raw="yes", pred="yes" if np.asarray(im).mean() > 127 else "no", p_yes=None) for im in images]
+
+    import numpy as np
+
+    dsd = datasets.DatasetDict({"original": _cases_per_image(6, 2)})
+    folder = write_hub_folder(dsd, tmp_path / "hub")
+    in_memory = predict_dataset(dsd, Model(), tmp_path / "a", progress=False)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the folder was loaded through datasets")
+
+    monkeypatch.setattr(datasets, "load_dataset", refuse)
+    monkeypatch.setattr(datasets, "load_from_disk", refuse)
+    from_folder = predict_dataset(str(folder), Model(), tmp_path / "b", progress=False)
+    rows = lambda path: sorted((r["id"], r["pred"]) for r in map(json.loads, path.read_text().splitlines()))  # noqa: E731
+    assert rows(from_folder) == rows(in_memory) and len(rows(in_memory)) == 24

@@ -268,7 +268,12 @@ def _llm_config(args: argparse.Namespace) -> Any:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     """``vhx expand``: negation + perturbations of a Hub folder into a new Hub folder."""
-    dsd = _load_folder(args.source_folder)
+    from vhx.hub import load_folder_by_reference
+
+    if not (Path(args.source_folder) / "README.md").is_file():
+        raise VHXError(f"{args.source_folder}: not a Hub dataset folder (write one with `vhx build`)")
+    # rows reference each distinct image as a file: no datasets cache with an image per case
+    dsd = load_folder_by_reference(args.source_folder)
     expand_and_write(dsd, args, negator=make_negator(args), repo_id=args.repo_id or f"vhx/{Path(args.source_folder).name}-expanded")
     _print_stats(args.out)
     return 0
@@ -335,7 +340,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import datasets
 
     source = Path(args.folder)
-    data = _load_folder(source) if source.exists() else datasets.load_dataset(args.folder)
+    if source.exists() and not (source / "README.md").is_file():
+        raise VHXError(f"{source}: not a Hub dataset folder (write one with `vhx build`)")
+    # a folder is read in place (vhx.hub.open_folder), not copied into a datasets cache
+    data = str(source) if source.exists() else datasets.load_dataset(args.folder)
     paths = score_and_report(data, args.model, _model_options(args), Path(args.out),
                              splits=args.splits.split(",") if args.splits else None, limit=args.limit,
                              by=tuple(args.by.split(",")))

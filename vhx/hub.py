@@ -6,22 +6,30 @@ be inspected, loaded with ``datasets.load_dataset(folder)`` and pushed with :fun
 
 from __future__ import annotations
 
+import base64
+import copy
+import hashlib
+import json
 import math
+import os
 import re
 import shutil
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import Any
 
 import datasets
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from datasets.info import DatasetInfo, DatasetInfosDict
 from datasets.splits import SplitDict, SplitInfo
 from datasets.table import embed_table_storage
+from datasets.utils.file_utils import is_local_path, is_remote_url, xgetsize, xopen
 from datasets.utils.metadata import MetadataConfigs
 from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi
@@ -118,11 +126,23 @@ def write_hub_folder(
     max_shard_size: str | int = "500MB",
     overwrite: bool = False,
     card_vars: Mapping[str, Any] | None = None,
+    share_images: bool = True,
 ) -> Path:
     """Write ``dsd`` as a Hub dataset folder; ``datasets.load_dataset(folder)`` gives it back.
 
     Images referenced by path are embedded into the parquet shards (as ``push_to_hub`` does), so the
     folder is self-contained. ``repo_id`` is only used in the card's usage snippet.
+
+    Each distinct image is stored once per row group (``share_images=True``, the default): the rows
+    of a split are written grouped by ``image_id`` (a stable grouping by first appearance: rows that
+    are already grouped keep their order, and a case stays before its negated twin; every split of
+    an expansion shares its row order with ``original``, so perturbed twins stay aligned), every row
+    group holds whole image groups, and the image bytes are dictionary-encoded, so the 2 x 6 cases of
+    a POPE image share one copy. Readers see plain rows (the file's Arrow schema is the dataset's;
+    the dictionary is a Parquet encoding), so ``load_dataset`` returns the same rows, as a multiset
+    per split, in that grouped order. ``share_images=False`` writes ``Dataset.to_parquet``'s layout
+    instead, every row with its own copy of its image, in the rows' own order (the layout vhx wrote
+    before; kept for comparison).
     """
     folder = Path(folder)
     data_dir = folder / "data"
@@ -146,14 +166,12 @@ def write_hub_folder(
             features = ds.features
         elif ds.features != features:
             raise DataError(f"split {split!r} has other features than the first split; one schema per folder")
-        # Estimate with the referenced image files counted, then embed shard by shard (as
-        # push_to_hub does), so a split bigger than memory never sits embedded in RAM at once.
+        # Estimate with the referenced image files counted (the size of the split once loaded).
         nbytes = ds._estimate_nbytes() if hasattr(ds, "_estimate_nbytes") else ds.data.nbytes
-        num_shards = max(1, math.ceil(nbytes / max_bytes))
-        for index in tqdm(range(num_shards), desc=f"writing {split}", unit="shard", disable=num_shards < 2):
-            shard = ds.shard(num_shards=num_shards, index=index, contiguous=True)
-            shard = shard.with_format("arrow").map(embed_table_storage, batched=True, keep_in_memory=True).with_format(None)
-            shard.to_parquet(str(data_dir / f"{split}-{index:05d}-of-{num_shards:05d}.parquet"))
+        if share_images and _can_share_images(ds.features):
+            _write_split_shared(ds, split, data_dir, max_bytes)
+        else:
+            _write_split_per_row(ds, split, data_dir, nbytes, max_bytes)
         split_infos.append(SplitInfo(name=split, num_bytes=nbytes, num_examples=len(ds)))
         data_files.append({"split": split, "path": f"data/{split}-*"})
         stats[split] = split_stats(ds)
@@ -186,6 +204,235 @@ def write_hub_folder(
     )
     DatasetCard(f"---\n{card_data.to_yaml()}\n---\n\n{body}").save(folder / "README.md")
     return folder
+
+
+def _write_split_per_row(ds: datasets.Dataset, split: str, data_dir: Path, nbytes: int, max_bytes: int) -> None:
+    """``Dataset.to_parquet``'s layout: shards by the estimated size, every row embeds its own image."""
+    # Embed shard by shard (as push_to_hub does), so a split bigger than memory never sits embedded
+    # in RAM at once.
+    num_shards = max(1, math.ceil(nbytes / max_bytes))
+    for index in tqdm(range(num_shards), desc=f"writing {split}", unit="shard", disable=num_shards < 2):
+        shard = ds.shard(num_shards=num_shards, index=index, contiguous=True)
+        shard = shard.with_format("arrow").map(embed_table_storage, batched=True, keep_in_memory=True).with_format(None)
+        shard.to_parquet(str(data_dir / f"{split}-{index:05d}-of-{num_shards:05d}.parquet"))
+
+
+# ----------------------------------------------------------------------------------- shared images
+#: Decoded size a row group aims at (``datasets``' own row-group target): a reader holds one row
+#: group's rows at a time. An image group bigger than this is one row group of its own.
+_ROW_GROUP_BYTES = convert_file_size_to_int(datasets.config.MAX_ROW_GROUP_SIZE)
+_IMAGE_STORAGE = pa.struct([pa.field("bytes", pa.binary()), pa.field("path", pa.string())])
+_SHARED_STORAGE = pa.struct([pa.field("bytes", pa.dictionary(pa.int32(), pa.binary())), pa.field("path", pa.string())])
+
+
+def _image_columns(features: datasets.Features) -> list[str]:
+    return [name for name, feature in features.items() if isinstance(feature, datasets.Image)]
+
+
+def _can_share_images(features: datasets.Features) -> bool:
+    """Shared storage handles top-level Image columns; anything else that embeds files does not."""
+    from datasets.features.features import require_storage_embed
+
+    images = _image_columns(features)
+    others = [name for name, feature in features.items() if name not in images and require_storage_embed(feature)]
+    return bool(images) and not others and all(features.arrow_schema.field(c).type == _IMAGE_STORAGE for c in images)
+
+
+def _first_appearance_codes(image_ids: Any) -> np.ndarray:
+    """Per row, the number of its image id in order of first appearance (null ids count as one id)."""
+    array = image_ids.combine_chunks() if isinstance(image_ids, pa.ChunkedArray) else pa.array(image_ids)
+    return pc.dictionary_encode(array, null_encoding="encode").indices.to_numpy(zero_copy_only=False)
+
+
+def image_group_order(image_ids: Any) -> np.ndarray | None:
+    """Row order that puts the rows of each image id together; ``None`` if they already are.
+
+    Groups come in the order of their first row and keep their rows' order (a stable grouping), so
+    rows that are already grouped stay where they are, and two splits with the same ``image_id``
+    column get the same order.
+    """
+    codes = _first_appearance_codes(image_ids)
+    # codes are numbered by first appearance: the rows are grouped <=> the codes never decrease
+    if len(codes) < 2 or bool(np.all(codes[1:] >= codes[:-1])):
+        return None
+    return np.argsort(codes, kind="stable")
+
+
+def _readable(path: str | None) -> bool:
+    return path is not None and (is_local_path(path) or is_remote_url(path))
+
+
+def _read_file(path: str) -> bytes:
+    with xopen(path, "rb") as f:
+        return f.read()
+
+
+def _plan_row_groups(ds: datasets.Dataset, max_bytes: int) -> list[tuple[np.ndarray, bool]]:
+    """Row groups of whole image groups, in write order: ``(rows, starts_a_shard)``.
+
+    Rows are grouped by ``image_id`` (:func:`image_group_order`; without that column every row is a
+    group of its own). A row group closes before it would exceed :data:`_ROW_GROUP_BYTES` of decoded
+    rows, and a shard before what it stores (its text, and each group's distinct images: distinct
+    files, embedded images told apart by size) would exceed ``max_bytes``.
+    """
+    n = len(ds)
+    if n == 0:
+        return []
+    images = _image_columns(ds.features)
+    row_bytes = np.zeros(n, dtype=np.int64)
+    row_images: list[tuple] = [()] * n  # ((key, size) per image column): what the row's images store
+    sizes: dict[str, int] = {}
+    view = ds.select_columns(images).with_format("arrow")
+    for start in range(0, n, 10_000):
+        table = view[start : start + 10_000]
+        for column in images:
+            data, path = table.column(column).combine_chunks().flatten()
+            lengths = pc.binary_length(data).to_numpy(zero_copy_only=False)
+            has_bytes = data.is_valid().to_numpy(zero_copy_only=False)
+            for i, p in enumerate(path.to_pylist()):
+                if has_bytes[i]:
+                    size, key = int(lengths[i]), (column, int(lengths[i]))
+                elif _readable(p):
+                    if p not in sizes:
+                        sizes[p] = xgetsize(p)
+                    size, key = sizes[p], p
+                else:
+                    size, key = 0, None
+                row_bytes[start + i] += size
+                row_images[start + i] = (*row_images[start + i], (key, size))
+    text_bytes = ds.remove_columns(images).data.nbytes / max(1, len(ds.data))
+    rows, bounds = np.arange(n), np.arange(1, n)
+    if "image_id" in ds.column_names:
+        codes = _first_appearance_codes(ds.select_columns(["image_id"]).with_format("arrow")[:]["image_id"])
+        rows = np.argsort(codes, kind="stable")
+        bounds = np.flatnonzero(np.diff(codes[rows])) + 1
+    starts, stops = np.concatenate([[0], bounds]).astype(np.int64), np.concatenate([bounds, [n]]).astype(np.int64)
+
+    plan: list[tuple[np.ndarray, bool]] = []
+    current: list[np.ndarray] = []
+    dense = stored = shard = 0.0
+    new_shard = True
+    for a, b in zip(starts, stops):
+        members = rows[a:b]
+        g_dense = float(row_bytes[members].sum()) + text_bytes * len(members)
+        distinct: dict[Any, int] = {}
+        for r in members:
+            for key, size in row_images[r]:
+                if key is not None:
+                    distinct[key] = size
+        g_stored = float(sum(distinct.values())) + text_bytes * len(members)
+        if current and (shard + stored + g_stored > max_bytes or dense + g_dense > _ROW_GROUP_BYTES):
+            plan.append((np.concatenate(current), new_shard))
+            new_shard = shard + stored + g_stored > max_bytes
+            shard = 0.0 if new_shard else shard + stored
+            current, dense, stored = [], 0.0, 0.0
+        current.append(members)
+        dense += g_dense
+        stored += g_stored
+    if current:
+        plan.append((np.concatenate(current), new_shard))
+    return plan
+
+
+def _shared_image_column(storage: pa.ChunkedArray | pa.StructArray) -> pa.StructArray:
+    """An Image column's rows with their bytes embedded as a dictionary: each distinct image once.
+
+    Rows with bytes keep them; rows that reference a file get its bytes (each file read once), and
+    their path becomes the file's name, as ``datasets``' ``embed_table_storage`` does. Equal bytes
+    from either source share one dictionary entry.
+    """
+    if isinstance(storage, pa.ChunkedArray):
+        storage = storage.combine_chunks() if storage.num_chunks else pa.array([], _IMAGE_STORAGE)
+    valid = storage.is_valid().to_numpy(zero_copy_only=False)
+    data, path = storage.flatten()
+    has_bytes = data.is_valid().to_numpy(zero_copy_only=False)
+    paths = path.to_pylist()
+    files: dict[str, int] = {}
+    file_of_row = np.full(len(storage), -1, dtype=np.int64)
+    for i, p in enumerate(paths):
+        if valid[i] and not has_bytes[i] and _readable(p):
+            file_of_row[i] = files.setdefault(p, len(files))
+    embedded = pc.dictionary_encode(data)  # nulls stay null; each distinct value hashed once
+    read = pc.dictionary_encode(pa.array([_read_file(p) for p in files], pa.binary()))
+    # one dictionary for both sources: equal bytes from a file and from a row are one entry
+    merged = pc.dictionary_encode(pa.concat_arrays([embedded.dictionary, read.dictionary]))
+    remap = merged.indices.to_numpy(zero_copy_only=False)
+    index = np.full(len(storage), -1, dtype=np.int64)
+    rows = np.flatnonzero(valid & has_bytes)
+    if len(rows):
+        index[rows] = remap[embedded.indices.to_numpy(zero_copy_only=False)[rows]]
+    rows = np.flatnonzero(file_of_row >= 0)
+    if len(rows):
+        read_index = read.indices.to_numpy(zero_copy_only=False)
+        index[rows] = remap[len(embedded.dictionary) + read_index[file_of_row[rows]]]
+    indices = pa.array(index.astype(np.int32), pa.int32(), mask=index < 0)
+    names = pa.array([os.path.basename(p) if _readable(p) else p for p in paths], pa.string())
+    return pa.StructArray.from_arrays(
+        [pa.DictionaryArray.from_arrays(indices, merged.dictionary), names],
+        fields=list(_SHARED_STORAGE),
+        mask=pa.array(~valid),
+    )
+
+
+def _write_split_shared(ds: datasets.Dataset, split: str, data_dir: Path, max_bytes: int) -> None:
+    """One split as parquet shards whose image bytes are stored once per row group (see write_hub_folder)."""
+    schema = ds.features.arrow_schema
+    images = _image_columns(ds.features)
+    # The file's Arrow schema is the dataset's, with plain binary image bytes (what readers return);
+    # the writer is given dictionary-typed bytes and writes their dictionary as it is.
+    write_schema = pa.schema([pa.field(f.name, _SHARED_STORAGE, f.nullable) if f.name in images else f for f in schema])
+    metadata = {k.decode(): v.decode() for k, v in (schema.metadata or {}).items()}
+    metadata["ARROW:schema"] = base64.b64encode(schema.serialize().to_pybytes()).decode()
+    metadata["content_defined_chunking"] = json.dumps(datasets.config.DEFAULT_CDC_OPTIONS)
+    options = {
+        "store_schema": False,  # ARROW:schema is added above, with plain binary image bytes
+        "use_dictionary": True,
+        "compression": {leaf: "none" if leaf in {f"{c}.bytes" for c in images} else "snappy" for leaf in _leaf_paths(schema)},
+        "dictionary_pagesize_limit": 1 << 30,
+        "write_page_index": True,
+        "use_content_defined_chunking": datasets.config.DEFAULT_CDC_OPTIONS,
+    }
+    plan = _plan_row_groups(ds, max_bytes)
+    view = ds.with_format("arrow")
+    shards: list[Path] = []
+    writer: pq.ParquetWriter | None = None
+
+    def open_shard() -> pq.ParquetWriter:
+        shards.append(data_dir / f".{split}-{len(shards):05d}.parquet.tmp")
+        w = pq.ParquetWriter(str(shards[-1]), write_schema, **options)
+        w.add_key_value_metadata(metadata)
+        return w
+
+    try:
+        for rows, new_shard in tqdm(plan, desc=f"writing {split}", unit="row group", disable=len(plan) < 50):
+            if writer is None or new_shard:
+                if writer is not None:
+                    writer.close()
+                writer = open_shard()
+            contiguous = bool(np.all(np.diff(rows) == 1))
+            table = view[int(rows[0]) : int(rows[-1]) + 1] if contiguous else view[rows.tolist()]
+            arrays = [_shared_image_column(table.column(f.name)) if f.name in images else table.column(f.name) for f in schema]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=write_schema), row_group_size=len(rows))
+        if writer is None:  # an empty split: one shard with the schema and no rows
+            writer = open_shard()
+    finally:
+        if writer is not None:
+            writer.close()
+    for index, tmp in enumerate(shards):
+        tmp.rename(data_dir / f"{split}-{index:05d}-of-{len(shards):05d}.parquet")
+
+
+def _leaf_paths(schema: pa.Schema) -> list[str]:
+    """Parquet's leaf column paths (``image.bytes``, ``tags.list.element``) of an Arrow schema."""
+
+    def leaves(path: str, pa_type: pa.DataType) -> list[str]:
+        if pa.types.is_struct(pa_type):
+            return [leaf for field in pa_type for leaf in leaves(f"{path}.{field.name}", field.type)]
+        if pa.types.is_list(pa_type) or pa.types.is_large_list(pa_type) or pa.types.is_fixed_size_list(pa_type):
+            return leaves(f"{path}.list.element", pa_type.value_type)
+        return [path]
+
+    return [leaf for field in schema for leaf in leaves(field.name, field.type)]
 
 
 def folder_data_files(folder: str | Path) -> dict[str, list[str]]:
@@ -222,6 +469,228 @@ def load_folder(folder: str | Path, split: str | None = None) -> datasets.Datase
     if split is not None and split not in files:
         raise DataError(f"no split {split!r}; the folder has {sorted(files)}", file=str(folder))
     return datasets.load_dataset("parquet", data_files=files, split=split)
+
+
+class FolderSplit:
+    """One split of a Hub folder, read in place: random access to its rows without a datasets cache.
+
+    ``load_dataset`` (and :func:`load_folder`) first copy a folder into an Arrow cache in which every
+    row holds its image again (a POPE image once per question). This reads the parquet files
+    instead: the columns other than images stay in memory, and a row's image comes from its row
+    group, read when first needed with each distinct image of the row group read once (the
+    dictionary page :func:`write_hub_folder` writes; files in the per-row layout read all the same).
+    The last ``cached_row_groups`` row groups read are kept, so reading rows in order reads each row
+    group once.
+
+    ``split[i]`` is the row as ``Dataset[i]`` gives it (images decoded by :attr:`features`);
+    ``split["column"]`` a column; :meth:`select_columns` an in-memory ``datasets.Dataset`` of
+    columns without images; :meth:`cast_column` a view with another Image feature
+    (``Image(decode=False)``: the stored bytes and file name).
+    """
+
+    def __init__(self, files: Sequence[str | os.PathLike], split: str | None = None, *, cached_row_groups: int = 2) -> None:
+        if not files:
+            raise DataError(f"split {split!r} has no parquet files")
+        self.split = split
+        self._files = [str(f) for f in files]
+        self.features = datasets.Features.from_arrow_schema(pq.read_schema(self._files[0]))
+        self._images = _image_columns(self.features)
+        self._text = [c for c in self.features if c not in self._images]
+        self._cached = max(1, cached_row_groups)
+        self._cache: OrderedDict[int, pa.Table] = OrderedDict()
+        self._readers: dict[int, pq.ParquetFile] = {}
+        tables, starts, self._locations = [], [], []
+        rows = 0
+        for index, file in enumerate(self._files):
+            reader = pq.ParquetFile(file)
+            if datasets.Features.from_arrow_schema(reader.schema_arrow) != self.features:
+                raise DataError(f"split {split!r}: the parquet files have other features than {self._files[0]}", file=file)
+            for group in range(reader.metadata.num_row_groups):
+                starts.append(rows)
+                self._locations.append((index, group))
+                rows += reader.metadata.row_group(group).num_rows
+            tables.append(reader.read(columns=self._text))
+        self._num_rows = rows
+        self._starts = np.asarray(starts, dtype=np.int64)
+        self._table = pa.concat_tables(tables) if self._text else None
+
+    # -- the datasets.Dataset surface a scorer needs ------------------------------------------
+    def __len__(self) -> int:
+        return self._num_rows
+
+    @property
+    def num_rows(self) -> int:
+        return self._num_rows
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(self.features)
+
+    @property
+    def _fingerprint(self) -> str:
+        """Changes when a file is rewritten (path, size and modification time of every shard)."""
+        digest = hashlib.sha256(str(self.split).encode())
+        for file in self._files:
+            stat = os.stat(file)
+            digest.update(f"\0{os.path.abspath(file)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+        return digest.hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        return f"FolderSplit(split={self.split!r}, num_rows={self._num_rows}, features={list(self.features)})"
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for i in range(self._num_rows):
+            yield self[i]
+
+    def __getitem__(self, key: int | str) -> Any:
+        if isinstance(key, str):
+            if key not in self.features:
+                raise KeyError(f"no column {key!r}; the split has {self.column_names}")
+            if key in self._text:
+                return self._table.column(key).to_pylist()
+            return [row[key] for row in self]
+        if not isinstance(key, (int, np.integer)) or isinstance(key, bool):
+            raise TypeError(f"FolderSplit takes a row number or a column name, not {type(key).__name__}")
+        i = int(key) + (self._num_rows if key < 0 else 0)
+        if not 0 <= i < self._num_rows:
+            raise IndexError(f"row {key} out of range for {self._num_rows} rows")
+        row = self._table.slice(i, 1).to_pylist()[0] if self._table is not None else {}
+        if self._images:
+            group = int(np.searchsorted(self._starts, i, side="right")) - 1
+            images = self._row_group(group)
+            for column in self._images:
+                row[column] = images.column(column)[i - int(self._starts[group])].as_py()
+        return self.features.decode_example({c: row[c] for c in self.features})
+
+    def select_columns(self, column_names: str | Sequence[str]) -> datasets.Dataset:
+        """The named columns (no image column) as an in-memory ``datasets.Dataset``."""
+        names = [column_names] if isinstance(column_names, str) else list(column_names)
+        unknown = [c for c in names if c not in self.features]
+        if unknown:
+            raise ValueError(f"no column(s) {unknown}; the split has {self.column_names}")
+        if any(c in self._images for c in names):
+            raise ValueError(f"image columns are read row by row (split[i]), not selected: {self._images}")
+        from datasets.table import InMemoryTable
+
+        table = self._table.select(names) if self._table is not None else pa.table({})
+        info = DatasetInfo(features=datasets.Features({c: self.features[c] for c in names}))
+        return datasets.Dataset(InMemoryTable(table), info=info, split=self.split)
+
+    def cast_column(self, column: str, feature: datasets.Image) -> FolderSplit:
+        """A view of the same rows whose image ``column`` decodes as ``feature`` (e.g. ``Image(decode=False)``)."""
+        if column not in self._images or not isinstance(feature, datasets.Image):
+            raise ValueError(f"only an image column ({self._images}) can be cast, and only to another Image feature")
+        view = copy.copy(self)
+        view.features = datasets.Features({**self.features, column: feature})
+        return view
+
+    # -- images ------------------------------------------------------------------------------
+    def _row_group(self, group: int) -> pa.Table:
+        """The image columns of row group ``group`` (bytes dictionary-encoded), cached."""
+        if group in self._cache:
+            self._cache.move_to_end(group)
+            return self._cache[group]
+        table = self._read_images(group)
+        self._cache[group] = table
+        while len(self._cache) > self._cached:
+            self._cache.popitem(last=False)
+        return table
+
+    def _read_images(self, group: int) -> pa.Table:
+        index, row_group = self._locations[group]
+        if index not in self._readers:
+            self._readers[index] = pq.ParquetFile(self._files[index], read_dictionary=[f"{c}.bytes" for c in self._images])
+        return self._readers[index].read_row_group(row_group, columns=self._images)
+
+    def row_groups(self) -> Iterator[tuple[int, pa.Table, pa.Table]]:
+        """``(first row, other columns, image columns)`` of each row group in order (nothing cached)."""
+        for group, start in enumerate(self._starts):
+            stop = int(self._starts[group + 1]) if group + 1 < len(self._starts) else self._num_rows
+            text = self._table.slice(int(start), stop - int(start)) if self._table is not None else None
+            yield int(start), text, self._read_images(group)
+
+
+def open_folder(folder: str | Path, split: str | None = None) -> dict[str, FolderSplit] | FolderSplit:
+    """The splits of a Hub folder as :class:`FolderSplit` (rows read from the parquet files in
+    place, no datasets cache), or the one named ``split``."""
+    files = folder_data_files(folder)
+    if split is not None:
+        if split not in files:
+            raise DataError(f"no split {split!r}; the folder has {sorted(files)}", file=str(folder))
+        return FolderSplit(files[split], split)
+    return {name: FolderSplit(paths, name) for name, paths in files.items()}
+
+
+def default_image_files_dir() -> Path:
+    """Where :func:`load_folder_by_reference` writes image files by default: ``vhx-images`` in the datasets cache."""
+    return Path(datasets.config.HF_DATASETS_CACHE) / "vhx-images"
+
+
+_IMAGE_SUFFIXES = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8", ".jpg"), (b"GIF8", ".gif"), (b"BM", ".bmp"), (b"RIFF", ".webp"))
+
+
+def _image_file(image_dir: Path, data: bytes, name: str | None) -> str:
+    """The file holding ``data`` under ``image_dir`` (content-addressed, written once), named ``name``."""
+    digest = hashlib.sha256(data).hexdigest()
+    if not name:
+        name = "image" + next((suffix for magic, suffix in _IMAGE_SUFFIXES if data.startswith(magic)), "")
+    path = image_dir / digest[:2] / digest / name
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)  # write-then-rename: never a truncated file under the final name
+    return str(path)
+
+
+def load_folder_by_reference(folder: str | Path, image_dir: str | Path | None = None) -> datasets.DatasetDict:
+    """A Hub folder as an in-memory ``DatasetDict`` whose rows reference their images as files.
+
+    Each distinct image is written once to ``image_dir`` (default :func:`default_image_files_dir`;
+    content-addressed, so a rerun writes nothing; the file keeps the stored image name) and every row
+    of it holds ``{"bytes": None, "path": file}``: the splits hold no image bytes, so mapping them
+    (negation, perturbation) copies no image, and :func:`write_hub_folder` reads each file once.
+    Same rows, features and splits as :func:`load_folder`, but no datasets cache. For expanding a
+    folder; score one with :func:`open_folder`, which reads the images in place.
+    """
+    from datasets.table import InMemoryTable
+
+    image_dir = Path(image_dir) if image_dir is not None else default_image_files_dir()
+    out = {}
+    for split, reader in open_folder(folder).items():
+        image_paths: dict[str, list[str | None]] = {c: [] for c in reader._images}
+        null: dict[str, list[bool]] = {c: [] for c in reader._images}
+        for _, _, images in reader.row_groups():
+            for column in reader._images:
+                for chunk in images.column(column).chunks:
+                    null[column].extend(chunk.is_null().to_pylist())
+                    data, path = chunk.flatten()
+                    names = path.to_pylist()
+                    files: dict[tuple[int, str | None], str] = {}
+                    if pa.types.is_dictionary(data.type):
+                        codes, values = data.indices.to_pylist(), data.dictionary
+                    else:
+                        codes, values = list(range(len(data))), data
+                    for code, name in zip(codes, names):
+                        if code is None:  # no bytes: the row keeps its reference as it is
+                            image_paths[column].append(name)
+                            continue
+                        key = (code, name)
+                        if key not in files:
+                            files[key] = _image_file(image_dir, values[code].as_py(), name and os.path.basename(name))
+                        image_paths[column].append(files[key])
+        columns = []
+        for column, feature in reader.features.items():
+            if column in reader._images:
+                paths = pa.array(image_paths[column], pa.string())
+                columns.append(pa.StructArray.from_arrays(
+                    [pa.nulls(len(paths), pa.binary()), paths], fields=list(_IMAGE_STORAGE), mask=pa.array(null[column], pa.bool_())
+                ))
+            else:
+                columns.append(reader._table.column(column))
+        table = pa.Table.from_arrays(columns, schema=reader.features.arrow_schema)
+        out[split] = datasets.Dataset(InMemoryTable(table), info=DatasetInfo(features=reader.features), split=split)
+    return datasets.DatasetDict(out)
 
 
 def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:

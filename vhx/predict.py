@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import datasets
 
@@ -29,6 +29,9 @@ from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
 from vhx.runtime import process_state
+
+if TYPE_CHECKING:
+    from vhx.hub import FolderSplit
 
 logger = logging.getLogger("vhx")
 
@@ -42,25 +45,30 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------------------- inputs
 def load_cases(
     data: datasets.Dataset | datasets.DatasetDict | str | os.PathLike, splits: Sequence[str] | str | None = None
-) -> dict[str, datasets.Dataset]:
+) -> dict[str, datasets.Dataset | FolderSplit]:
     """The splits to score, by name, from a Dataset, a DatasetDict, a folder or a Hub id.
 
     A folder is read with ``datasets.load_from_disk`` when it was written by ``save_to_disk``, else
-    with :func:`vhx.hub.load_folder` (a Hub folder written by vhx); any other string is a Hub id.
+    as a Hub folder written by vhx with :func:`vhx.hub.open_folder`: its parquet files are read in
+    place (a :class:`vhx.hub.FolderSplit` per split, each image read from its row group when a case
+    needs it), not copied into a datasets cache where every case holds its image again. Any other
+    string is a Hub id.
     """
+    from vhx.hub import FolderSplit
+
     if isinstance(data, (str, os.PathLike)):
         path = Path(data)
         if path.is_dir() and ((path / "dataset_dict.json").is_file() or (path / "state.json").is_file()):
             data = datasets.load_from_disk(str(path))
         elif path.is_dir() and (path / "README.md").is_file():
-            from vhx.hub import load_folder
+            from vhx.hub import open_folder
 
-            data = load_folder(path)
+            data = open_folder(path)
         else:
             data = datasets.load_dataset(str(data))
-    if isinstance(data, datasets.Dataset):
+    if isinstance(data, (datasets.Dataset, FolderSplit)):
         parts = {str(data.split) if data.split is not None else "train": data}
-    elif isinstance(data, datasets.DatasetDict):
+    elif isinstance(data, datasets.DatasetDict) or (isinstance(data, dict) and all(isinstance(v, FolderSplit) for v in data.values())):
         parts = dict(data)
     else:
         raise TypeError(f"expected a Dataset, DatasetDict or folder, got {type(data).__name__}")
