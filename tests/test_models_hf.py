@@ -313,3 +313,129 @@ def test_p_yes_is_consistent_with_the_prediction_everywhere(tiny):
     for p in preds:
         assert math.isfinite(p.p_yes)
         assert (p.p_yes > 0.5) == (p.pred == "yes")
+
+
+# ----------------------------------------------------------------------------------- prefix sharing
+SHARED_ARCHS = [arch for arch in TINY_ARCHS if arch != "instructblip"]
+# Questions of different lengths (1 to 14 words), several per image.
+SHARED_QUESTIONS = [
+    "Is there a dog in the image?",
+    "Is it red?",
+    "Are there two red cars on the left of the table in the picture?",
+    "Is there no bird?",
+    "Is the cup on the table next to the book near the window?",
+    "Yes?",
+]
+
+
+def _shared_cases() -> tuple[list[Image.Image], list[str]]:
+    """IMAGES x 5 questions, interleaved (image 0, 1, 2, 0, 1, 2, ...), plus one more question on an
+    equal copy of image 0: 16 cases on 3 distinct images of different sizes and modes."""
+    images, questions = [], []
+    for k in range(5):
+        for j, image in enumerate(IMAGES):
+            images.append(image)
+            questions.append(SHARED_QUESTIONS[(k + 2 * j) % len(SHARED_QUESTIONS)])
+    images.append(IMAGES[0].copy())
+    questions.append("Is the sky blue in this photo?")
+    return images, questions
+
+
+def _sharpened_pair(path: Path, batch_size: int) -> tuple[HFModel, HFModel]:
+    """A shared-prefix model and an unshared one on the same weights, the LM head scaled up.
+
+    The tiny random models put P(yes) near 0.5, where a prefix one position off changes it by only
+    ~1e-5; a 30x head moves such mistakes past 1e-4, in P(yes) or in its log-odds (both checked).
+    """
+    shared = load_model(str(path), mode="logits", batch_size=batch_size)
+    with torch.no_grad():
+        shared.model.get_output_embeddings().weight.mul_(30)
+    unshared = HFModel(shared.model, shared.processor, spec=str(path), mode="logits", batch_size=batch_size, share_prefix=False)
+    return shared, unshared
+
+
+def _log_odds(p: float) -> float:
+    return math.log(p) - math.log1p(-p)
+
+
+@pytest.mark.parametrize("batch_size", [4, 12])
+@pytest.mark.parametrize("arch", SHARED_ARCHS)
+def test_shared_prefix_answers_equal_the_unshared_path(arch, batch_size, tiny):
+    # batch 4: image 0's 6 questions take two question batches on one prefix; batch 12: two images
+    # (of different token counts for the anyres/dynamic-resolution models) share a forward pass.
+    shared, unshared = _sharpened_pair(tiny(arch), batch_size)
+    assert shared.options["share_prefix"] is True and unshared.options["share_prefix"] is False
+    images, questions = _shared_cases()
+    a = shared.predict(images, questions)
+    b = unshared.predict(images, questions)
+    # every case on a shared prefix, one prefix per distinct image (the copy counts as image 0)
+    assert shared.prefix_stats == {"prefixes": 3, "shared_cases": 16, "unshared_cases": 0}
+    assert unshared.prefix_stats["unshared_cases"] == 16
+    assert len({round(p.p_yes, 6) for p in b}) > 8  # answers depend on the image and the question
+    for x, y in zip(a, b):
+        assert x.p_yes == pytest.approx(y.p_yes, abs=1e-4)
+        assert _log_odds(x.p_yes) == pytest.approx(_log_odds(y.p_yes), abs=1e-4)
+        assert (x.pred, x.raw) == (y.pred, y.raw)
+
+
+@pytest.mark.parametrize("arch", SHARED_ARCHS)
+def test_shared_prefix_is_kept_between_calls_only_inside_reuse_prefixes(arch, tiny):
+    shared, unshared = _sharpened_pair(tiny(arch), 4)
+    image = IMAGES[1]
+    questions = SHARED_QUESTIONS + ["Is it blue?", "Is there a cat on the left?"]
+    expected = unshared.predict([image] * len(questions), questions)
+    calls = [questions[:3], questions[3:6], questions[6:]]  # as predict_dataset sends an image's cases
+    with shared.reuse_prefixes():
+        got = [p for call in calls for p in shared.predict([image] * len(call), call)]
+    assert shared.prefix_stats["prefixes"] == 1
+    assert shared.prefix_stats["shared_cases"] == len(questions)
+    for x, y in zip(got, expected):
+        assert x.p_yes == pytest.approx(y.p_yes, abs=1e-4)
+        assert _log_odds(x.p_yes) == pytest.approx(_log_odds(y.p_yes), abs=1e-4)
+    # outside the context every call computes its own prefix (weights may change between calls)
+    for call in calls[:2]:
+        shared.predict([image] * len(call), call)
+    assert shared.prefix_stats["prefixes"] == 3
+
+
+def test_one_question_per_image_takes_the_unshared_path(tiny):
+    shared, unshared = _sharpened_pair(tiny("llava"), 8)
+    a = shared.predict(IMAGES, QUESTIONS)
+    assert shared.prefix_stats == {"prefixes": 0, "shared_cases": 0, "unshared_cases": 3}
+    assert [p.p_yes for p in a] == [p.p_yes for p in unshared.predict(IMAGES, QUESTIONS)]
+
+
+# The user turn with the question before the image: no prefix covers the image tokens.
+TEXT_FIRST_TEMPLATE = (
+    "{% for message in messages %}USER: "
+    "{% for part in message['content'] if part['type'] == 'text' %}{{ part['text'] }}{% endfor %}\n"
+    "{% for part in message['content'] if part['type'] == 'image' %}{{ '<image>' }}{% endfor %} "
+    "{% endfor %}ASSISTANT:"
+)
+
+
+@pytest.mark.parametrize(
+    ("arch", "options"),
+    [("instructblip", {}), ("llava", {"chat_template": TEXT_FIRST_TEMPLATE}), ("llava", {"share_prefix": False})],
+)
+def test_prefix_sharing_falls_back_where_it_does_not_apply(arch, options, tiny):
+    path = str(tiny(arch))
+    model = load_model(path, mode="logits", batch_size=4, **options)
+    assert model.options["share_prefix"] is False
+    images, questions = _shared_cases()
+    preds = model.predict(images, questions)
+    assert model.prefix_stats == {"prefixes": 0, "shared_cases": 0, "unshared_cases": 16}
+    reference = load_model(path, mode="logits", batch_size=4, **{**options, "share_prefix": False})
+    assert [p.p_yes for p in preds] == [p.p_yes for p in reference.predict(images, questions)]
+    if "chat_template" in options:
+        assert model.build_prompt("Is it red?").startswith("USER: Is it red?")
+
+
+def test_share_prefix_is_recorded_and_does_not_rename_the_model(tiny):
+    path = str(tiny("qwen2_vl"))
+    on = load_model(path, mode="logits")
+    off = load_model(path, mode="logits", share_prefix=False)
+    assert on.options["share_prefix"] is True and off.options["share_prefix"] is False
+    # same answers to float precision, so a run resumes across the setting
+    assert on.name == off.name
+    assert load_model(path, mode="generate").options["share_prefix"] is False

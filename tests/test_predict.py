@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections import Counter
@@ -18,6 +19,7 @@ from vhx.errors import DataError, VHXError
 from vhx.models import Prediction
 from vhx.predict import (
     PREDICTION_KEYS,
+    group_by_image,
     load_cases,
     merge_rank_files,
     predict_dataset,
@@ -406,3 +408,102 @@ def test_resume_refuses_other_cases_under_the_same_ids(dsd, tmp_path):
     changed = dsd["original"].map(lambda row: {"question": row["question"] + " Really?"})
     with pytest.raises(VHXError, match="split 'original' were made on other cases"):
         predict_dataset(datasets.DatasetDict({"original": changed}), FakeModel(), out, progress=False)
+
+
+# --------------------------------------------------------------------------------------- grouping by image
+def make_interleaved() -> datasets.Dataset:
+    """3 images x 4 questions, stored interleaved (image 0, 1, 2, 0, 1, 2, ...): 12 cases."""
+    rows = []
+    for k in range(4):
+        for i in range(3):
+            rows.append(
+                make_case(
+                    source="synthetic",
+                    subset="colors",
+                    source_id=f"{i}-{k}",
+                    image=_image(i != 0, i),
+                    image_id=f"synthetic:{i}",
+                    question=f"Is the image red? (image {i} question {k})",
+                    answer="yes" if i != 0 else "no",
+                )
+            )
+    return datasets.Dataset.from_list(rows, features=FEATURES)
+
+
+class RecordingModel(FakeModel):
+    """Also keeps the image objects of every call, and whether it was called inside reuse_prefixes()."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.images: list[list[Image.Image]] = []
+        self.inside: list[bool] = []
+        self._depth = 0
+
+    def predict(self, images, questions):
+        preds = super().predict(images, questions)
+        self.images.append(list(images))
+        self.inside.append(self._depth > 0)
+        return preds
+
+    @contextlib.contextmanager
+    def reuse_prefixes(self):
+        self._depth += 1
+        try:
+            yield self
+        finally:
+            self._depth -= 1
+
+
+def _image_of(question: str) -> int:
+    return int(question.split("(image ")[1].split()[0])
+
+
+def test_cases_of_one_image_are_sent_together_and_each_image_decoded_once_per_batch(tmp_path):
+    ds = make_interleaved()
+    model = RecordingModel()
+    rows = rows_of(predict_dataset(ds, model, tmp_path / "out", batch_size=5, progress=False))
+    # grouped by image (in the order of first appearance), each image's questions in dataset order
+    asked = model.questions
+    assert [_image_of(q) for q in asked] == [0] * 4 + [1] * 4 + [2] * 4
+    assert asked == sorted(ds["question"], key=_image_of)
+    assert all(model.inside)
+    for images, questions in zip(model.images, model.calls):
+        for a, qa in zip(images, questions):
+            for b, qb in zip(images, questions):
+                # one decoded object per image and batch, different images different objects
+                assert (a is b) == (_image_of(qa) == _image_of(qb))
+    # still one row per case, written in the order scored, with the case's own fields
+    assert [r["id"] for r in rows] == [ds[i]["id"] for i in sorted(range(12), key=lambda i: (i % 3, i))]
+    by_id = {r["id"]: r for r in rows}
+    for case in ds.remove_columns("image"):
+        assert by_id[case["id"]]["image_id"] == case["image_id"]
+        assert by_id[case["id"]]["correct"] is True
+
+
+def test_grouped_order_resumes_after_a_crash_and_shards_without_overlap(tmp_path):
+    ds = make_interleaved()
+    out = tmp_path / "out"
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        predict_dataset(ds, RecordingModel(fail_after_batches=1), out, batch_size=5, progress=False)
+    assert len(rows_of(out / "predictions.jsonl")) == 5
+    rerun = RecordingModel()
+    predict_dataset(ds, rerun, out, batch_size=5, progress=False)
+    rows = rows_of(out / "predictions.jsonl")
+    assert len(rows) == 12 and len({r["id"] for r in rows}) == 12
+    # the fresh run's order less what is done: image 1's remaining questions first
+    assert len(rerun.questions) == 7 and [_image_of(q) for q in rerun.questions] == [1] * 3 + [2] * 4
+    # two ranks: contiguous shares of the grouped order
+    models = [RecordingModel(), RecordingModel()]
+    assert _run_ranks(ds, tmp_path / "ranks", models, batch_size=4) == []
+    assert [_image_of(q) for q in models[0].questions] == [0] * 4 + [1] * 2
+    assert [_image_of(q) for q in models[1].questions] == [1] * 2 + [2] * 4
+    assert len(rows_of(tmp_path / "ranks" / "predictions.jsonl")) == 12
+
+
+def test_group_by_image_is_stable_and_keeps_splits_apart():
+    cases = [("a", 0), ("a", 1), ("a", 2), ("b", 0), ("a", 3), ("b", 1)]
+    image_ids = {"a": ["x", "y", "x", "y"], "b": ["x", "x"]}
+    assert group_by_image(cases, image_ids) == [("a", 0), ("a", 2), ("a", 1), ("a", 3), ("b", 0), ("b", 1)]
+    assert group_by_image([], image_ids) == []
+    # images are ordered by their first row in the split, done or not
+    assert group_by_image([("a", 1), ("a", 2), ("a", 3)], image_ids) == [("a", 2), ("a", 1), ("a", 3)]

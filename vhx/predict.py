@@ -6,6 +6,13 @@ flushed after every batch, so an interrupted run loses at most the batch in flig
 same call skips every case the same model (same :attr:`VHModel.name`) already answered, and a line
 cut short by a crash is dropped and redone.
 
+Cases are scored grouped by image: within each split, the cases of one ``image_id`` are sent
+one after the other (images in the order of their first row), so a model that shares work between
+the questions of an image (:class:`vhx.models.hf.HFModel` in ``logits`` mode) sees them together,
+and rows are written in that order. Each batch decodes an image once however many of its cases
+hold it (same encoded bytes: one PIL image object), and a model with a ``reuse_prefixes()``
+context manager is called inside it for the whole run.
+
 Under ``accelerate launch`` (or ``torchrun``) each process takes a contiguous share of the remaining cases, writes
 ``predictions.rank{k}.jsonl``, and process 0 merges the shares into ``predictions.jsonl`` once all
 are done. Rank files left by a crashed multi-process run are merged at the start of the next run.
@@ -13,6 +20,7 @@ are done. Rank files left by a crashed multi-process run are merged at the start
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import hashlib
 import json
@@ -224,6 +232,65 @@ def _batches(items: Sequence[T], size: int) -> Iterator[list[T]]:
         yield list(items[start : start + size])
 
 
+def group_by_image(cases: Sequence[tuple[str, int]], image_ids: Mapping[str, Sequence[Any]]) -> list[tuple[str, int]]:
+    """``cases`` ((split, row) pairs) reordered so each split's cases of one image are adjacent.
+
+    ``image_ids[split][row]`` is the ``image_id`` of each row of the split. Splits keep their order;
+    within one, images come in the order of their first row in the split and an image's cases in
+    row order. The order depends on the dataset only, so a resumed run is a fresh run's order less
+    the cases already done.
+    """
+    splits: dict[str, int] = {}
+    first_rows: dict[str, dict[Any, int]] = {}
+    keys = []
+    for split, row in cases:
+        if split not in first_rows:
+            splits[split] = len(splits)
+            first_rows[split] = {}
+            for r, image in enumerate(image_ids[split]):
+                first_rows[split].setdefault(image, r)
+        keys.append((splits[split], first_rows[split][image_ids[split][row]], row, split))
+    return [(split, row) for _, _, row, split in sorted(keys)]
+
+
+class _BatchReader:
+    """The cases of a batch, each image decoded once per batch (cases with the same encoded image
+    share one PIL object), the other columns as ``ds[row]`` gives them."""
+
+    def __init__(self, parts: Mapping[str, datasets.Dataset]) -> None:
+        self._parts = parts
+        self._raw: dict[str, datasets.Dataset | None] = {}
+
+    def _undecoded(self, split: str) -> datasets.Dataset | None:
+        if split not in self._raw:
+            ds = self._parts[split]
+            feature = ds.features.get("image")
+            self._raw[split] = (
+                ds.cast_column("image", datasets.Image(mode=feature.mode, decode=False))
+                if isinstance(feature, datasets.Image) and feature.decode
+                else None
+            )
+        return self._raw[split]
+
+    def read(self, batch: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+        decoded: dict[Any, Any] = {}
+        cases = []
+        for split, row in batch:
+            raw = self._undecoded(split)
+            if raw is None:
+                cases.append(self._parts[split][row])
+                continue
+            case = raw[row]
+            value = case["image"]
+            if value is not None:
+                key = (value.get("bytes"), value.get("path"))
+                if key not in decoded:
+                    decoded[key] = self._parts[split].features["image"].decode_example(value)
+                case["image"] = decoded[key]
+            cases.append(case)
+        return cases
+
+
 def predict_dataset(
     data: datasets.Dataset | datasets.DatasetDict | str | os.PathLike,
     model: VHModel,
@@ -277,12 +344,15 @@ def predict_dataset(
     description = _describe(data, parts)
     _check_same_cases(out / RUN_FILE, name, description, {split for _, split, _ in done})
     todo: list[tuple[str, int]] = []
+    image_ids: dict[str, list[Any]] = {}
     total = 0
     for split, ds in parts.items():
         n = len(ds) if limit is None else min(limit, len(ds))
         total += n
-        ids = ds.select_columns(["id"])[:n]["id"]
-        todo.extend((split, i) for i, cid in enumerate(ids) if (name, split, str(cid)) not in done)
+        columns = ds.select_columns(["id", "image_id"])[:n]
+        image_ids[split] = columns["image_id"]
+        todo.extend((split, i) for i, cid in enumerate(columns["id"]) if (name, split, str(cid)) not in done)
+    todo = group_by_image(todo, image_ids)
     mine = shard_cases(todo, rank, world)
 
     run_file = out / RUN_FILE
@@ -317,16 +387,11 @@ def predict_dataset(
         unit="case",
         disable=not progress or not getattr(state, "is_local_main_process", is_main),
     )
+    reader = _BatchReader(parts)
+    reuse = getattr(model, "reuse_prefixes", None)
     try:
-        for batch in _batches(mine, batch_size):
-            cases = [parts[split][index] for split, index in batch]
-            images = [c["image"] for c in cases]
-            questions = [c["question"] for c in cases]
-            preds = model.predict(images, questions)
-            if len(preds) != len(cases):
-                raise VHXError(f"model {name!r} returned {len(preds)} predictions for {len(cases)} cases")
-            append_jsonl(target, [_row(c, split, name, p) for c, (split, _), p in zip(cases, batch, preds)], fsync=True)
-            bar.update(len(batch))
+        with reuse() if callable(reuse) else contextlib.nullcontext():
+            _score_batches(model, name, _batches(mine, batch_size), reader, target, bar)
     finally:
         bar.close()
 
@@ -338,3 +403,17 @@ def predict_dataset(
         _write_json(run_file, record)
     state.wait_for_everyone()
     return main_file
+
+
+def _score_batches(
+    model: VHModel, name: str, batches: Iterator[list[tuple[str, int]]], reader: _BatchReader, target: Path, bar: Any
+) -> None:
+    for batch in batches:
+        cases = reader.read(batch)
+        images = [c["image"] for c in cases]
+        questions = [c["question"] for c in cases]
+        preds = model.predict(images, questions)
+        if len(preds) != len(cases):
+            raise VHXError(f"model {name!r} returned {len(preds)} predictions for {len(cases)} cases")
+        append_jsonl(target, [_row(c, split, name, p) for c, (split, _), p in zip(cases, batch, preds)], fsync=True)
+        bar.update(len(batch))
