@@ -724,8 +724,8 @@ class HFModel:
             kv = []
             for which in (0, 1):
                 sample = chunk[0][1].layers[layer][which]
-                if len(runs) == 1 and chunk[0][1].length == width:
-                    # one image: a broadcast view (the cache update copies it once anyway)
+                if len(runs) == 1:
+                    # one image: a broadcast view, which the cache update copies once (with the new tokens)
                     kv.append(sample.expand(size, -1, -1, -1))
                     continue
                 full = sample.new_zeros((size, sample.shape[1], width, sample.shape[3]))
@@ -733,7 +733,7 @@ class HFModel:
                     full[a:b, :, width - prefix.length :] = prefix.layers[layer][which]
                 kv.append(full)
             cache_data.append(tuple(kv))
-        cache = DynamicCache(cache_data, config=self.model.config)
+        cache = _cache_holding(cache_data, self.model.config, DynamicCache)
         if plan.mrope:
             positions = positions.unsqueeze(0).expand(3, -1, -1)
         result = self.model(
@@ -789,6 +789,24 @@ def _image_keys(images: Sequence[Image.Image]) -> list[Hashable]:
             key = by_object[id(image)] = (image.mode, image.size, digest)
         keys.append(key)
     return keys
+
+
+def _cache_holding(layers: list[tuple[Any, Any]], config: Any, cache_class: Any) -> Any:
+    """A ``DynamicCache`` over these (keys, values) per layer, holding them as they are.
+
+    ``DynamicCache(data)`` fills each layer by concatenating to an empty tensor, a copy of every
+    prefix repeated over its questions; the forward pass's own update copies them again (with the
+    new tokens). Held as given (broadcast views included), the forward pass's copy is the only one.
+    """
+    from transformers.cache_utils import DynamicLayer
+
+    cache = cache_class(config=config)
+    if len(cache.layers) != len(layers) or any(type(layer) is not DynamicLayer for layer in cache.layers):
+        return cache_class(layers, config=config)
+    for layer, (keys, values) in zip(cache.layers, layers):
+        layer.lazy_initialization(keys, values)
+        layer.keys, layer.values = keys, values
+    return cache
 
 
 def _core_model(model: Any) -> Any:
