@@ -221,3 +221,33 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     assert sum(batch_sizes) == 0
     assert len(index.read_text().splitlines()) == first
     assert isinstance(Image.open(next((out / "attacks" / "images").glob("*.png"))), Image.Image)
+
+
+def test_cli_expand_writes_each_image_once_and_the_rows_expand_gives(tmp_path: Path):
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "synth"
+    assert main(["build", "synthetic", "--out", str(src), "--num-images", "4", "--option", "image_size=64"]) == 0
+    out = tmp_path / "expanded"
+    assert main(["expand", str(src), "--out", str(out), "--perturb", "brightness,jpeg_compression", "--review", "0", "--gallery", "0"]) == 0
+    written = load_folder(out)
+    in_memory = expand(load_folder(src), perturb=["brightness", "jpeg_compression"])
+    assert list(written) == list(in_memory)
+
+    def rows(ds: datasets.Dataset) -> list[tuple]:
+        plain = ds.cast_column("image", datasets.Image(decode=False))
+        return sorted((r["id"], r["pair_id"], r["question"], r["answer"], r["image_id"], r["transform_params"],
+                       r["image"]["bytes"] if r["image"]["bytes"] is not None else Path(r["image"]["path"]).read_bytes(),
+                       Path(r["image"]["path"]).name) for r in plain)
+
+    for split in written:
+        assert rows(written[split]) == rows(in_memory[split])
+        # the image bytes stored are the split's distinct images, once each
+        distinct = {r["image"]["bytes"] for r in written[split].cast_column("image", datasets.Image(decode=False))}
+        stored = 0
+        for shard in (out / "data").glob(f"{split}-*.parquet"):
+            meta = pq.ParquetFile(shard).metadata
+            for g in range(meta.num_row_groups):
+                stored += next(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns)
+                               if meta.row_group(g).column(c).path_in_schema == "image.bytes")
+        assert len(distinct) == 4 and stored < 1.1 * sum(map(len, distinct)) + 2_000, split

@@ -531,3 +531,19 @@ def test_perturb_splits_selection_and_errors(pairs: datasets.Dataset, splits: di
         P.perturb_splits(splits["brightness"], ["defocus_blur"])
     with pytest.raises(DataError, match="lacks column"):
         P.perturb_splits(pairs.remove_columns("image_id"), ["brightness"])
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_parallel_workers_write_the_files_perturb_file_makes(tmp_path: Path, workers: int) -> None:
+    """However many processes perturb, every file holds the bytes of perturb_file on the source image."""
+    ds = original_split(n_images=5, questions=2, size=(96, 64))
+    out = P.perturb_splits(ds, seed=2, params={"brightness": {"c": 0.4}}, image_dir=tmp_path / "files", workers=workers)
+    sources = {row["image_id"]: row["image"] for row in ds.cast_column("image", datasets.Image(decode=False))}
+    for name in P.PERTURBATIONS:
+        rows = out[name].cast_column("image", datasets.Image(decode=False))
+        assert rows["id"] == [f"{i}@{name}" for i in ds["id"]]  # the source's row order
+        params = {"c": 0.4} if name == "brightness" else {}
+        for image_id, image in zip(rows["image_id"], rows["image"]):
+            with Image.open(io.BytesIO(sources[image_id]["bytes"])) as source:  # as the stage called it before
+                expected = P.perturb_file(name, source, seed_key=P.seed_key_for(image_id, 2), **params)
+            assert _file_bytes(image) == expected, (name, image_id, workers)

@@ -43,6 +43,7 @@ def expand(
     attack_options: dict[str, Any] | None = None,
     on_error: str = "raise",
     report: Any = None,
+    workers: int | None = None,
 ) -> datasets.DatasetDict:
     """Expand source cases: negate into pairs (unless already paired), then perturb per image.
 
@@ -54,6 +55,10 @@ def expand(
         perturb_params: per-perturbation parameter overrides (``{"brightness": {"c": 0.3}}``).
         seed: seed of the random perturbations (noise is seeded per image, perturbation and seed).
         num_proc: worker processes for the ``datasets.map`` calls.
+        workers: processes that perturb and encode the images (default ``num_proc``, else one per
+            available core); each source image is decoded once and each perturbed image encoded
+            and written once, as a file the split's rows reference (embedded when the Hub folder
+            is written, once per image).
         attacks: white-box attack methods (``"ifgsm"``, ``"pgd"``), each a split of every pair on
             the adversarial image against ``target_model``.
         target_model: Hub id, folder or loaded model the attacks target (and, unless
@@ -79,7 +84,7 @@ def expand(
             raise DataError("no case could be negated: nothing to expand", field="question")
     out = {ORIGINAL: pairs}
     if perturb:
-        out.update(perturb_splits(pairs, list(perturb), seed=seed, params=perturb_params, num_proc=num_proc))
+        out.update(perturb_splits(pairs, list(perturb), seed=seed, params=perturb_params, num_proc=num_proc, workers=workers))
     if attacks:
         from vhx.adversarial import adversarial_splits
 

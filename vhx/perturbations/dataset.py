@@ -1,9 +1,10 @@
 """The datasets stage of the perturbations: one split per perturbation, each source image perturbed once.
 
-:func:`perturb_splits` maps the unique images of an ``original`` split through
-:func:`~vhx.perturbations.registry.perturb_file`, keeps the perturbed files on disk under names that
-hash everything the pixels depend on (so reruns and interrupted runs reuse them), and joins them
-back to every case of their image.
+:func:`perturb_splits` decodes each unique image of an ``original`` split once and passes it through
+:func:`~vhx.perturbations.registry.perturb_file` for every perturbation, in a few processes; it keeps
+the perturbed files on disk under names that hash everything the pixels depend on (so reruns and
+interrupted runs reuse them), and joins them back to every case of their image by path (a
+``datasets.map`` over the cases' text columns), so no split holds a copy of an image.
 """
 
 from __future__ import annotations
@@ -12,22 +13,22 @@ import functools
 import hashlib
 import io
 import json
+import multiprocessing
 import os
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import datasets
 from PIL import Image
+from tqdm.auto import tqdm
 
 from vhx.errors import DataError
+from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PERTURBATIONS, PerturbationError, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of
-
-
-#: Rows per Arrow write while mapping: a perturbed COCO-size PNG is about a megabyte, and datasets'
-#: default of 1,000 rows would hold a gigabyte in memory before each write.
-_WRITER_BATCH_SIZE = 100
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,43 +54,104 @@ def default_image_dir() -> Path:
     return Path(datasets.config.HF_DATASETS_CACHE) / "vhx-perturbed"
 
 
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def _source_bytes(image: Mapping[str, Any]) -> bytes:
     return image["bytes"] if image.get("bytes") is not None else Path(image["path"]).read_bytes()
 
 
-def _perturb_images(
-    batch: dict[str, list], *, name: str, params: Mapping[str, Any], params_json: str, seed: int, image_dir: str
-) -> dict[str, list]:
-    """``datasets.map`` function over unique images: write each perturbed file once, return its path.
+def _perturb_image(image_id: str, image: Mapping[str, Any], jobs: Sequence[tuple[str, Mapping[str, Any], str]], *, seed: int, image_dir: str) -> list[str]:
+    """Every perturbed file of one source image: ``jobs`` are ``(name, params, params_json)``.
 
     Files are named by a hash of (implementation, perturbation, parameters, image_id, source bytes),
-    so a rerun or a resumed run finds them and perturbs nothing again; rows reference them by path
-    (images are embedded when the Hub folder is written), so the Arrow cache holds no duplicates.
+    so a rerun or a resumed run finds them and perturbs nothing again; the source is decoded once
+    for all the files it still lacks. Returns the files' paths, in the order of ``jobs``.
     """
-    suffix = ".jpg" if get_perturbation(name).file_format == "JPEG" else ".png"
-    out = []
-    for image_id, image in zip(batch["image_id"], batch["image"]):
-        raw = _source_bytes(image)
-        key = _fingerprint(_implementation_digest(), name, params_json, image_id, hashlib.sha256(raw).hexdigest())
+    raw = _source_bytes(image)
+    digest = hashlib.sha256(raw).hexdigest()
+    paths, missing = [], []
+    for name, params, params_json in jobs:
+        suffix = ".jpg" if get_perturbation(name).file_format == "JPEG" else ".png"
+        key = _fingerprint(_implementation_digest(), name, params_json, image_id, digest)
         path = Path(image_dir) / name / f"{key}{suffix}"
+        paths.append(str(path))
         if not path.is_file():
-            with Image.open(io.BytesIO(raw)) as source:
-                data = perturb_file(name, source, seed_key=seed_key_for(image_id, seed), **params)
+            missing.append((name, params, path))
+    if missing:
+        with Image.open(io.BytesIO(raw)) as source:
+            pixels = to_rgb_array(source)
+        pixels.flags.writeable = False  # shared by every perturbation of the image: none may change it
+        for name, params, path in missing:
+            data = perturb_file(name, pixels, seed_key=seed_key_for(image_id, seed), **params)
             path.parent.mkdir(parents=True, exist_ok=True)
             # write-then-rename: an interrupted run never leaves a truncated file behind
             tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
             tmp.write_bytes(data)
             os.replace(tmp, path)
-        out.append({"path": str(path), "bytes": None})
-    return {"image": out}
+    return paths
 
 
-def _attach_images(
-    batch: dict[str, list], *, name: str, params_json: str, images: datasets.Dataset, position: Mapping[str, int]
-) -> dict[str, list]:
-    """``datasets.map`` function over cases: the perturbed image of the case's image_id, new ids."""
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Forked workers where the platform forks safely (they inherit the registry, plug-ins included)."""
+    return multiprocessing.get_context("fork") if sys.platform.startswith("linux") else multiprocessing.get_context()
+
+
+def _perturb_unique_images(
+    sources: datasets.Dataset, image_ids: Sequence[str], jobs: Sequence[tuple[str, Mapping[str, Any], str]], *, seed: int, image_dir: str, workers: int
+) -> list[list[str]]:
+    """The perturbed files of every source image (``sources[i]``, id ``image_ids[i]``), per job.
+
+    ``workers`` processes perturb images side by side, an image per task: Pillow holds the GIL
+    while it encodes a PNG, the slowest step, so threads would not use a second core. A task
+    carries the source's file path or bytes and returns the paths of the files it wrote, so no
+    image travels back. Sources are fetched a window at a time (two windows in flight), so memory
+    holds a few images per worker whatever the number of images.
+    """
+    files: list[list[str]] = [[] for _ in jobs]
+    names = ", ".join(name for name, _, _ in jobs)
+    task = functools.partial(_perturb_image, jobs=jobs, seed=seed, image_dir=image_dir)
+    window = 4 * workers
+
+    def windows() -> Iterator[tuple[Sequence[str], list[Mapping[str, Any]]]]:
+        for start in range(0, len(image_ids), window):
+            yield image_ids[start : start + window], sources[start : start + window]["image"]
+
+    with tqdm(total=len(image_ids), desc=f"perturbing {len(image_ids)} images ({names})", unit="image") as bar:
+
+        def collect(results: Iterable[list[str]]) -> None:
+            for paths in results:
+                for column, path in zip(files, paths):
+                    column.append(path)
+                bar.update(1)
+
+        if workers == 1:
+            for ids, images in windows():
+                collect(task(i, image) for i, image in zip(ids, images))
+            return files
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+        try:
+            previous: list[Future] = []
+            for ids, images in windows():
+                submitted = [pool.submit(task, i, image) for i, image in zip(ids, images)]
+                collect(f.result() for f in previous)  # the pool works on this window meanwhile
+                previous = submitted
+            collect(f.result() for f in previous)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return files
+
+
+def _attach_images(batch: dict[str, list], *, name: str, params_json: str, files: Sequence[str], position: Mapping[str, int]) -> dict[str, list]:
+    """``datasets.map`` function over cases (no image column): the perturbed image file of the
+    case's image_id, new ids, the transform fields."""
     n = len(batch["id"])
-    batch["image"] = images[[position[i] for i in batch["image_id"]]]["image"]
+    batch["image"] = [{"bytes": None, "path": files[position[i]]} for i in batch["image_id"]]
     ids = [
         case_id(source, subset, source_id, negated=negated, transform=name, target_model=target)
         for source, subset, source_id, negated, target in zip(
@@ -111,24 +173,28 @@ def perturb_splits(
     params: Mapping[str, Mapping[str, Any]] | None = None,
     num_proc: int | None = None,
     image_dir: str | os.PathLike | None = None,
+    workers: int | None = None,
 ) -> dict[str, datasets.Dataset]:
     """One dataset per perturbation holding every case of ``ds`` on its perturbed image.
 
     ``ds`` is an ``original`` split (cases and negated twins; rows sharing an ``image_id`` share the
-    image). Each unique image is perturbed once (``datasets.map`` over a one-row-per-image dataset,
-    batched, ``num_proc`` workers) and joined back to all of its cases; noise is seeded per
-    (image_id, perturbation, seed). Every output row gets ``transform=name``, ``transform_params`` =
-    canonical JSON of the effective parameters (plus ``seed`` for random perturbations), and
-    recomputed ``id`` / ``pair_id``. Images are stored as PNG, for ``jpeg_compression`` as the JPEG file.
+    image). Each unique image is decoded once and perturbed once per perturbation, ``workers``
+    processes side by side, and every perturbed image is written once, as a file (PNG, for
+    ``jpeg_compression`` the JPEG file) that all the cases of its image reference by path; noise is
+    seeded per (image_id, perturbation, seed). The splits keep ``ds``'s row order. Every output row
+    gets ``transform=name``, ``transform_params`` = canonical JSON of the effective parameters (plus
+    ``seed`` for random perturbations), and recomputed ``id`` / ``pair_id``.
 
     Args:
         ds: the source cases, all with ``transform == "original"``.
         names: perturbations to apply (default: all of :data:`PERTURBATIONS`).
         seed: seed of the random perturbations.
         params: per-perturbation parameter overrides, e.g. ``{"brightness": {"c": 0.3}}``.
-        num_proc: worker processes for the ``map`` calls.
+        num_proc: worker processes for the ``map`` that joins the images to the cases.
         image_dir: where the perturbed image files are kept (default :func:`default_image_dir`);
             existing files are reused, which makes an interrupted expansion resume.
+        workers: processes that perturb and encode images (default ``num_proc``, else one per
+            available core; 1 perturbs in this process). The files do not depend on it.
     """
     selected = list(PERTURBATIONS) if names is None else list(dict.fromkeys(get_perturbation(n).name for n in names))
     overrides = dict(params or {})
@@ -147,41 +213,30 @@ def perturb_splits(
     first_row: dict[str, int] = {}
     for row, image_id in enumerate(ds["image_id"]):
         first_row.setdefault(image_id, row)
-    unique_images = (
-        ds.select(list(first_row.values())).select_columns(["image_id", "image"]).cast_column("image", datasets.Image(decode=False))
-    )
+    sources = ds.select(list(first_row.values())).select_columns(["image"]).cast_column("image", datasets.Image(decode=False))
     image_dir = str(Path(image_dir) if image_dir is not None else default_image_dir())
     position = {image_id: i for i, image_id in enumerate(first_row)}
-    image_features = datasets.Features({"image_id": datasets.Value("string"), "image": datasets.Image()})
+    jobs = []
+    for name in selected:
+        effective = resolved[name]
+        recorded = {**effective, "seed": int(seed)} if get_perturbation(name).random else effective
+        jobs.append((name, effective, dumps(recorded)))
+    workers = max(1, min(workers or num_proc or available_cores(), len(first_row)))
+    files = _perturb_unique_images(sources, list(first_row), jobs, seed=int(seed), image_dir=image_dir, workers=workers)
+
+    # the cases without their images (nothing to copy), joined to the perturbed files by image_id
+    cases = ds.remove_columns("image")
     case_features = ds.features.copy()
     case_features["image"] = datasets.Image(decode=False)
-    cases = ds.cast_column("image", datasets.Image(decode=False))
-
     out: dict[str, datasets.Dataset] = {}
-    for name in selected:
-        perturbation = get_perturbation(name)
-        effective = resolved[name]
-        recorded = {**effective, "seed": int(seed)} if perturbation.random else effective
-        params_json = dumps(recorded)
-        perturbed = unique_images.map(
-            functools.partial(_perturb_images, name=name, params=effective, params_json=params_json, seed=int(seed), image_dir=image_dir),
-            batched=True,
-            batch_size=8,
-            writer_batch_size=_WRITER_BATCH_SIZE,
-            num_proc=num_proc,
-            features=image_features,
-            desc=f"{name}: perturbing {len(unique_images)} images",
-            new_fingerprint=_fingerprint(unique_images._fingerprint, name, params_json, seed, _implementation_digest(), image_dir),
-        )
-        images = perturbed.cast_column("image", datasets.Image(decode=False))
+    for (name, _, params_json), paths in zip(jobs, files):
         joined = cases.map(
-            functools.partial(_attach_images, name=name, params_json=params_json, images=images, position=position),
+            functools.partial(_attach_images, name=name, params_json=params_json, files=paths, position=position),
             batched=True,
-            writer_batch_size=_WRITER_BATCH_SIZE,
             num_proc=num_proc,
-            features=case_features,
+            features=datasets.Features({**cases.features, "image": case_features["image"]}),
             desc=f"{name}: attaching images to {len(cases)} cases",
-            new_fingerprint=_fingerprint(cases._fingerprint, images._fingerprint, name, params_json),
+            new_fingerprint=_fingerprint(cases._fingerprint, name, params_json, hashlib.sha256("\0".join(paths).encode()).hexdigest()),
         )
-        out[name] = joined.cast_column("image", datasets.Image())
+        out[name] = joined.select_columns(ds.column_names).cast_column("image", datasets.Image())
     return out
