@@ -482,7 +482,7 @@ class HFModel:
         """Keep the last image's prefix from one :meth:`predict` call to the next while inside.
 
         Only for calls on unchanged weights (a scoring run): the kept prefix is recognised by the
-        image's pixels and the prompt tokens, not by the weights. Left on exit.
+        image's pixels and the prompt tokens, not by the weights. Dropped on exit.
         """
         self._reuse_depth += 1
         try:
