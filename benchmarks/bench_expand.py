@@ -10,10 +10,13 @@ co-occurrence) over photo-like 640x480 COCO-named JPEGs, then:
    its worker processes), with the perturbation stage split per perturbation into pixel work and
    PNG/JPEG encoding (seconds summed over images and workers);
 2. runs ``vhx build pope`` and ``vhx expand --negator rules --perturb all`` as the commands a user
-   types, each in its own process, and reports their wall time and peak memory (the child's
-   maximum resident set size, as ``/usr/bin/time -v`` shows it) and the size of the written folder;
+   types, each in its own process, and reports their wall time, CPU time and peak memory (the
+   largest process's maximum resident set size, as ``/usr/bin/time -v`` shows it, and the sampled
+   peak of the sum over the command and its worker processes) and the size of the written folder;
 3. with ``--baseline REF``, runs the same two commands with vhx as of git revision ``REF`` (a
-   temporary worktree), on the same input, for a before/after comparison.
+   temporary worktree on ``PYTHONPATH``; the subpackages an editable install maps from the top of
+   the checkout, ``builders/`` and ``hub_cards/``, still come from this checkout), on the same
+   input, for a before/after comparison.
 
     python benchmarks/bench_expand.py                                   # full POPE: 9,000 questions, 500 images
     python benchmarks/bench_expand.py --subsets random --images 100     # a quick run
@@ -281,6 +284,44 @@ def run_stages(release: Path, work: Path, subsets: tuple[str, ...], workers: int
     return stages, detail
 
 
+GNU_TIME = "/usr/bin/time"
+
+
+def run_measured(cmd: list[str], env: dict[str, str], log_path: Path) -> dict[str, float]:
+    """Run ``cmd``: wall time, CPU time (with its worker processes), peak resident memory of its
+    largest process (GNU time's maximum resident set size, where /usr/bin/time is there; a child
+    forked from this process would report at least this process's size), and the peak of the sum
+    over the command and its worker processes (sampled every 20 ms)."""
+    try:
+        import psutil
+    except ImportError:
+        psutil = None
+    timing = log_path.with_suffix(".time")
+    use_time = os.path.exists(GNU_TIME)
+    full = [GNU_TIME, "-f", "%M", "-o", str(timing), *cmd] if use_time else cmd
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    peak_tree = peak_own = 0
+    with open(log_path, "w") as log:
+        # run from the work folder: the checkout's own vhx/ must not shadow PYTHONPATH (baseline)
+        proc = subprocess.Popen(full, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=log_path.parent)
+        root = psutil.Process(proc.pid) if psutil else None
+        while proc.poll() is None:
+            if root is not None:
+                with contextlib.suppress(Exception):  # processes come and go between the calls
+                    tree = [root, *root.children(recursive=True)]
+                    sizes = [p.memory_info().rss for p in tree]
+                    peak_tree, peak_own = max(peak_tree, sum(sizes)), max(peak_own, max(sizes))
+            time.sleep(0.02)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[3:5])} failed; see {log_path}")
+    peak = int(timing.read_text().split()[-1]) * 1024 if use_time else peak_own
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return {"wall": wall, "cpu": cpu, "peak_rss": peak, "peak_rss_with_workers": peak_tree}
+
+
 def run_commands(release: Path, work: Path, subsets: tuple[str, ...], tag: str, pythonpath: str | None = None) -> dict:
     """``vhx build pope`` and ``vhx expand`` as separate processes: wall time, peak memory, folder size."""
     env = {**os.environ, "HF_DATASETS_CACHE": str(work / f"hf-cache-{tag}"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
@@ -295,14 +336,7 @@ def run_commands(release: Path, work: Path, subsets: tuple[str, ...], tag: str, 
     results = {}
     for label, args in commands.items():
         cmd = [sys.executable, "-c", "import sys; from vhx.cli import main; sys.exit(main(sys.argv[1:]))", *args]
-        start = time.perf_counter()
-        with open(work / f"{tag}-{args[0]}.log", "w") as log:
-            proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
-            _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"{label} ({tag}) failed; see {work / f'{tag}-{args[0]}.log'}")
-        results[label] = {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "peak_rss": usage.ru_maxrss * 1024}
+        results[label] = run_measured(cmd, env, work / f"{tag}-{args[0]}.log")
     results["bytes"] = {"source": folder_bytes(hub), "expanded": folder_bytes(out)}
     shutil.rmtree(env["HF_DATASETS_CACHE"], ignore_errors=True)
     return results
@@ -369,11 +403,11 @@ def main(argv: list[str] | None = None) -> int:
             with worktree(args.baseline) as tree:
                 runs[f"baseline {args.baseline}"] = run_commands(release, work, subsets, "baseline", pythonpath=str(tree))
         results["commands"] = runs
-        print(f"{'code':<24} {'command':<42} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12}")
+        print(f"{'code':<24} {'command':<42} {'wall s':>8} {'CPU s':>8} {'peak RSS MB':>12} {'+ workers MB':>13}")
         for code, res in runs.items():
             for label, r in res.items():
                 if label != "bytes":
-                    print(f"{code:<24} {label:<42} {r['wall']:8.1f} {r['cpu']:8.1f} {_mb(r['peak_rss']):>12}")
+                    print(f"{code:<24} {label:<42} {r['wall']:8.1f} {r['cpu']:8.1f} {_mb(r['peak_rss']):>12} {_mb(r['peak_rss_with_workers']):>13}")
             print(f"{code:<24} {'folder sizes (data/)':<42} source {_mb(res['bytes']['source'])} MB, expanded {_mb(res['bytes']['expanded'])} MB")
         if args.baseline:
             new, old = runs["this checkout"], runs[f"baseline {args.baseline}"]

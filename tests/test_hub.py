@@ -313,3 +313,17 @@ def test_scoring_a_folder_reads_it_in_place(tmp_path: Path, monkeypatch):
     from_folder = predict_dataset(str(folder), Model(), tmp_path / "b", progress=False)
     rows = lambda path: sorted((r["id"], r["pred"]) for r in map(json.loads, path.read_text().splitlines()))  # noqa: E731
     assert rows(from_folder) == rows(in_memory) and len(rows(in_memory)) == 24
+
+
+def test_shared_layout_of_a_selected_and_shuffled_split(tmp_path: Path):
+    """A split behind an indices mapping (select / shuffle / filter) is written row for row."""
+    from vhx.hub import load_folder
+
+    ds = _cases_per_image(10, 3)
+    subset = ds.shuffle(seed=1).select(range(0, len(ds), 2))
+    folder = write_hub_folder(datasets.DatasetDict({"a": subset}), tmp_path / "hub", max_shard_size=20_000)
+    assert len(list((folder / "data").glob("a-*"))) > 1
+    back = load_folder(folder)["a"]
+    assert _row_multiset(back) == _row_multiset(subset)
+    ids = back["image_id"]
+    assert all(ids.index(i) + ids.count(i) - 1 == len(ids) - 1 - ids[::-1].index(i) for i in set(ids))  # grouped

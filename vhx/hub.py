@@ -279,14 +279,17 @@ def _plan_row_groups(ds: datasets.Dataset, max_bytes: int) -> list[tuple[np.ndar
     if n == 0:
         return []
     images = _image_columns(ds.features)
-    row_bytes = np.zeros(n, dtype=np.int64)
-    row_images: list[tuple] = [()] * n  # ((key, size) per image column): what the row's images store
+    # Sizes come from the underlying table, read in place (offsets and paths, no image bytes
+    # copied), then follow the dataset's indices mapping if it has one (select, filter, shuffle).
+    table = ds.data.table if hasattr(ds.data, "table") else ds.data
+    base = table.num_rows
+    row_bytes = np.zeros(base, dtype=np.int64)
+    row_images: list[tuple] = [()] * base  # ((key, size) per image column): what the row's images store
     sizes: dict[str, int] = {}
-    view = ds.select_columns(images).with_format("arrow")
-    for start in range(0, n, 10_000):
-        table = view[start : start + 10_000]
-        for column in images:
-            data, path = table.column(column).combine_chunks().flatten()
+    for column in images:
+        offset = 0
+        for chunk in table.column(column).chunks:
+            data, path = chunk.flatten()
             lengths = pc.binary_length(data).to_numpy(zero_copy_only=False)
             has_bytes = data.is_valid().to_numpy(zero_copy_only=False)
             for i, p in enumerate(path.to_pylist()):
@@ -298,8 +301,13 @@ def _plan_row_groups(ds: datasets.Dataset, max_bytes: int) -> list[tuple[np.ndar
                     size, key = sizes[p], p
                 else:
                     size, key = 0, None
-                row_bytes[start + i] += size
-                row_images[start + i] = (*row_images[start + i], (key, size))
+                row_bytes[offset + i] += size
+                row_images[offset + i] = (*row_images[offset + i], (key, size))
+            offset += len(chunk)
+    indices = getattr(ds, "_indices", None)
+    if indices is not None:
+        mapping = indices.column(0).to_numpy()
+        row_bytes, row_images = row_bytes[mapping], [row_images[i] for i in mapping]
     text_bytes = ds.remove_columns(images).data.nbytes / max(1, len(ds.data))
     rows, bounds = np.arange(n), np.arange(1, n)
     if "image_id" in ds.column_names:
