@@ -95,7 +95,16 @@ def load_vh_datasets(specs: Sequence[str | os.PathLike[str]]) -> dict[str, dict[
         raise DataError("no VH datasets given (vh_datasets)")
     out: dict[str, dict[str, datasets.Dataset]] = {}
     for spec in specs:
-        splits = load_cases(spec)
+        path = Path(spec)
+        if path.is_dir() and (path / "README.md").is_file() and not (path / "dataset_dict.json").is_file():
+            # Training samples, selects and maps rows: a datasets.Dataset per split, not the
+            # read-in-place FolderSplit scoring uses.
+            from vhx.hub import load_folder
+
+            splits = dict(load_folder(path))
+            load_cases(datasets.DatasetDict(splits))  # the same column checks as for any other input
+        else:
+            splits = load_cases(spec)
         name = _name_of(spec, splits)
         unique, k = name, 2
         while unique in out:
