@@ -505,7 +505,7 @@ class FolderSplit:
         self._images = _image_columns(self.features)
         self._text = [c for c in self.features if c not in self._images]
         self._cached = max(1, cached_row_groups)
-        self._cache: OrderedDict[int, pa.Table] = OrderedDict()
+        self._cache: OrderedDict[int, tuple] = OrderedDict()
         self._readers: dict[int, pq.ParquetFile] = {}
         tables, starts, self._locations = [], [], []
         rows = 0
@@ -562,12 +562,16 @@ class FolderSplit:
         i = int(key) + (self._num_rows if key < 0 else 0)
         if not 0 <= i < self._num_rows:
             raise IndexError(f"row {key} out of range for {self._num_rows} rows")
-        row = self._table.slice(i, 1).to_pylist()[0] if self._table is not None else {}
-        if self._images:
-            group = int(np.searchsorted(self._starts, i, side="right")) - 1
-            images = self._row_group(group)
-            for column in self._images:
-                row[column] = images.column(column)[i - int(self._starts[group])].as_py()
+        group = int(np.searchsorted(self._starts, i, side="right")) - 1
+        rows, images = self._row_group(group)
+        offset = i - int(self._starts[group])
+        row = dict(rows[offset])
+        for column, (dictionaries, codes, names) in images.items():
+            chunk, code = codes[offset]
+            if chunk is None:  # a null image
+                row[column] = None
+            else:
+                row[column] = {"bytes": None if code is None else dictionaries[chunk][code].as_py(), "path": names[offset]}
         return self.features.decode_example({c: row[c] for c in self.features})
 
     def select_columns(self, column_names: str | Sequence[str]) -> datasets.Dataset:
@@ -593,16 +597,33 @@ class FolderSplit:
         return view
 
     # -- images ------------------------------------------------------------------------------
-    def _row_group(self, group: int) -> pa.Table:
-        """The image columns of row group ``group`` (bytes dictionary-encoded), cached."""
+    def _row_group(self, group: int) -> tuple[list[dict[str, Any]], dict[str, tuple[list[pa.Array], list[tuple], list]]]:
+        """Row group ``group``, cached: its rows' other columns as Python values, and per image
+        column the dictionaries of distinct image bytes, each row's (chunk, code) and file name."""
         if group in self._cache:
             self._cache.move_to_end(group)
             return self._cache[group]
-        table = self._read_images(group)
-        self._cache[group] = table
+        start = int(self._starts[group])
+        stop = int(self._starts[group + 1]) if group + 1 < len(self._starts) else self._num_rows
+        rows = self._table.slice(start, stop - start).to_pylist() if self._table is not None else [{} for _ in range(stop - start)]
+        images = {}
+        table = self._read_images(group) if self._images else None
+        for column in self._images:
+            dictionaries, codes, names = [], [], []
+            for chunk in table.column(column).chunks:
+                data, path = chunk.flatten()
+                if not pa.types.is_dictionary(data.type):  # dictionary-encode what a reader gave densely
+                    data = pc.dictionary_encode(data)
+                dictionaries.append(data.dictionary)
+                number = len(dictionaries) - 1
+                codes.extend((None, None) if null else (number, code)
+                             for null, code in zip(chunk.is_null().to_pylist(), data.indices.to_pylist()))
+                names.extend(path.to_pylist())
+            images[column] = (dictionaries, codes, names)
+        self._cache[group] = (rows, images)
         while len(self._cache) > self._cached:
             self._cache.popitem(last=False)
-        return table
+        return rows, images
 
     def _read_images(self, group: int) -> pa.Table:
         index, row_group = self._locations[group]
