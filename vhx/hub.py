@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import hashlib
 import json
 import math
@@ -258,7 +259,9 @@ def image_group_order(image_ids: Any) -> np.ndarray | None:
     return np.argsort(codes, kind="stable")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _readable(path: str | None) -> bool:
+    """Whether ``embed_table_storage`` would read this path (a local file or a URL)."""
     return path is not None and (is_local_path(path) or is_remote_url(path))
 
 
