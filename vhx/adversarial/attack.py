@@ -62,6 +62,7 @@ number), and into [0, 255]; both constraints are asserted on the saved pixels.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import dataclasses
 import hashlib
@@ -308,7 +309,7 @@ class _Run:
     active: torch.Tensor
 
 
-class Attack:
+class Attack(abc.ABC):
     """An iterative L-inf attack on the similarity of visual tokens, batched over equal-size images.
 
     The base holds what every method shares: the start (zero for ``min``, the seeded random +-init
@@ -342,9 +343,12 @@ class Attack:
         self.clean_once = clean_once
 
     # ------------------------------------------------------------------------------- per method
+    @abc.abstractmethod
     def direction(self, grad: torch.Tensor) -> torch.Tensor:
-        """The update direction of one step from ``grad`` = grad J ``(B, 3, H, W)``: delta moves by -gamma_t times it."""
-        raise NotImplementedError(f"{type(self).__name__} defines no update direction")
+        """The update direction of one step from ``grad`` = grad J ``(B, 3, H, W)``: delta moves by -gamma_t times it.
+
+        Every method defines it; an :class:`Attack` subclass without it cannot be instantiated.
+        """
 
     def first_direction(self, shape: Sequence[int], image_ids: Sequence[str]) -> torch.Tensor:
         """The ``min`` branch's first direction: a seeded random sign per pixel, from each image's generator.

@@ -166,8 +166,12 @@ class VisionView(torch.nn.Module):
         return self.rescale_normalize(self.resize_crop(x))
 
     def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The model inputs of float32 pixels ``x`` on :attr:`device` (each architecture's own path)."""
-        raise NotImplementedError(f"{type(self).__name__} does not build model inputs")
+        """The model inputs of float32 pixels ``x`` on :attr:`device` (each architecture's own path).
+
+        Each registered view class defines it; the base class itself is never constructed (its
+        constructor names the view class a model needs), so this only answers a plug-in that forgot it.
+        """
+        raise VHXError(f"{type(self).__name__} must define model_inputs(x): the processor's path from pixels to model inputs")
 
     def extra_inputs(self, batch: int) -> dict[str, torch.Tensor]:
         """Inputs besides the pixels that the view holds fixed, for ``batch`` images (none by default)."""
