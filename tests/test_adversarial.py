@@ -123,7 +123,7 @@ def make_pairs(spec: list[tuple[str, np.ndarray, list[bool]]]) -> datasets.Datas
     return datasets.Dataset.from_list(rows, features=features)
 
 
-FAST = {"steps_min": 3, "steps_max": 3}
+FAST = {"steps_nonvh": 3, "steps_vh": 3}
 
 
 @contextlib.contextmanager
@@ -228,7 +228,7 @@ def test_cosine_schedule_and_options() -> None:
     assert values == sorted(values, reverse=True) and values[-1] > 1e-4
     assert step_size(AttackConfig(), 7, 10) == pytest.approx(0.5 / 255)
     defaults = AttackConfig()
-    assert (defaults.eps, defaults.step, defaults.steps_min, defaults.steps_max, defaults.init) == (8 / 255, 0.5 / 255, 500, 100, 5 / 255)
+    assert (defaults.eps, defaults.step, defaults.steps_nonvh, defaults.steps_vh, defaults.init) == (8 / 255, 0.5 / 255, 500, 100, 5 / 255)
     assert defaults.steps_for("min") == 500 and defaults.steps_for("max") == 100
     for bad in ({"method": "fgsm"}, {"similarity": "l2"}, {"schedule": "linear"}, {"eps": 0}, {"init": 1.0}):
         with pytest.raises(AttackError):
@@ -250,7 +250,7 @@ def test_random_start_is_seeded_per_image() -> None:
 def test_min_branch_lowers_similarity(arch: str) -> None:
     view = _view(arch)
     images = _batch(_texture(40, 60, 3), _texture(40, 60, 4))
-    result = attack_batch(view, images, "min", AttackConfig(steps_min=5), image_ids=["a", "b"])
+    result = attack_batch(view, images, "min", AttackConfig(steps_nonvh=5), image_ids=["a", "b"])
     for initial, best, final in zip(result.initial_similarity, result.best_similarity, result.final_similarity):
         assert initial == pytest.approx(1.0, abs=1e-5)
         assert best < initial - 1e-3
@@ -265,7 +265,7 @@ def test_max_branch_raises_similarity_above_random_start(arch: str) -> None:
     images = _batch(_texture(40, 60, 5), _texture(40, 60, 6))
     # PGD (L-inf-normalised steps) works on every tiny model; I-FGSM's fixed sign steps overshoot on
     # the tiny InstructBLIP, whose similarity is already 0.9995 at the random start.
-    config = AttackConfig(method="pgd", steps_max=10, stop_similarity=None, patience=None)
+    config = AttackConfig(method="pgd", steps_vh=10, stop_similarity=None, patience=None)
     result = attack_batch(view, images, "max", config, image_ids=["a", "b"])
     for initial, best, final in zip(result.initial_similarity, result.best_similarity, result.final_similarity):
         assert initial < 1.0
@@ -278,7 +278,7 @@ def test_max_branch_raises_similarity_above_random_start(arch: str) -> None:
 def test_max_branch_ifgsm_llava_and_no_weight_gradients() -> None:
     view = _view("llava")
     images = _batch(_texture(40, 60, 7))
-    config = AttackConfig(steps_max=10, stop_similarity=None, patience=None)
+    config = AttackConfig(steps_vh=10, stop_similarity=None, patience=None)
     result = attack_batch(view, images, "max", config, image_ids=["a"])
     assert result.best_similarity[0] > result.initial_similarity[0]
     assert result.final_similarity[0] > result.initial_similarity[0]
@@ -289,15 +289,15 @@ def test_early_stopping() -> None:
     view = _view("llava")
     images = _batch(_texture(40, 60, 8), _texture(40, 60, 9))
     # a threshold every start already meets: no update at all, the random start is returned
-    result = attack_batch(view, images, "max", AttackConfig(steps_max=20, stop_similarity=0.0), image_ids=["a", "b"])
+    result = attack_batch(view, images, "max", AttackConfig(steps_vh=20, stop_similarity=0.0), image_ids=["a", "b"])
     assert result.steps_run == [0, 0]
     assert result.linf == [5, 5]
     # patience: stops once the similarity stalls, before the budget
-    config = AttackConfig(steps_max=60, stop_similarity=None, patience=2, min_improvement=0.5)
+    config = AttackConfig(steps_vh=60, stop_similarity=None, patience=2, min_improvement=0.5)
     result = attack_batch(view, images, "max", config, image_ids=["a", "b"])
     assert result.steps_run == [2, 2]
     # the min branch never stops early
-    result = attack_batch(view, images, "min", AttackConfig(steps_min=4, stop_similarity=0.0, patience=1), image_ids=["a", "b"])
+    result = attack_batch(view, images, "min", AttackConfig(steps_nonvh=4, stop_similarity=0.0, patience=1), image_ids=["a", "b"])
     assert result.steps_run == [4, 4]
 
 
@@ -310,18 +310,18 @@ def _reference_attack(view, image: torch.Tensor, branch: str, config: AttackConf
     with torch.no_grad():
         clean = view(x).float()
     maximize = branch == "max"
-    steps = config.steps_max if maximize else config.steps_min
-    delta = torch.zeros_like(x)
+    steps = config.steps_vh if maximize else config.steps_nonvh
+    adv = x.clone()
     if maximize and config.init > 0:
-        delta = (x + random_start(x.shape[1:], config.init, image_id, config.seed)[None]).clamp(0.0, 1.0) - x
-    best = best_delta = reference = None
+        adv = (x + random_start(x.shape[1:], config.init, image_id, config.seed)[None]).clamp(0.0, 1.0)
+    best = best_adv = reference = None
     stale = updates = 0
     for t in range(steps + 1):
-        d = delta.clone().requires_grad_(True)
-        s = similarity(clean, view(x + d).float(), config.similarity, view.arch)
+        a = adv.clone().requires_grad_(True)
+        s = similarity(clean, view(a).float(), config.similarity, view.arch)
         value = s.detach()
         if best is None or bool(value > best if maximize else value < best):
-            best, best_delta = value, delta
+            best, best_adv = value, adv
         if maximize:
             if reference is None or bool(value > reference + config.min_improvement):
                 reference, stale = value, 0
@@ -333,29 +333,29 @@ def _reference_attack(view, image: torch.Tensor, branch: str, config: AttackConf
                 break
         if t == steps:
             break
-        (grad,) = torch.autograd.grad((-s if maximize else s).sum(), d)
-        if t == 0 and not maximize:
-            move = first_move(x.shape[1:], image_id, config.seed)[None]
+        (grad,) = torch.autograd.grad((-s if maximize else s).sum(), a)
+        if t == 0 and not maximize and config.method == "ifgsm":
+            move = first_move(x.shape[1:], image_id, config.seed)[None]  # I-FGSM's seeded first step
         elif config.method == "ifgsm":
             move = grad.sign()
         elif config.grad_norm == "linf":
             move = grad / grad.abs().max().clamp_min(1e-30)
         else:
             move = grad
-        delta = (delta - step_size(config, t, steps) * move).clamp(-config.eps, config.eps)
-        delta = (x + delta).clamp(0.0, 1.0) - x
+        adv = adv - step_size(config, t, steps) * move
+        adv = (x + (adv - x).clamp(-config.eps, config.eps)).clamp(0.0, 1.0)
         updates += 1
-    return quantize(x, best_delta, config.eps)[0].permute(1, 2, 0).to(torch.uint8).numpy(), updates
+    return quantize(x, best_adv, config.eps)[0].permute(1, 2, 0).to(torch.uint8).numpy(), updates
 
 
 @pytest.mark.parametrize(
     ("method", "branch", "options"),
     [
-        ("ifgsm", "min", {"steps_min": 5}),
-        ("ifgsm", "max", {"steps_max": 12, "stop_similarity": None, "patience": 2, "min_improvement": 1e-3}),  # stops early
-        ("pgd", "min", {"steps_min": 4, "schedule": "cosine", "step": 2 / 255}),
-        ("pgd", "max", {"steps_max": 5, "stop_similarity": None, "patience": None, "similarity": "token"}),
-        ("pgd", "min", {"steps_min": 3, "grad_norm": "none", "step": 1.0, "eps": 7.5 / 255}),
+        ("ifgsm", "min", {"steps_nonvh": 5}),
+        ("ifgsm", "max", {"steps_vh": 12, "stop_similarity": None, "patience": 2, "min_improvement": 1e-3}),  # stops early
+        ("pgd", "min", {"steps_nonvh": 4, "schedule": "cosine", "step": 2 / 255}),
+        ("pgd", "max", {"steps_vh": 5, "stop_similarity": None, "patience": None, "similarity": "token"}),
+        ("pgd", "min", {"steps_nonvh": 3, "grad_norm": "none", "step": 1.0, "eps": 7.5 / 255}),
     ],
 )
 def test_attack_matches_a_plain_reimplementation_bit_for_bit(method: str, branch: str, options: dict) -> None:
@@ -366,7 +366,38 @@ def test_attack_matches_a_plain_reimplementation_bit_for_bit(method: str, branch
         result = attack_batch(view, image, branch, config, image_ids=[f"img{seed}"])
         expected, updates = _reference_attack(view, image[0], branch, config, f"img{seed}")
         assert np.array_equal(result.images[0], expected)
-        assert result.steps_run == [updates] and result.linf[0] >= 1
+        assert result.steps_run == [updates]
+        # the raw gradient is ~1e-9 at the start: the authors' PGD (step 1.0 on it) barely moves
+        assert (result.linf[0] == 0) if options.get("grad_norm") == "none" else (result.linf[0] >= 1)
+
+
+def test_pgd_first_step_follows_its_gradient() -> None:
+    """From delta = 0, one PGD step is the projected gradient step, not a random +-eps corner."""
+    view = _view("llava")
+    image = _batch(_texture(40, 60, 14))
+    x = image.float() / 255.0
+    with torch.no_grad():
+        clean = view(x).float()
+    a = x.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(similarity(clean, view(a).float(), "feature", view.arch).sum(), a)
+    for grad_norm, step in (("none", 1.0), ("linf", 0.5 / 255)):
+        config = AttackConfig(method="pgd", grad_norm=grad_norm, step=step, steps_nonvh=1, quantize="round")
+        attack = ATTACKS["pgd"](view, config)
+        run_result = attack(image, "min", image_ids=["p"])
+        g = grad if grad_norm == "none" else grad / grad.abs().max()
+        expected = (x + (-step * g).clamp(-config.eps, config.eps)).clamp(0, 1)
+        assert np.array_equal(run_result.images[0], quantize(x, expected, config.eps)[0].permute(1, 2, 0).to(torch.uint8).numpy())
+        if grad_norm == "none":
+            # the move is the tiny raw gradient: the saved image is the original, far from the eps corner
+            assert run_result.linf == [0] and float(grad.abs().max()) < 1e-6
+        else:
+            assert run_result.linf[0] <= 1  # the largest move of one normalised step is gamma = 0.5/255
+    # I-FGSM keeps its documented seeded random first step: +-gamma on every pixel
+    config = AttackConfig(method="ifgsm", step=2 / 255, steps_nonvh=1)
+    result = attack_batch(view, image, "min", config, image_ids=["p"])
+    diff = result.images[0].astype(int) - image[0].permute(1, 2, 0).numpy().astype(int)
+    moved = np.abs(diff)[(image[0].permute(1, 2, 0).numpy() > 2) & (image[0].permute(1, 2, 0).numpy() < 253)]
+    assert set(np.unique(moved)) == {2}
 
 
 def test_registries_of_attacks_and_views() -> None:
@@ -390,17 +421,22 @@ def test_registries_of_attacks_and_views() -> None:
     @register_attack
     class Still(Attack):
         name = "test-still"
+        first_step = "random"
 
         def direction(self, grad: torch.Tensor) -> torch.Tensor:
             return torch.zeros_like(grad)
 
     try:
         assert adv_attack.METHODS == adv_pkg.METHODS == ("ifgsm", "pgd", "test-still")
-        config = AttackConfig(method="test-still", steps_min=4, step=2 / 255)
+        config = AttackConfig(method="test-still", steps_nonvh=4, step=2 / 255)
         assert config.params("min")["method"] == "test-still" and "grad_norm" not in config.params("min")
         result = attack_batch(llava, _batch(_texture(40, 60, 14)), "min", config, image_ids=["a"])
         # only the seeded first step moves the image (+-2/255 per pixel); the later ones are zero
         assert result.steps_run == [4] and result.linf == [2]
+        # with its first update from the gradient too, nothing moves at all
+        config = AttackConfig(method="test-still", steps_nonvh=4, step=2 / 255, first_step="gradient")
+        result = attack_batch(llava, _batch(_texture(40, 60, 14)), "min", config, image_ids=["a"])
+        assert result.steps_run == [4] and result.linf == [0]
         with pytest.raises(AttackError, match="already registered"):
             register_attack(Still)
     finally:
@@ -419,7 +455,7 @@ def test_eps_ball_and_range_hold_after_quantisation(eps255: float) -> None:
     images = _batch(arr, _texture(40, 60, 11))
     eps = eps255 / 255
     for branch in ("min", "max"):
-        config = AttackConfig(eps=eps, step=1.5 / 255, init=min(5 / 255, eps), steps_min=6, steps_max=6, stop_similarity=None, patience=None)
+        config = AttackConfig(eps=eps, step=1.5 / 255, init=min(5 / 255, eps), steps_nonvh=6, steps_vh=6, stop_similarity=None, patience=None)
         result = attack_batch(view, images, branch, config, image_ids=["a", "b"])
         for original, adv, linf in zip(images.permute(0, 2, 3, 1).numpy(), result.images, result.linf):
             assert adv.dtype == np.uint8 and adv.shape == original.shape
@@ -430,7 +466,7 @@ def test_eps_ball_and_range_hold_after_quantisation(eps255: float) -> None:
     # quantisation alone: deltas on the ball's edge that rounding would push out
     x = torch.tensor([[[[10 / 255, 250 / 255, 0.0, 1.0]]]]).expand(1, 3, 1, 4)
     delta = torch.tensor([[[[7.5 / 255, 7.5 / 255, -7.5 / 255, 7.5 / 255]]]]).expand(1, 3, 1, 4)
-    q = quantize(x, delta, 7.5 / 255)
+    q = quantize(x, x + delta, 7.5 / 255)
     assert q.tolist()[0][0][0] == [17.0, 255.0, 0.0, 255.0]
 
 
@@ -602,7 +638,7 @@ from vhx.runtime import process_state
 data, model, out = sys.argv[1:4]
 pairs = datasets.load_from_disk(data)
 split = adversarial_split(pairs, model, vh_column="triggers_vh", model_id="tiny-llava", out_dir=out,
-                          progress=False, steps_min=3, steps_max=3)
+                          progress=False, steps_nonvh=3, steps_vh=3)
 rank = process_state().process_index
 with open(f"{out}/rank{rank}.json", "w") as f:
     json.dump({"ids": list(split["id"]),

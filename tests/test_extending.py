@@ -139,7 +139,7 @@ def test_a_new_attack_makes_its_own_split_through_expand(registries, tmp_path: P
     cases = generate_synthetic(SyntheticConfig(num_images=2, image_size=64))
     target = build_tiny_model("llava")
     expanded = expand(cases, negator=RuleNegator(), attacks=["halfsign"], target_model=str(target),
-                      attack_options={"eps": 8 / 255, "steps_min": 2, "steps_max": 2, "out_dir": str(tmp_path / "attacks")})
+                      attack_options={"eps": 8 / 255, "steps_nonvh": 2, "steps_vh": 2, "out_dir": str(tmp_path / "attacks")})
     assert sorted(expanded) == ["halfsign", "original"]
     adv = expanded["halfsign"]
     assert len(adv) == len(expanded["original"]) and set(adv["transform"]) == {"halfsign"}

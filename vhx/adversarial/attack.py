@@ -2,38 +2,49 @@
 
 One class per method (:class:`IFGSM`, :class:`PGD`), registered in :data:`ATTACKS` by name
 (:func:`register_attack`); their base :class:`Attack` runs the loop every method shares (start,
-step-size schedule, projection, early stopping, best iterate, quantisation), a method gives only its
-update direction. :func:`attack_batch` runs the method a config names.
+step-size schedule, projection, early stopping, returned iterate, quantisation), a method gives only
+its update direction (and its own first step). :func:`attack_batch` runs the method a config names.
+Every setting is a field of :class:`AttackConfig`; :func:`preset_options` gives the two presets,
+``paper`` (vhx's defaults) and ``authors`` (what the authors' public scripts do).
 
 Objective (the paper's eq. 1): with E the model's visual tokens (:class:`~vhx.adversarial.views.VisionView`)
-and s(delta) = sim(E(x), E(x + delta)),
+and s(a) = sim(E(x), E(a)) for the adversarial image a = x + delta,
 
-* branch ``"min"`` (the case does not trigger VH): minimise s from delta = 0, 500 steps by default;
-* branch ``"max"`` (the case already triggers VH): maximise s from a random start (every pixel
-  +init or -init, init = 5/255, uniformly at random), 100 steps by default, with early stopping,
-  so the new image stays different from the original while the model sees the same thing.
+* branch ``"min"`` (the case does not trigger VH, the *non-VH* branch): minimise s, starting from
+  a = x (plus ``start_offset``), ``steps_nonvh`` updates (500 by default);
+* branch ``"max"`` (the case already triggers VH, the *VH* branch): maximise s from a random start
+  (every pixel +init or -init, init = 5/255, uniformly at random), at most ``steps_vh`` updates
+  (100 by default) with early stopping, so the new image stays different from the original while the
+  model sees the same thing.
 
-One step, for the objective J = s (``min``) or J = -s (``max``)::
+One update ``t``, for the objective J = s (``min``) or J = -s (``max``), on the iterate a (the image)::
 
-    I-FGSM   delta <- delta - gamma_t * sign(grad J)
-    PGD      delta <- delta - gamma_t * g,   g = grad J / max|grad J|  (grad_norm="linf", default)
-                                             g = grad J                (grad_norm="none")
-    then     delta <- clip(delta, -eps, eps);  delta <- clip(x + delta, 0, 1) - x
+    I-FGSM   a <- a - gamma_t * sign(grad J)
+    PGD      a <- a - gamma_t * g,   g = grad J / max|grad J|  (grad_norm="linf", default)
+                                     g = grad J                (grad_norm="none", the authors')
+    then     a <- clip(x + clip(a - x, -eps, eps), 0, 1)
 
-The ``min`` branch starts at delta = 0, the maximum of the cosine, where its gradient is only
-rounding noise (~1e-9, often exactly 0): its first update is therefore a seeded random sign step
-(+-gamma per pixel, from the image's own generator), and every later update follows the gradient.
-(The authors' scripts leave that point through a PIL-vs-torch preprocessing mismatch, or a +1/255
-offset for InstructBLIP.)
+(the authors' arithmetic, in this order, so that their loop and vhx's agree to the bit).
+
+**First step of the min branch.** At a = x the cosine is at its maximum and its gradient is only
+rounding noise (~1e-9). ``first_step="gradient"`` takes the first update from that gradient like
+every other (PGD's default, and what the authors' code does for both methods: their clean
+embedding comes from the PIL processor, so the gradient there is the PIL-vs-torch mismatch);
+``first_step="random"`` replaces the first update by a seeded random sign step (+-gamma per pixel,
+from the image's own generator), I-FGSM's default in vhx: the sign of rounding noise is a random
+direction anyway, and a seeded one is reproducible across devices. An image whose gradient is
+exactly zero everywhere cannot leave a = x by gradient steps (PGD at a stationary point).
 
 PGD's gradient is normalised per image by its largest absolute entry by default, so ``step`` means
 the same thing for both methods (the largest per-pixel move of one step) and the 0.5/255 default is
-usable; the cosine's raw gradient is tiny (the authors' PGD therefore used step 1.0 on it:
-``grad_norm="none", step=1.0`` replicates that).
+usable; the cosine's raw gradient is tiny, so the authors' PGD (``grad_norm="none"``) steps by 1.0
+times it and moves by about 1e-7/255 at first.
 
-Defaults: eps = 8/255, step (gamma) = 0.5/255. ``schedule="cosine"`` anneals the step like the
-authors' ``CosineAnnealingLR(T_max=steps, eta_min=1e-4)``: gamma_t = eta_min + (gamma - eta_min)
-(1 + cos(pi t / steps)) / 2 for update t = 0 .. steps - 1.
+**Schedule.** ``schedule="constant"``: gamma_t = step. ``schedule="cosine"``: gamma_t is what
+``torch.optim.lr_scheduler.CosineAnnealingLR(T_max=cosine_t_max, eta_min=eta_min)`` gives at update
+t (the authors' schedule, computed by torch's own scheduler); ``cosine_t_max`` defaults to the
+branch's update count (the authors' scripts anneal both branches over ``--num_steps`` = 500, so
+their VH branch, stopped at 99 updates, barely anneals).
 
 **Similarity** (defined once, here, in :func:`similarity`), on token matrices ``(N, D)``:
 
@@ -43,21 +54,25 @@ authors' ``CosineAnnealingLR(T_max=steps, eta_min=1e-4)``: gamma_t = eta_min + (
 * ``"authors"``: what the authors' code computed, ``F.cosine_similarity(a, b).mean()`` with its
   default dim=1, which is the token axis for their ``(1, N, D)`` LLaVA-1.5 / InstructBLIP / Qwen-VL
   embeddings and the feature axis for their packed ``(N, D)`` LLaVA-NeXT / OneVision embeddings
-  (:data:`~vhx.adversarial.views.AUTHORS_AXIS`).
+  (:data:`~vhx.adversarial.views.AUTHORS_AXIS`; vhx's Qwen2-VL borrows Qwen-VL-Chat's axis: the
+  authors attacked Qwen-VL-Chat, a different model).
 
-**Early stopping** (``max`` branch): an image stops as soon as s >= ``stop_similarity`` (0.999), or
-when s has not improved by more than ``min_improvement`` (1e-4) for ``patience`` (10) consecutive
-steps. Both branches return the best iterate seen (lowest s for ``min``, highest for ``max``),
-never a worse later one.
+**Early stopping** (``max`` branch, ``early_stopping=True``): an image stops as soon as
+s >= ``stop_similarity`` (0.999), or when s has not improved by more than ``min_improvement`` (1e-4)
+for ``patience`` (10) consecutive steps. ``iterate="best"`` returns the best iterate seen (lowest s
+for ``min``, highest for ``max``), ``"final"`` the last one (the authors').
 
-**Precision and cost**: the clean embedding E(x) is computed once per image under ``torch.no_grad``;
-each step is one forward + backward of the vision path only for the images still running; weights
-never receive gradients (``torch.autograd.grad`` w.r.t. delta only). With ``amp`` (default on CUDA)
-the view runs under ``torch.autocast(bfloat16)`` while the similarity, the loss and delta are float32.
+**Precision and cost**: the clean embedding E(x) is computed once per image under ``torch.no_grad``
+(or passed in: the authors' PIL-processor path); each step is one forward + backward of the vision
+path only for the images still running; weights never receive gradients (``torch.autograd.grad``
+w.r.t. the image only). With ``amp`` (default on CUDA) the view runs under
+``torch.autocast(bfloat16)`` while the similarity, the loss and the iterate are float32. The
+similarity of every evaluated iterate is kept (:attr:`AttackResult.trace`) to plot convergence.
 
-**Output**: the result is quantised to 8 bits (round to nearest) and then clamped back into the eps
-ball around the 8-bit original wherever rounding left it (possible when eps * 255 is not a whole
-number), and into [0, 255]; both constraints are asserted on the saved pixels.
+**Output** (``quantize``): ``"round"`` (default) rounds to 8 bits and clamps back into the eps ball
+around the 8-bit original wherever rounding left it (possible when eps * 255 is not a whole number)
+and into [0, 255]; ``"truncate"`` is the authors' ``ToPILImage`` (``floor(a * 255)`` in float32),
+which can land one level below the ball (-eps - 1/255). Both bounds are asserted on the saved pixels.
 """
 
 from __future__ import annotations
@@ -65,8 +80,10 @@ from __future__ import annotations
 import abc
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, ClassVar, TypeVar
@@ -79,9 +96,17 @@ from vhx.adversarial.views import AUTHORS_AXIS
 from vhx.errors import VHXError
 
 BRANCHES: tuple[str, ...] = ("min", "max")
+#: How the branches are named for users: by the kind of case they serve.
+BRANCH_NAMES: dict[str, str] = {"min": "non-VH", "max": "VH"}
 SIMILARITIES: tuple[str, ...] = ("feature", "token", "authors")
 SCHEDULES: tuple[str, ...] = ("constant", "cosine")
 GRAD_NORMS: tuple[str, ...] = ("linf", "none")
+FIRST_STEPS: tuple[str, ...] = ("random", "gradient")
+ITERATES: tuple[str, ...] = ("best", "final")
+QUANTIZERS: tuple[str, ...] = ("round", "truncate")
+RESOLUTIONS: tuple[str, ...] = ("image", "processor")
+CLEAN_PATHS: tuple[str, ...] = ("view", "processor")
+PRESETS: tuple[str, ...] = ("paper", "authors")
 
 #: The attack class of each method name (:func:`register_attack` adds to it).
 ATTACKS: dict[str, type[Attack]] = {}
@@ -101,6 +126,10 @@ class AttackError(VHXError, ValueError):
     """Invalid attack settings or inputs."""
 
 
+#: Old field names still accepted by :func:`make_config` (with a FutureWarning).
+RENAMED: dict[str, str] = {"steps_min": "steps_nonvh", "steps_max": "steps_vh"}
+
+
 @dataclass(frozen=True)
 class AttackConfig:
     """Settings of one adversarial expansion (see the module docstring for their meaning).
@@ -109,33 +138,58 @@ class AttackConfig:
         method: a method of :data:`ATTACKS`: ``"ifgsm"`` or ``"pgd"``.
         eps: L-inf radius of the perturbation on the [0, 1] scale.
         step: step size gamma on the [0, 1] scale (the peak of the cosine schedule).
-        steps_min: iterations of the ``min`` branch (cases that do not trigger VH).
-        steps_max: iterations of the ``max`` branch (cases that trigger VH), an upper bound when
-            early stopping is on.
+        steps_nonvh: updates of the ``min`` branch (cases that do not trigger VH).
+        steps_vh: updates of the ``max`` branch (cases that trigger VH), an upper bound when early
+            stopping is on.
         init: magnitude of the random +-init start of the ``max`` branch.
+        start_offset: the ``min`` branch starts at clip(x + start_offset) (the authors'
+            InstructBLIP script: 1/255; 0 elsewhere).
+        first_step: the ``min`` branch's first update, ``"random"`` (seeded sign step) or
+            ``"gradient"``; None: the method's default (:attr:`Attack.first_step`).
         similarity: ``"feature"``, ``"token"`` or ``"authors"``.
         schedule: ``"constant"`` or ``"cosine"``.
         eta_min: floor of the cosine schedule.
+        cosine_t_max: the cosine schedule's T_max (None: the branch's update count).
         grad_norm: PGD's gradient normalisation, ``"linf"`` or ``"none"`` (ignored by I-FGSM).
+        early_stopping: whether the ``max`` branch stops early (threshold and patience below).
         stop_similarity: early stop of the ``max`` branch once the similarity reaches it (None: off).
         patience: early stop of the ``max`` branch after this many steps without improvement (None: off).
         min_improvement: what counts as an improvement for ``patience``.
+        iterate: ``"best"`` (the best iterate seen) or ``"final"`` (the last one).
+        quantize: ``"round"`` or ``"truncate"`` (8-bit output, see the module docstring).
+        resolution: ``"image"`` attacks the image at its own size; ``"processor"`` at the size the
+            model's processor makes of it (its square tile for LLaVA-1.5 / InstructBLIP, the
+            ``smart_resize`` size for Qwen2-VL), which is also the size of the saved image.
+        pad_square: pad the image to a square with the processor's mean colour first (LLaVA-1.5's
+            ``image_aspect_ratio: pad``, applied by the authors' script whatever the processor does).
+        clean: where E(x) comes from: ``"view"`` (the same torch path as the attacked image) or
+            ``"processor"`` (the model's own image processor on the PIL image, as the authors'
+            LLaVA scripts do).
         seed: seeds the random start (with the image id: one generator per image).
     """
 
     method: str = "ifgsm"
     eps: float = 8 / 255
     step: float = 0.5 / 255
-    steps_min: int = 500
-    steps_max: int = 100
+    steps_nonvh: int = 500
+    steps_vh: int = 100
     init: float = 5 / 255
+    start_offset: float = 0.0
+    first_step: str | None = None
     similarity: str = "feature"
     schedule: str = "constant"
     eta_min: float = 1e-4
+    cosine_t_max: int | None = None
     grad_norm: str = "linf"
+    early_stopping: bool = True
     stop_similarity: float | None = 0.999
     patience: int | None = 10
     min_improvement: float = 1e-4
+    iterate: str = "best"
+    quantize: str = "round"
+    resolution: str = "image"
+    pad_square: bool = False
+    clean: str = "view"
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -144,31 +198,62 @@ class AttackConfig:
             ("similarity", self.similarity, SIMILARITIES),
             ("schedule", self.schedule, SCHEDULES),
             ("grad_norm", self.grad_norm, GRAD_NORMS),
+            ("iterate", self.iterate, ITERATES),
+            ("quantize", self.quantize, QUANTIZERS),
+            ("resolution", self.resolution, RESOLUTIONS),
+            ("clean", self.clean, CLEAN_PATHS),
         ):
             if value not in allowed:
                 raise AttackError(f"{name} must be one of {allowed}, got {value!r}")
+        if self.first_step is not None and self.first_step not in FIRST_STEPS:
+            raise AttackError(f"first_step must be one of {FIRST_STEPS} or None, got {self.first_step!r}")
         if not (self.eps > 0 and math.isfinite(self.eps)):
             raise AttackError(f"eps must be positive, got {self.eps!r}")
         if not (self.step > 0 and math.isfinite(self.step)):
             raise AttackError(f"step must be positive, got {self.step!r}")
-        if self.steps_min < 0 or self.steps_max < 0:
-            raise AttackError("steps_min and steps_max must be >= 0")
+        if self.steps_nonvh < 0 or self.steps_vh < 0:
+            raise AttackError("steps_nonvh and steps_vh must be >= 0")
         if not 0 <= self.init <= self.eps:
             raise AttackError(f"init must lie in [0, eps], got {self.init!r}")
+        if not abs(self.start_offset) <= self.eps:
+            raise AttackError(f"start_offset must lie in [-eps, eps], got {self.start_offset!r}")
         if self.patience is not None and self.patience < 1:
             raise AttackError("patience must be >= 1 (or None)")
+        if self.cosine_t_max is not None and self.cosine_t_max < 1:
+            raise AttackError("cosine_t_max must be >= 1 (or None)")
+        if not (self.eta_min >= 0 and math.isfinite(self.eta_min)):
+            raise AttackError(f"eta_min must be >= 0, got {self.eta_min!r}")
+
+    @property
+    def steps_min(self) -> int:
+        """Old name of :attr:`steps_nonvh`."""
+        return self.steps_nonvh
+
+    @property
+    def steps_max(self) -> int:
+        """Old name of :attr:`steps_vh`."""
+        return self.steps_vh
 
     def steps_for(self, branch: str) -> int:
-        """The iteration budget of ``branch``."""
+        """The update budget of ``branch``."""
         check_branch(branch)
-        return self.steps_min if branch == "min" else self.steps_max
+        return self.steps_nonvh if branch == "min" else self.steps_vh
+
+    def first_step_for(self) -> str:
+        """The ``min`` branch's first update: the setting, or the method's default."""
+        return self.first_step or ATTACKS[self.method].first_step
+
+    def stops_early(self) -> bool:
+        """Whether the ``max`` branch can stop before its budget."""
+        return self.early_stopping and (self.stop_similarity is not None or self.patience is not None)
 
     def params(self, branch: str) -> dict[str, Any]:
         """The settings that shape ``branch``'s result, as recorded in ``transform_params``.
 
         Settings that cannot matter to the branch are left out (the random start and early
-        stopping of ``min``, the cosine floor of a constant schedule, the options of other methods
-        such as PGD's normalisation for I-FGSM), so equal results carry equal parameter strings.
+        stopping of ``min``, the first step and offset of ``max``, the cosine's floor and T_max of a
+        constant schedule, the options of other methods such as PGD's normalisation for I-FGSM),
+        so equal results carry equal parameter strings.
         """
         out: dict[str, Any] = {
             "method": self.method,
@@ -182,18 +267,100 @@ class AttackConfig:
         }
         if self.schedule == "cosine":
             out["eta_min"] = self.eta_min
+            out["cosine_t_max"] = self.cosine_t_max or self.steps_for(branch)
         for name in ATTACKS[self.method].options:
             out[name] = getattr(self, name)
-        if branch == "max":
+        if branch == "min":
+            out["first_step"] = self.first_step_for()
+            out["start_offset"] = self.start_offset
+        else:
             out["init"] = self.init
-            out["stop_similarity"] = self.stop_similarity
-            out["patience"] = self.patience
-            out["min_improvement"] = self.min_improvement
+            out["early_stopping"] = self.stops_early()
+            if self.stops_early():
+                out["stop_similarity"] = self.stop_similarity
+                out["patience"] = self.patience
+                out["min_improvement"] = self.min_improvement
+        out["iterate"] = self.iterate
+        out["quantize"] = self.quantize
+        out["resolution"] = self.resolution
+        out["pad_square"] = self.pad_square
+        out["clean"] = self.clean
         return out
 
     def to_dict(self) -> dict[str, Any]:
         """All fields (for logs and run records)."""
         return asdict(self)
+
+
+def make_config(**options: Any) -> AttackConfig:
+    """An :class:`AttackConfig` from keyword options, accepting the old names of :data:`RENAMED`."""
+    for old, new in RENAMED.items():
+        if old in options:
+            warnings.warn(f"attack option {old!r} is now {new!r}", FutureWarning, stacklevel=2)
+            if new in options:
+                raise AttackError(f"give {new!r} or its old name {old!r}, not both")
+            options[new] = options.pop(old)
+    fields = {f.name for f in dataclasses.fields(AttackConfig)}
+    unknown = sorted(set(options) - fields)
+    if unknown:
+        raise AttackError(f"unknown attack option(s) {unknown}; known: {sorted(fields)}")
+    return AttackConfig(**options)
+
+
+def preset_options(preset: str, method: str, arch: str | None = None) -> dict[str, Any]:
+    """The :class:`AttackConfig` fields a preset sets for ``method`` against an ``arch`` model.
+
+    ``"paper"``: vhx's defaults (the paper's eps, step, iterations and random start; what the paper
+    leaves open, vhx's choice: constant step, feature cosine, early stopping at 0.999 / patience 10,
+    best iterate, rounding, the image at its own size). ``"authors"``: what the authors' public
+    scripts (``adversarial_training/train_*.py``) do: cosine schedule with T_max 500 for both
+    branches and eta_min 1e-4, 499 / 99 updates, no early stopping, the final iterate, truncating
+    8-bit output, I-FGSM step 0.5/255 and PGD step 1.0 on the raw gradient, the first min-branch
+    update from the gradient, their cosine axis, and per architecture their resolution and clean
+    path (LLaVA-1.5: pad to square, the processor's tile, clean embedding from the PIL processor;
+    InstructBLIP: the processor's size and a +1/255 start; Qwen2-VL: the processor's size;
+    LLaVA-NeXT / OneVision: the image at its own size, clean embedding from the processor). The
+    view target of InstructBLIP (the ViT output) is :func:`preset_view_options`.
+    """
+    if preset not in PRESETS:
+        raise AttackError(f"preset must be one of {PRESETS}, got {preset!r}")
+    if method not in ATTACKS:
+        raise AttackError(f"method must be one of {tuple(ATTACKS)}, got {method!r}")
+    if preset == "paper":
+        return {}
+    out: dict[str, Any] = {
+        "steps_nonvh": 499,
+        "steps_vh": 99,
+        "similarity": "authors",
+        "schedule": "cosine",
+        "eta_min": 1e-4,
+        "cosine_t_max": 500,
+        "early_stopping": False,
+        "iterate": "final",
+        "quantize": "truncate",
+        "first_step": "gradient",
+        "step": 1.0 if method == "pgd" else 0.5 / 255,
+    }
+    if method == "pgd":
+        out["grad_norm"] = "none"
+    if arch == "llava":
+        out.update(resolution="processor", pad_square=True, clean="processor")
+    elif arch == "instructblip":
+        out.update(resolution="processor", start_offset=1 / 255)
+    elif arch == "qwen2_vl":
+        out.update(resolution="processor")
+    elif arch in ("llava_next", "llava_onevision"):
+        out.update(clean="processor")
+    return out
+
+
+def preset_view_options(preset: str, arch: str | None = None) -> dict[str, Any]:
+    """The view settings a preset sets: ``authors`` attacks InstructBLIP's ViT output (``target="encoder"``)."""
+    if preset not in PRESETS:
+        raise AttackError(f"preset must be one of {PRESETS}, got {preset!r}")
+    if preset == "authors" and arch == "instructblip":
+        return {"target": "encoder"}
+    return {}
 
 
 def check_branch(branch: str) -> str:
@@ -220,11 +387,27 @@ def similarity(clean: torch.Tensor, adv: torch.Tensor, kind: str = "feature", ar
     return F.cosine_similarity(clean.float(), adv.float(), dim=dim).mean(dim=-1)
 
 
+@functools.lru_cache(maxsize=64)
+def step_sizes(config: AttackConfig, total: int) -> tuple[float, ...]:
+    """gamma_t of the updates t = 0 .. total - 1: constant, or torch's ``CosineAnnealingLR``."""
+    if config.schedule == "constant" or total <= 0:
+        return (config.step,) * max(total, 0)
+    dummy = torch.zeros(1, requires_grad=True)
+    optimizer = torch.optim.SGD([dummy], lr=config.step)
+    scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=config.cosine_t_max or total, eta_min=config.eta_min)
+    out = []
+    for _ in range(total):
+        out.append(float(scheduler.get_last_lr()[0]))
+        optimizer.step()  # no gradient: a no-op that keeps the scheduler's order check quiet
+        scheduler.step()
+    return tuple(out)
+
+
 def step_size(config: AttackConfig, t: int, total: int) -> float:
     """gamma_t of update ``t`` (0-based) out of ``total``."""
     if config.schedule == "constant" or total <= 0:
         return config.step
-    return config.eta_min + (config.step - config.eta_min) * (1.0 + math.cos(math.pi * t / total)) / 2.0
+    return step_sizes(config, total)[t]
 
 
 def image_generator(image_id: str, seed: int) -> torch.Generator:
@@ -240,7 +423,7 @@ def random_start(shape: Sequence[int], init: float, image_id: str, seed: int) ->
 
 
 def first_move(shape: Sequence[int], image_id: str, seed: int) -> torch.Tensor:
-    """The min branch's first update direction: +-1 per pixel from the image's own generator."""
+    """The min branch's random first update direction: +-1 per pixel from the image's own generator."""
     return random_start(shape, 1.0, f"{image_id}/first-step", seed)
 
 
@@ -251,10 +434,11 @@ class AttackResult:
     Attributes:
         images: the adversarial images, ``uint8`` arrays H x W x 3 (quantised, checked).
         initial_similarity: s at the start (1.0 up to float error for ``min``, the random start's for ``max``).
-        best_similarity: s of the returned iterate before quantisation.
+        best_similarity: s of the returned iterate before quantisation (the best or the final one).
         final_similarity: s of the saved 8-bit image.
         steps_run: updates performed on each image (fewer than the budget after early stopping).
         linf: ||q - x||_inf of the saved image in 1/255 units.
+        trace: s of every evaluated iterate, in order (``steps_run + 1`` values).
     """
 
     images: list[np.ndarray]
@@ -263,6 +447,7 @@ class AttackResult:
     final_similarity: list[float]
     steps_run: list[int]
     linf: list[int]
+    trace: list[list[float]] = dataclasses.field(default_factory=list)
 
 
 def _autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
@@ -271,19 +456,28 @@ def _autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContext
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
 
 
-def quantize(x: torch.Tensor, delta: torch.Tensor, eps: float) -> torch.Tensor:
-    """8-bit pixels of x + delta: rounded, then clamped into the eps ball around x and [0, 255].
+def quantize(x: torch.Tensor, adv: torch.Tensor, eps: float, mode: str = "round") -> torch.Tensor:
+    """8-bit pixels of the adversarial image ``adv`` (in [0, 1]) around the original ``x``.
 
+    ``"round"``: rounded, then clamped into the eps ball around x and [0, 255]; ``"truncate"``:
+    ``floor(adv * 255)`` in float32 (torchvision's ``ToPILImage``), within eps + 1/255 of x.
     ``x`` holds 8-bit values / 255. Returns float64 values 0..255 (whole numbers).
     """
     x255 = torch.round(x.double() * 255.0)
-    q = torch.round((x.double() + delta.double()) * 255.0)
     radius = eps * 255.0
-    # a hair of slack so that eps = 8/255 (8.000000000000002 after scaling) keeps +-8
-    lo = torch.clamp(torch.ceil(x255 - radius - 1e-9), min=0.0)
-    hi = torch.clamp(torch.floor(x255 + radius + 1e-9), max=255.0)
-    q = torch.minimum(torch.maximum(q, lo), hi)
-    if not bool(((q - x255).abs() <= radius + 1e-9).all()) or not bool(((q >= 0) & (q <= 255)).all()):
+    if mode == "truncate":
+        q = torch.floor(adv.float() * 255.0).clamp(0.0, 255.0).double()
+        slack = 1.0
+    elif mode == "round":
+        q = torch.round(adv.double() * 255.0)
+        # a hair of slack so that eps = 8/255 (8.000000000000002 after scaling) keeps +-8
+        lo = torch.clamp(torch.ceil(x255 - radius - 1e-9), min=0.0)
+        hi = torch.clamp(torch.floor(x255 + radius + 1e-9), max=255.0)
+        q = torch.minimum(torch.maximum(q, lo), hi)
+        slack = 0.0
+    else:
+        raise AttackError(f"quantize must be one of {QUANTIZERS}, got {mode!r}")
+    if not bool(((q - x255).abs() <= radius + slack + 1e-9).all()) or not bool(((q >= 0) & (q <= 255)).all()):
         raise AssertionError("quantised adversarial image left the eps ball or [0, 255]")
     return q
 
@@ -298,26 +492,28 @@ class _Run:
     """Per-image state of one batched run (every tensor has the batch first)."""
 
     x: torch.Tensor  # the originals in [0, 1]
-    clean: torch.Tensor | None  # E(x), when computed once
-    delta: torch.Tensor
-    best: torch.Tensor  # best similarity seen (NaN before the first)
-    best_delta: torch.Tensor
+    clean: torch.Tensor | None  # E(x), when computed once (or given)
+    adv: torch.Tensor  # the current iterate (the adversarial image in [0, 1])
+    best: torch.Tensor  # similarity of the kept iterate (NaN before the first)
+    kept: torch.Tensor  # the iterate returned: the best so far, or the latest
     initial: torch.Tensor
     steps_run: torch.Tensor
     stale: torch.Tensor  # steps since the last improvement (max branch)
     reference: torch.Tensor  # last value that counted as an improvement (max branch)
     active: torch.Tensor
+    trace: list[list[float]]
 
 
 class Attack(abc.ABC):
     """An iterative L-inf attack on the similarity of visual tokens, batched over equal-size images.
 
-    The base holds what every method shares: the start (zero for ``min``, the seeded random +-init
-    for ``max``), the step-size schedule, the projection onto the eps ball and the [0, 1] box,
-    early stopping (``max``), the best iterate and the 8-bit quantisation of the result. A method
-    subclasses it with its :attr:`name` and :meth:`direction` (and :attr:`options`, the config
-    fields only it reads) and registers with :func:`register_attack`. As in torchattacks, an
-    instance binds the model and the settings and is called on images::
+    The base holds what every method shares: the start (the original, optionally offset, for
+    ``min``; the seeded random +-init for ``max``), the step-size schedule, the projection onto the
+    eps ball and the [0, 1] box, early stopping (``max``), the returned iterate and the 8-bit
+    quantisation of the result. A method subclasses it with its :attr:`name` and :meth:`direction`
+    (and :attr:`options`, the config fields only it reads, and :attr:`first_step`) and registers
+    with :func:`register_attack`. As in torchattacks, an instance binds the model and the settings
+    and is called on images::
 
         result = PGD(view, config)(images, "max", image_ids=ids)
 
@@ -334,6 +530,8 @@ class Attack(abc.ABC):
     name: ClassVar[str] = ""
     #: :class:`AttackConfig` fields that only this method reads (recorded in its ``transform_params``).
     options: ClassVar[tuple[str, ...]] = ()
+    #: The ``min`` branch's first update by default: ``"random"`` or ``"gradient"``.
+    first_step: ClassVar[str] = "gradient"
 
     def __init__(self, view: Any, config: AttackConfig, *, amp: bool | None = None, clean_once: bool = True) -> None:
         self.view = view
@@ -345,17 +543,13 @@ class Attack(abc.ABC):
     # ------------------------------------------------------------------------------- per method
     @abc.abstractmethod
     def direction(self, grad: torch.Tensor) -> torch.Tensor:
-        """The update direction of one step from ``grad`` = grad J ``(B, 3, H, W)``: delta moves by -gamma_t times it.
+        """The update direction of one step from ``grad`` = grad J ``(B, 3, H, W)``: the image moves by -gamma_t times it.
 
         Every method defines it; an :class:`Attack` subclass without it cannot be instantiated.
         """
 
-    def first_direction(self, shape: Sequence[int], image_ids: Sequence[str]) -> torch.Tensor:
-        """The ``min`` branch's first direction: a seeded random sign per pixel, from each image's generator.
-
-        The cosine is at its maximum at delta = 0, where its gradient is rounding noise (~1e-9,
-        often exactly 0), so no method can take its first step from the gradient there.
-        """
+    def random_first_direction(self, shape: Sequence[int], image_ids: Sequence[str]) -> torch.Tensor:
+        """A seeded random sign per pixel, from each image's generator (``first_step="random"``)."""
         return torch.stack([first_move(shape, image_id, self.config.seed) for image_id in image_ids]).to(self.device)
 
     # ------------------------------------------------------------------------------- shared parts
@@ -363,23 +557,20 @@ class Attack(abc.ABC):
         """gamma_t of update ``t`` (0-based) out of ``total`` (constant or cosine schedule)."""
         return step_size(self.config, t, total)
 
-    def project(self, x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        """``delta`` clipped into the eps ball, then so that x + delta stays in the [0, 1] box."""
+    def project(self, x: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+        """``adv`` moved into the eps ball around ``x``, then into the [0, 1] box (the authors' order)."""
         eps = float(self.config.eps)
-        return self.into_box(x, delta.clamp(-eps, eps))
-
-    @staticmethod
-    def into_box(x: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
-        """``delta`` such that x + delta lies in [0, 1]."""
-        return (x + delta).clamp(0.0, 1.0) - x
+        return (x + (adv - x).clamp(-eps, eps)).clamp(0.0, 1.0)
 
     def start(self, x: torch.Tensor, branch: str, image_ids: Sequence[str]) -> torch.Tensor:
-        """The first delta: zero for ``min``; each pixel +-init at random (seeded per image) for ``max``."""
+        """The first iterate: x (+ ``start_offset``) for ``min``; each pixel +-init at random (seeded per image) for ``max``."""
         config = self.config
         if branch == "max" and config.init > 0:
-            delta = torch.stack([random_start(x.shape[1:], config.init, i, config.seed) for i in image_ids]).to(self.device)
-            return self.into_box(x, delta)
-        return torch.zeros_like(x)
+            noise = torch.stack([random_start(x.shape[1:], config.init, i, config.seed) for i in image_ids]).to(self.device)
+            return (x + noise).clamp(0.0, 1.0)
+        if branch == "min" and config.start_offset:
+            return (x + float(config.start_offset)).clamp(0.0, 1.0)
+        return x.clone()
 
     @torch.no_grad()
     def embed(self, x: torch.Tensor) -> torch.Tensor:
@@ -391,20 +582,23 @@ class Attack(abc.ABC):
         """s per image, with the config's similarity and the view's architecture."""
         return similarity(clean, emb, self.config.similarity, getattr(self.view, "arch", None))
 
-    def _keep_best(self, run: _Run, idx: torch.Tensor, s: torch.Tensor, maximize: bool) -> None:
-        """Keep each image's best similarity so far and its delta (lowest for ``min``, highest for ``max``)."""
+    def _keep(self, run: _Run, idx: torch.Tensor, s: torch.Tensor, maximize: bool) -> None:
+        """Keep each image's returned iterate: the best so far (lowest s for ``min``, highest for ``max``) or the latest."""
         prev = run.best[idx]
-        better = torch.isnan(prev) | (s > prev if maximize else s < prev)
+        if self.config.iterate == "final":
+            better = torch.ones_like(s, dtype=torch.bool)
+        else:
+            better = torch.isnan(prev) | (s > prev if maximize else s < prev)
         run.best[idx] = torch.where(better, s, prev)
         if bool(better.any()):
-            run.best_delta[idx[better]] = run.delta[idx[better]]
+            run.kept[idx[better]] = run.adv[idx[better]]
 
     def _stops(self, run: _Run, idx: torch.Tensor, s: torch.Tensor, maximize: bool) -> torch.Tensor:
         """Which of the images ``idx`` stop now: the max branch's threshold and patience (min never stops)."""
         stop = torch.zeros_like(s, dtype=torch.bool)
-        if not maximize:
-            return stop
         config = self.config
+        if not maximize or not config.early_stopping:
+            return stop
         ref = run.reference[idx]
         progressed = torch.isnan(ref) | (s > ref + config.min_improvement)
         run.reference[idx] = torch.where(progressed, s, ref)
@@ -415,11 +609,14 @@ class Attack(abc.ABC):
             stop |= run.stale[idx] >= config.patience
         return stop
 
-    def __call__(self, images: torch.Tensor, branch: str, *, image_ids: Sequence[str]) -> AttackResult:
+    def __call__(
+        self, images: torch.Tensor, branch: str, *, image_ids: Sequence[str], clean: torch.Tensor | None = None
+    ) -> AttackResult:
         """Attack a batch of equal-size ``uint8`` images ``(B, 3, H, W)`` with one branch.
 
-        ``image_ids`` (one per image) seed the random start and first step. Returns the best
-        iterate of each image, quantised to 8 bits.
+        ``image_ids`` (one per image) seed the random start and first step. ``clean`` is E(x)
+        ``(B, N, D)`` when it comes from elsewhere (the processor path); by default the view
+        computes it. Returns the kept iterate of each image, quantised to 8 bits.
         """
         check_branch(branch)
         if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[1] != 3:
@@ -427,24 +624,32 @@ class Attack(abc.ABC):
         if len(image_ids) != images.shape[0]:
             raise AttackError(f"got {images.shape[0]} images but {len(image_ids)} image ids")
         device = self.device
+        config = self.config
         x = images.to(device=device, dtype=torch.float32) / 255.0
         batch = x.shape[0]
         maximize = branch == "max"
-        total = self.config.steps_for(branch)
+        total = config.steps_for(branch)
+        random_first = not maximize and config.first_step_for() == "random"
 
-        clean = self.embed(x) if self.clean_once else None
-        delta = self.start(x, branch, image_ids)
+        if clean is not None:
+            if clean.shape[0] != batch:
+                raise AttackError(f"got {batch} images but {clean.shape[0]} clean embeddings")
+            clean = clean.to(device=device, dtype=torch.float32)
+        elif self.clean_once:
+            clean = self.embed(x)
+        adv = self.start(x, branch, image_ids)
         run = _Run(
             x=x,
             clean=clean,
-            delta=delta,
+            adv=adv,
             best=torch.full((batch,), float("nan"), device=device),
-            best_delta=delta.clone(),
+            kept=adv.clone(),
             initial=torch.zeros(batch, device=device),
             steps_run=torch.zeros(batch, dtype=torch.long, device=device),
             stale=torch.zeros(batch, dtype=torch.long, device=device),
             reference=torch.full((batch,), float("nan"), device=device),
             active=torch.ones(batch, dtype=torch.bool, device=device),
+            trace=[[] for _ in range(batch)],
         )
         # t runs one past the budget: the last pass only measures the final iterate.
         for t in range(total + 1):
@@ -453,15 +658,17 @@ class Attack(abc.ABC):
                 break
             wants_grad = t < total
             x_i = x[idx]
-            d_i = run.delta[idx].clone().requires_grad_(wants_grad)
+            a_i = run.adv[idx].clone().requires_grad_(wants_grad)
             clean_i = clean[idx] if clean is not None else self.embed(x_i)
             with torch.enable_grad() if wants_grad else torch.no_grad(), _autocast(device, self.amp):
-                emb = self.view(x_i + d_i)
+                emb = self.view(a_i)
             s = self.similarity(clean_i, emb)
             s_val = s.detach()
+            for i, value in zip(idx.tolist(), s_val.cpu().tolist()):
+                run.trace[i].append(value)
             if t == 0:
                 run.initial[idx] = s_val
-            self._keep_best(run, idx, s_val, maximize)
+            self._keep(run, idx, s_val, maximize)
             stop = self._stops(run, idx, s_val, maximize)
             if not wants_grad:
                 break
@@ -471,21 +678,21 @@ class Attack(abc.ABC):
                     continue
 
             objective = -s if maximize else s
-            (grad,) = torch.autograd.grad(objective.sum(), d_i)
+            (grad,) = torch.autograd.grad(objective.sum(), a_i)
             with torch.no_grad():
-                if t == 0 and not maximize:
-                    move = self.first_direction(x.shape[1:], [image_ids[i] for i in idx.tolist()])
+                if t == 0 and random_first:
+                    move = self.random_first_direction(x.shape[1:], [image_ids[i] for i in idx.tolist()])
                 else:
                     move = self.direction(grad)
-                new = self.project(x_i, d_i.detach() - self.step_size(t, total) * move)
+                new = self.project(x_i, a_i.detach() - self.step_size(t, total) * move)
                 go = ~stop
-                run.delta[idx[go]] = new[go]
+                run.adv[idx[go]] = new[go]
                 run.steps_run[idx[go]] += 1
         return self._result(run)
 
     def _result(self, run: _Run) -> AttackResult:
         x = run.x
-        q = quantize(x, run.best_delta, float(self.config.eps))
+        q = quantize(x, run.kept, float(self.config.eps), self.config.quantize)
         adv = (q / 255.0).float()
         final = self.similarity(run.clean if run.clean is not None else self.embed(x), self.embed(adv))
         linf = (q - torch.round(x.double() * 255.0)).abs().amax(dim=(1, 2, 3))
@@ -497,6 +704,7 @@ class Attack(abc.ABC):
             final_similarity=final.cpu().tolist(),
             steps_run=[int(v) for v in run.steps_run.cpu().tolist()],
             linf=[int(v) for v in linf.cpu().tolist()],
+            trace=run.trace,
         )
 
 
@@ -513,15 +721,18 @@ def register_attack(cls: _Attack) -> _Attack:
     unknown = [o for o in cls.options if o not in fields]
     if unknown:
         raise AttackError(f"{cls.__name__}: options {unknown} are not AttackConfig fields")
+    if cls.first_step not in FIRST_STEPS:
+        raise AttackError(f"{cls.__name__}: first_step must be one of {FIRST_STEPS}, got {cls.first_step!r}")
     ATTACKS[cls.name] = cls
     return cls
 
 
 @register_attack
 class IFGSM(Attack):
-    """I-FGSM: delta <- delta - gamma_t * sign(grad J)."""
+    """I-FGSM: a <- a - gamma_t * sign(grad J); the min branch's first update is a seeded random sign step by default."""
 
     name = "ifgsm"
+    first_step = "random"
 
     def direction(self, grad: torch.Tensor) -> torch.Tensor:
         """The sign of the gradient."""
@@ -530,15 +741,17 @@ class IFGSM(Attack):
 
 @register_attack
 class PGD(Attack):
-    """PGD: delta <- delta - gamma_t * g, g the gradient divided by its largest |entry| per image (or raw).
+    """PGD: a <- a - gamma_t * g, g the gradient divided by its largest |entry| per image (or raw).
 
     The cosine's raw gradient is tiny, so by default (``grad_norm="linf"``) it is normalised per
     image and ``step`` is the largest per-pixel move, as for I-FGSM; ``grad_norm="none"`` steps
-    along the raw gradient (the authors' PGD, with step 1.0).
+    along the raw gradient (the authors' PGD, with step 1.0). Every update, the first included,
+    follows the gradient.
     """
 
     name = "pgd"
     options = ("grad_norm",)
+    first_step = "gradient"
 
     def direction(self, grad: torch.Tensor) -> torch.Tensor:
         """The gradient over its largest absolute entry per image (``grad_norm="linf"``), or the gradient."""
@@ -555,6 +768,7 @@ def attack_batch(
     config: AttackConfig,
     *,
     image_ids: Sequence[str],
+    clean: torch.Tensor | None = None,
     amp: bool | None = None,
     clean_once: bool = True,
 ) -> AttackResult:
@@ -567,9 +781,10 @@ def attack_batch(
         branch: ``"min"`` or ``"max"``.
         config: the attack settings; ``config.method`` picks the class in :data:`ATTACKS`.
         image_ids: one id per image, seeding its random start.
+        clean: E(x) ``(B, N, D)`` computed elsewhere (``config.clean="processor"``); default: by the view.
         amp: bfloat16 autocast for the view (default: on for CUDA, off elsewhere).
         clean_once: compute E(x) once (default). ``False`` recomputes it at every step, as the
             authors' scripts do; it exists to measure what precomputing saves.
     """
     attack = ATTACKS[config.method](view, config, amp=amp, clean_once=clean_once)
-    return attack(images, branch, image_ids=image_ids)
+    return attack(images, branch, image_ids=image_ids, clean=clean)

@@ -53,8 +53,17 @@ import numpy as np
 import torch
 from PIL import Image
 
-from vhx.adversarial.attack import ATTACKS, AttackConfig, AttackError, attack_batch
-from vhx.adversarial.views import VisionView, load_view, view_from_model
+from vhx.adversarial.attack import (
+    ATTACKS,
+    PRESETS,
+    AttackConfig,
+    AttackError,
+    attack_batch,
+    make_config,
+    preset_options,
+    preset_view_options,
+)
+from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.perturbations import png_bytes, to_rgb_array
@@ -221,9 +230,15 @@ def _open_image(image: Mapping[str, Any]) -> Image.Image:
     raise DataError("image has neither bytes nor path", field="image")
 
 
-def _load_pixels(image: Mapping[str, Any]) -> np.ndarray:
+def _load_pixels(image: Mapping[str, Any], view: Any, config: AttackConfig) -> tuple[np.ndarray, Any]:
+    """The 8-bit pixels to attack (H x W x 3) and the PIL image they come from (for a processor-side clean embedding)."""
     with _open_image(image) as im:
-        return to_rgb_array(im).copy()
+        pil = im.convert("RGB")
+    if config.pad_square:
+        pil = view.pad_square_image(pil)
+    if config.resolution == "processor":
+        return view.processor_image(pil), pil
+    return to_rgb_array(pil).copy(), pil
 
 
 def _batches(jobs: Sequence[_Job], batch_size: int) -> Iterator[list[_Job]]:
@@ -255,10 +270,12 @@ def run_attacks(
     bar = tqdm(total=len(jobs), desc=desc, unit="image", disable=not progress)
     try:
         for batch in _batches(jobs, batch_size):
-            pixels = np.stack([_load_pixels(cases[job.row]["image"]) for job in batch])
+            loaded = [_load_pixels(cases[job.row]["image"], view, config) for job in batch]
+            pixels = np.stack([arr for arr, _ in loaded])
             tensor = torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous()
+            clean = processor_features(view, view.image_processor, [pil for _, pil in loaded]) if config.clean == "processor" else None
             branch = batch[0].branch
-            result = attack_batch(view, tensor, branch, config, image_ids=[j.image_id for j in batch], amp=amp)
+            result = attack_batch(view, tensor, branch, config, image_ids=[j.image_id for j in batch], clean=clean, amp=amp)
             for i, job in enumerate(batch):
                 store.add(
                     job.key,
@@ -268,11 +285,15 @@ def run_attacks(
                         "branch": branch,
                         "height": job.size[0],
                         "width": job.size[1],
+                        "attacked_height": int(pixels.shape[1]),
+                        "attacked_width": int(pixels.shape[2]),
                         "initial_similarity": result.initial_similarity[i],
                         "best_similarity": result.best_similarity[i],
                         "final_similarity": result.final_similarity[i],
                         "steps_run": result.steps_run[i],
                         "linf_255": result.linf[i],
+                        # the similarity of every evaluated iterate, for convergence plots (vhx attack-plot)
+                        "trace": [round(v, 7) for v in result.trace[i]],
                     },
                 )
             done += len(batch)
@@ -385,13 +406,7 @@ def adversarial_split(
     model_path_or_view: Any,
     *,
     method: str = "ifgsm",
-    eps: float = 8 / 255,
-    step: float = 0.5 / 255,
-    steps_min: int = 500,
-    steps_max: int = 100,
-    similarity: str = "feature",
-    schedule: str = "constant",
-    seed: int = 0,
+    preset: str = "paper",
     vh_column: str | None = None,
     scorer: Any = None,
     model_id: str | None = None,
@@ -401,6 +416,7 @@ def adversarial_split(
     amp: bool | None = None,
     progress: bool = True,
     qformer_instruction: str = "",
+    target: str | None = None,
     **attack_options: Any,
 ) -> datasets.Dataset:
     """The ``ifgsm`` / ``pgd`` split of ``pairs`` against one target model (see the module docs).
@@ -410,11 +426,8 @@ def adversarial_split(
         model_path_or_view: the target model: a Hub id or local folder, a loaded
             :class:`vhx.models.hf.HFModel`, or a :class:`~vhx.adversarial.views.VisionView`.
         method: ``"ifgsm"`` or ``"pgd"`` (also the split's ``transform``).
-        eps, step: L-inf radius and step size on the [0, 1] scale (paper: 8/255 and 0.5/255).
-        steps_min, steps_max: iterations of the branches for pairs that do not / do trigger VH.
-        similarity: ``"feature"`` (default), ``"token"`` or ``"authors"``.
-        schedule: ``"constant"`` or ``"cosine"`` (the authors' cosine annealing).
-        seed: seeds the random starts (per image).
+        preset: ``"paper"`` (vhx's defaults) or ``"authors"`` (the authors' scripts), see
+            :func:`~vhx.adversarial.attack.preset_options`; ``attack_options`` override it.
         vh_column: a boolean column saying which cases trigger VH; without it the cases are scored.
         scorer: the :class:`~vhx.models.VHModel` that scores them (default: the target model, when
             given as a path or HFModel).
@@ -425,20 +438,16 @@ def adversarial_split(
         amp: bfloat16 autocast (default: on for CUDA).
         progress: show progress bars.
         qformer_instruction: InstructBLIP only: the Q-Former's fixed instruction.
-        attack_options: other :class:`~vhx.adversarial.attack.AttackConfig` fields (``init``,
-            ``eta_min``, ``grad_norm``, ``stop_similarity``, ``patience``, ``min_improvement``).
+        target: what the view returns, ``"connector"`` or ``"encoder"`` (default: the preset's).
+        attack_options: :class:`~vhx.adversarial.attack.AttackConfig` fields (``eps``, ``step``,
+            ``steps_nonvh``, ``steps_vh``, ``similarity``, ``schedule``, ``seed``, ``init``,
+            ``eta_min``, ``grad_norm``, ``early_stopping``, ``resolution``, ...).
     """
     return adversarial_splits(
         pairs,
         model_path_or_view,
         methods=(method,),
-        eps=eps,
-        step=step,
-        steps_min=steps_min,
-        steps_max=steps_max,
-        similarity=similarity,
-        schedule=schedule,
-        seed=seed,
+        preset=preset,
         vh_column=vh_column,
         scorer=scorer,
         model_id=model_id,
@@ -448,6 +457,7 @@ def adversarial_split(
         amp=amp,
         progress=progress,
         qformer_instruction=qformer_instruction,
+        target=target,
         **attack_options,
     )[method]
 
@@ -457,6 +467,7 @@ def adversarial_splits(
     model_path_or_view: Any,
     *,
     methods: Sequence[str] | None = None,
+    preset: str = "paper",
     vh_column: str | None = None,
     scorer: Any = None,
     model_id: str | None = None,
@@ -466,24 +477,30 @@ def adversarial_splits(
     amp: bool | None = None,
     progress: bool = True,
     qformer_instruction: str = "",
+    target: str | None = None,
+    method_options: Mapping[str, Mapping[str, Any]] | None = None,
     **attack_options: Any,
 ) -> dict[str, datasets.Dataset]:
     """One split per method (``{"ifgsm": ..., "pgd": ...}``), loading and scoring the model once.
 
     Takes the arguments of :func:`adversarial_split` (``methods`` instead of ``method``; default:
-    every method of :data:`~vhx.adversarial.attack.ATTACKS`).
+    every method of :data:`~vhx.adversarial.attack.ATTACKS`), plus ``method_options``: settings for
+    one method only (``{"pgd": {"step": 1.0}}``), applied last.
     """
     from vhx.runtime import process_state
 
     _check_pairs(pairs)
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
-    configs = {}
-    for method in tuple(ATTACKS) if methods is None else methods:
-        try:
-            configs[method] = AttackConfig(method=method, **attack_options)
-        except TypeError as exc:
-            raise AttackError(f"unknown attack option: {exc}") from None
+    if preset not in PRESETS:
+        raise AttackError(f"preset must be one of {PRESETS}, got {preset!r}")
+    methods = tuple(ATTACKS) if methods is None else tuple(methods)
+    unknown = [m for m in (*methods, *(method_options or {})) if m not in ATTACKS]
+    if unknown:
+        raise AttackError(f"unknown attack method(s) {unknown}; known: {tuple(ATTACKS)}")
+    # settings are checked before the model loads: a typo must not cost a model load
+    for method in methods:
+        make_config(method=method, **{**preset_options(preset, method), **attack_options, **(method_options or {}).get(method, {})})
     state = process_state()
     rank, world = int(state.process_index), int(state.num_processes)
     if world > 1 and out_dir is None:
@@ -497,6 +514,13 @@ def adversarial_splits(
         model_id=model_id,
         view_options={"qformer_instruction": qformer_instruction} if qformer_instruction else {},
     )
+    view.set_target(target or preset_view_options(preset, view.arch).get("target", "connector"))
+    configs = {
+        method: make_config(
+            method=method, **{**preset_options(preset, method, view.arch), **attack_options, **(method_options or {}).get(method, {})}
+        )
+        for method in methods
+    }
     flags, vh_source = row_triggers(
         pairs, vh_column=vh_column, scorer=scorer, out_dir=out_dir, batch_size=batch_size, progress=progress
     )

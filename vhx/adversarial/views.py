@@ -57,8 +57,15 @@ VIEWS: dict[str, type[VisionView]] = {}
 #: per architecture (each view class's ``authors_axis``): their LLaVA-1.5, InstructBLIP and Qwen-VL
 #: embeddings were ``(1, tokens, features)`` tensors, so dim 1 is the token axis; their
 #: LLaVA-NeXT/OneVision embeddings were packed ``(tokens, features)`` matrices, so dim 1 is the
-#: feature axis. Filled by :func:`register_view`.
+#: feature axis. Filled by :func:`register_view`. Qwen2-VL takes the token axis of the authors' target,
+#: Qwen-VL-Chat: a different model (a ViT-bigG with a cross-attention resampler to 256 tokens at 224
+#: px), whose script vhx cannot run; the axis is borrowed, not reproduced.
 AUTHORS_AXIS: dict[str, str] = {}
+
+#: What a view returns: ``"connector"`` (the projected visual tokens the LLM receives, the paper's
+#: M_E o M_C) or ``"encoder"`` (the vision encoder's output before the connector: the authors'
+#: InstructBLIP script attacks ``ln_vision(visual_encoder(x))``, the ViT output before the Q-Former).
+TARGETS: tuple[str, ...] = ("connector", "encoder")
 
 
 def _archs() -> tuple[str, ...]:
@@ -121,7 +128,8 @@ class VisionView(torch.nn.Module):
         std = getattr(image_processor, "image_std", None)
         self._mean = tuple(float(m) for m in np.broadcast_to(np.asarray(mean, dtype=np.float64), (3,))) if mean is not None else None
         self._std = tuple(float(s) for s in np.broadcast_to(np.asarray(std, dtype=np.float64), (3,))) if std is not None else None
-        self.settings: dict[str, Any] = {"arch": self.arch, "resample": self.mode}
+        self.target = "connector"
+        self.settings: dict[str, Any] = {"arch": self.arch, "resample": self.mode, "target": self.target}
 
     @classmethod
     def from_processor(cls, model: Any, processor: Any, *, model_id: str | None = None, qformer_instruction: str = "") -> VisionView:
@@ -136,6 +144,46 @@ class VisionView(torch.nn.Module):
     def device(self) -> torch.device:
         """The device of the model's weights (inputs are moved there)."""
         return next(self.model.parameters()).device
+
+    def set_target(self, target: str) -> VisionView:
+        """Attack the ``"connector"`` output (default) or the ``"encoder"`` output (see :data:`TARGETS`)."""
+        if target not in TARGETS:
+            raise VHXError(f"target must be one of {TARGETS}, got {target!r}")
+        if target == "encoder" and type(self).encoder_features is VisionView.encoder_features:
+            raise VHXError(f"target='encoder' is not defined for {self.arch} ({type(self).__name__}); use target='connector'")
+        self.target = target
+        self.settings["target"] = target
+        return self
+
+    # ------------------------------------------------------------------------------- the processor's image
+    def pad_square_image(self, image: Any) -> Any:
+        """A PIL ``image`` centred on a square canvas of the processor's mean colour (LLaVA's ``expand2square``)."""
+        from PIL import Image
+
+        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        width, height = rgb.size
+        if width == height:
+            return rgb
+        color = tuple(int(m * 255) for m in (self._mean or (0.0, 0.0, 0.0)))
+        side = max(width, height)
+        canvas = Image.new("RGB", (side, side), color)
+        canvas.paste(rgb, ((side - width) // 2, (side - height) // 2))
+        return canvas
+
+    def processor_image(self, image: Any) -> np.ndarray:
+        """The 8-bit image (H x W x 3) the processor makes of a PIL ``image`` before rescaling and normalising.
+
+        For single-tile processors this is the tile the model sees (LLaVA-1.5: [pad], resize,
+        center crop; InstructBLIP: resize): attacking it attacks exactly the model's input, and the
+        saved image goes through the processor unchanged (no resize happens at its own size).
+        Obtained from the image processor itself, with rescaling and normalisation switched off.
+        """
+        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        out = self.image_processor(rgb, do_rescale=False, do_normalize=False, return_tensors="np")["pixel_values"]
+        arr = np.asarray(out)
+        if arr.ndim != 4 or arr.shape[0] != 1 or arr.shape[1] != 3:
+            raise VHXError(f"{type(self).__name__}: the processor does not give one image tile (got {arr.shape}); use resolution='image'")
+        return np.clip(np.rint(arr[0].transpose(1, 2, 0)), 0, 255).astype(np.uint8)
 
     # ------------------------------------------------------------------------------- preprocessing
     def rescale_normalize(self, x: torch.Tensor) -> torch.Tensor:
@@ -185,8 +233,15 @@ class VisionView(torch.nn.Module):
 
     # ------------------------------------------------------------------------------- features
     def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """``model.get_image_features(**inputs)`` as one ``(B, N, D)`` tensor."""
+        """The view's output ``(B, N, D)`` for model inputs: ``model.get_image_features(**inputs)``, or
+        :meth:`encoder_features` when the target is ``"encoder"``."""
+        if self.target == "encoder":
+            return self.encoder_features(inputs)
         return image_features(self.model, inputs)
+
+    def encoder_features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The vision encoder's output before the connector (``target="encoder"``), where a view defines it."""
+        raise VHXError(f"target='encoder' is not defined for {self.arch} ({type(self).__name__})")
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
         """The projected visual tokens ``(B, N, D)`` of ``pixels`` ``(B, 3, H, W)`` in [0, 1]."""
@@ -243,6 +298,18 @@ class LlavaView(VisionView):
             x = pad_to_square(x, [int(m * 255) / 255.0 for m in self._mean])
         return {"pixel_values": self.process_tile(x)}
 
+    def encoder_features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The vision tower's selected layer (``vision_feature_layer``, CLS dropped for the "default"
+        strategy), before the projector: what ``get_image_features`` feeds the projector."""
+        config = self.model.config
+        tower = getattr(self.model, "vision_tower", None) or self.model.model.vision_tower
+        hidden = tower(inputs["pixel_values"], output_hidden_states=True, return_dict=True).hidden_states
+        layers = config.vision_feature_layer
+        picked = [hidden[i] for i in (layers if isinstance(layers, (list, tuple)) else [layers])]
+        if config.vision_feature_select_strategy == "default":
+            picked = [h[:, 1:] for h in picked]
+        return torch.cat(picked, dim=-1)
+
 
 @register_view("llava_next", "llava_onevision")
 class AnyResView(VisionView):
@@ -279,6 +346,13 @@ class AnyResView(VisionView):
         pixel_values = torch.cat([overview.unsqueeze(1), tiles], dim=1)
         image_sizes = torch.tensor([[height, width]] * batch, dtype=torch.long, device=x.device)
         return {"pixel_values": pixel_values, "image_sizes": image_sizes}
+
+    def processor_image(self, image: Any) -> np.ndarray:
+        """Not defined: anyres tiles the image at its own size (attack it with resolution='image')."""
+        raise VHXError(
+            f"resolution='processor' is not defined for {self.arch}: anyres models tile the image at its own size "
+            "(there is no single processor tile to attack); use resolution='image'"
+        )
 
 
 @register_view("instructblip")
@@ -322,6 +396,11 @@ class InstructBlipView(VisionView):
         """``pixel_values`` of the single tile and the Q-Former instruction."""
         return {"pixel_values": self.process_tile(x), **self.extra_inputs(x.shape[0])}
 
+    def encoder_features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The ViT's last hidden state after its final layer norm (LAVIS's ``ln_vision(visual_encoder(x))``,
+        ported to transformers as ``vision_model`` with ``post_layernorm``), CLS token included."""
+        return self.model.vision_model(pixel_values=inputs["pixel_values"], return_dict=True).last_hidden_state
+
 
 @register_view("qwen2_vl", "qwen2_5_vl")
 class Qwen2VLView(VisionView):
@@ -352,6 +431,22 @@ class Qwen2VLView(VisionView):
         grid = torch.tensor([[1, grid_h, grid_w]] * batch, dtype=torch.long, device=x.device)
         return {"pixel_values": pixel_values, "image_grid_thw": grid}
 
+    def processor_image(self, image: Any) -> np.ndarray:
+        """The image resized by PIL to the processor's ``smart_resize`` size (what its patches are cut from)."""
+        from PIL import Image
+
+        from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
+
+        ip = self.image_processor
+        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        if getattr(ip, "do_resize", True):
+            size = size_dict(ip.size)
+            factor = int(ip.patch_size) * int(ip.merge_size)
+            new_h, new_w = smart_resize(rgb.height, rgb.width, factor=factor, min_pixels=size["shortest_edge"], max_pixels=size["longest_edge"])
+            resample = getattr(ip, "resample", None)
+            rgb = rgb.resize((new_w, new_h), Image.Resampling(int(getattr(resample, "value", resample if resample is not None else 3))))
+        return np.asarray(rgb, dtype=np.uint8).copy()
+
 
 # --------------------------------------------------------------------------------------------
 # Building views
@@ -380,13 +475,17 @@ def _default_model_id(model: Any) -> str:
     return name or getattr(model.config, "model_type", "model")
 
 
-def view_from_model(model: Any, processor: Any, *, model_id: str | None = None, qformer_instruction: str = "") -> VisionView:
+def view_from_model(
+    model: Any, processor: Any, *, model_id: str | None = None, qformer_instruction: str = "", target: str = "connector"
+) -> VisionView:
     """The :class:`VisionView` (of the class in :data:`VIEWS`) of an already loaded model and its processor.
 
     ``processor`` is the model's multimodal processor or its image processor; ``qformer_instruction``
-    is InstructBLIP's fixed Q-Former instruction (ignored by the other architectures).
+    is InstructBLIP's fixed Q-Former instruction (ignored by the other architectures); ``target`` is
+    what the view returns (:data:`TARGETS`).
     """
-    return view_class(model).from_processor(model, processor, model_id=model_id, qformer_instruction=qformer_instruction)
+    view = view_class(model).from_processor(model, processor, model_id=model_id, qformer_instruction=qformer_instruction)
+    return view.set_target(target) if target != view.target else view
 
 
 def load_view(
@@ -397,6 +496,7 @@ def load_view(
     model_id: str | None = None,
     qformer_instruction: str = "",
     keep_language_model: bool = False,
+    target: str = "connector",
 ) -> VisionView:
     """A :class:`VisionView` of ``source``: a view (returned as is), a loaded :class:`vhx.models.hf.HFModel`,
     or a Hub id / local folder of an ``AutoModelForImageTextToText`` checkpoint.
@@ -404,24 +504,25 @@ def load_view(
     For a path, the weights load in ``dtype`` (default: bfloat16 on CUDA, float32 elsewhere) on
     ``device`` (default: this process's accelerate device), and the language model is dropped
     unless ``keep_language_model`` (the view never runs it; a 7B LLM is most of the memory).
+    ``target`` is what the view returns (:data:`TARGETS`).
     """
     if isinstance(source, VisionView):
-        return source
+        return source.set_target(target) if target != source.target else source
     if hasattr(source, "model") and hasattr(source, "processor"):
-        return view_from_model(source.model, source.processor, model_id=model_id, qformer_instruction=qformer_instruction)
+        return view_from_model(source.model, source.processor, model_id=model_id, qformer_instruction=qformer_instruction, target=target)
     from vhx.models.loading import load_pretrained
 
-    target = torch.device(device) if device is not None else default_device()
+    place = torch.device(device) if device is not None else default_device()
     if dtype is None:
-        dtype = torch.bfloat16 if target.type == "cuda" else torch.float32
+        dtype = torch.bfloat16 if place.type == "cuda" else torch.float32
     # Loaded on the CPU first: the language model is dropped before the move, so a 7B LLM never
     # reaches the GPU.
     loaded = load_pretrained(os.fspath(source), dtype=dtype, place=False)
     model, processor = loaded.model, loaded.processor
     if not keep_language_model:
         _drop_language_model(model)
-    model.to(target)
-    return view_from_model(model, processor, model_id=model_id, qformer_instruction=qformer_instruction)
+    model.to(place)
+    return view_from_model(model, processor, model_id=model_id, qformer_instruction=qformer_instruction, target=target)
 
 
 def _drop_language_model(model: Any) -> None:
