@@ -46,6 +46,11 @@ EXPECTED = {
     "symmetric_accuracy": 0.5,
     "yes_ratio": 6 / 11,
     "unknown_rate": 1 / 12,
+    # POPE's, on the source questions: TP p1 p3, FP p4, FN p5, TN p2 p6; "yes" 3 of 6
+    "precision": 2 / 3,
+    "recall": 2 / 3,
+    "f1": 2 / 3,
+    "yes_ratio_original": 3 / 6,
     "n_pairs": 6,
     "n_unpaired": 0,
 }

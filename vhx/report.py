@@ -4,7 +4,8 @@ A run directory holds ``predictions*.jsonl`` and ``run.json`` (see :mod:`vhx.sco
 :func:`report` writes ``report.md`` (values with 95% Wilson intervals in brackets), ``scores.csv``
 (every metric of every group, full precision), ``scores.json`` (the same plus the tables, run
 metadata, comparison and MME scores), ``compare.csv`` when exactly two models are given,
-``mme.csv`` when MME rows are present, and two PNG plots.
+``mme.csv`` when MME rows are present, ``pope.csv`` (POPE's metrics per subset and their mean F1,
+:func:`vhx.scoring.pope_scores`) when POPE rows are present, and two PNG plots.
 
 The metric tables of ``report.md`` are those of the metric registry
 (:data:`vhx.scoring.metrics.METRICS`, each metric registered with a ``Table``), in
@@ -34,6 +35,9 @@ from vhx.scoring import (
     compare,
     load_predictions,
     mme_scores,
+    pope_scores,
+    pope_subset_sizes,
+    pope_variant,
     random_guess_expectation,
     read_run_meta,
     score,
@@ -283,6 +287,30 @@ def _compare_section(cmp: pd.DataFrame, keys: list[str]) -> str:
     return _md_table(header, rows)
 
 
+def _pope_section(pope: pd.DataFrame, keys: list[str], variants: dict[str, str]) -> list[str]:
+    """POPE's metrics per subset, the mean over the three subsets in bold, and the variant scored."""
+    group_keys = [k for k in keys if k != "subset"]
+    lines = ["## POPE", ""]
+    if len(set(variants.values())) == 1:
+        lines += [f"Scored: {next(iter(variants.values()))}.", ""]
+    else:
+        lines += [f"Scored by {model or '(unnamed)'}: {variant}." for model, variant in variants.items()] + [""]
+    lines += [
+        "POPE's metrics on its source questions (not negated), \"yes\" the positive class; **mean** is the "
+        "unweighted mean over random, popular and adversarial, as papers report it.",
+        "",
+    ]
+    rows = []
+    for _, r in pope.iterrows():
+        subset = "**mean**" if r["subset"] == "mean" else str(r["subset"])
+        rows.append([
+            str(r["model"]), *(str(r[k]) for k in group_keys), subset, f"{int(r['n_original']):,}",
+            *(_num(r[c]) for c in ("accuracy_original", "precision", "recall", "f1", "yes_ratio_original")),
+        ])
+    header = ["model", *group_keys, "subset", "questions", "accuracy", "precision", "recall", "F1", "yes-ratio"]
+    return [*lines, _md_table(header, rows), ""]
+
+
 def _mme_section(mme: pd.DataFrame) -> str:
     models = list(mme["model"])
     rows = []
@@ -325,8 +353,8 @@ def report(
     """Score the runs and write the report files into ``out_dir``; returns ``{kind: path}``.
 
     Kinds: ``markdown``, ``csv``, ``json``, and where they apply ``compare_csv`` (exactly two
-    models), ``mme_csv`` (MME rows present), ``bars_png`` and ``scatter_png`` (``plots`` and
-    matplotlib installed). ``bootstrap`` > 0 adds image-level bootstrap intervals to the CSV/JSON;
+    models), ``mme_csv`` (MME rows present), ``pope_csv`` (POPE rows present), ``bars_png`` and
+    ``scatter_png`` (``plots`` and matplotlib installed). ``bootstrap`` > 0 adds image-level bootstrap intervals to the CSV/JSON;
     ``compare_boot`` is the number of pair resamples of the two-model comparison.
     """
     keys = [by] if isinstance(by, str) else list(by)
@@ -384,6 +412,14 @@ def report(
                 paths["compare_csv"] = out / "compare.csv"
                 cmp.to_csv(paths["compare_csv"], index=False)
                 doc["compare"] = _records(cmp)
+
+    pope = pope_scores(main, keys) if len(main) and "source" in main.columns else pd.DataFrame()
+    if len(pope):
+        variants = {m: pope_variant(pope_subset_sizes(main[main["model"] == m])) for m in dict.fromkeys(pope["model"])}
+        md += _pope_section(pope, keys, variants)
+        paths["pope_csv"] = out / "pope.csv"
+        pope.to_csv(paths["pope_csv"], index=False)
+        doc["pope"] = {"variant": variants, "scores": _records(pope)}
 
     if len(mme_rows):
         mme = mme_scores(mme_rows)

@@ -10,6 +10,7 @@ The package is split by job; everything public is importable from ``vhx.scoring`
 * :mod:`vhx.scoring.stats`: Wilson interval, cluster bootstrap, Newcombe's paired interval, exact McNemar.
 * :mod:`vhx.scoring.compare`: :func:`compare`, two models on the same pairs.
 * :mod:`vhx.scoring.mme`: MME scores.
+* :mod:`vhx.scoring.pope`: POPE's metrics per subset, their mean F1, and which POPE variant was scored.
 """
 
 from vhx.schema import MME_COGNITION, MME_PERCEPTION
@@ -34,6 +35,7 @@ from vhx.scoring.metrics import (
     yes_ratio,
 )
 from vhx.scoring.mme import MME_SUBTASKS, mme_scores, mme_subtask_details
+from vhx.scoring.pope import POPE_SUBSETS, pope_scores, pope_subset_sizes, pope_variant
 from vhx.scoring.predictions import (
     PRED_VALUES,
     PREDICTIONS_GLOB,
@@ -58,6 +60,7 @@ __all__ = [
     "MME_COGNITION",
     "MME_PERCEPTION",
     "MME_SUBTASKS",
+    "POPE_SUBSETS",
     "PREDICTIONS_GLOB",
     "PRED_VALUES",
     "REQUIRED_FIELDS",
@@ -80,6 +83,9 @@ __all__ = [
     "mme_subtask_details",
     "n_new_vh",
     "newcombe_paired_interval",
+    "pope_scores",
+    "pope_subset_sizes",
+    "pope_variant",
     "prediction_files",
     "random_guess_expectation",
     "read_run_meta",

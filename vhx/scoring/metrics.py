@@ -25,6 +25,14 @@ Per group of prediction rows (e.g. one model on one split):
   Generated cases answered ``unknown`` are neither: they are counted as ``n_new_vh_unknown``.
   ``n_generated`` is the number of generated cases.
 * **q_yes**: share of "yes" answers among the non-negated cases (the paper's q).
+* **POPE's metrics** (Li et al., 2023) over the non-negated cases, "yes" the positive class:
+  **precision** = TP / (TP + FP) (cases predicted "yes"), **recall** = TP / (cases whose answer is
+  "yes"), **f1** = 2 TP / (2 TP + FP + FN), **yes_ratio_original** = share of "yes" among the parsed
+  predictions. An unknown reply to a "yes" question is a miss (it lowers recall, as it is wrong for
+  accuracy); lmms-eval's POPE task leaves such replies out of recall's denominator instead, and
+  its ``pope_yes_ratio`` is the share of "yes" *ground-truth* answers (our ``q_yes``), not of
+  predictions. Per POPE subset and the mean F1 over random / popular / adversarial:
+  :func:`vhx.scoring.pope.pope_scores`.
 * **Confidence intervals**: Wilson score intervals (:func:`~vhx.scoring.stats.wilson_interval`) for
   accuracy, accuracy_original and symmetric accuracy (cases, or pairs, taken as independent);
   optionally a cluster bootstrap over ``image_id`` (:func:`~vhx.scoring.stats.cluster_bootstrap_ci`)
@@ -339,6 +347,51 @@ register_metric(Metric(
     "q_yes", "share of \"yes\" answers among the non-negated cases (the paper's q).",
     outcomes=lambda g: (g.original, g.original["answer"] == "yes"),
     evaluate=False,
+))
+
+
+# POPE's own metrics (Li et al., 2023), on the source questions with "yes" as the positive class.
+# An unknown reply on a "yes" question is a miss (it lowers recall), as it is wrong everywhere else.
+
+
+def _f1(g: Group) -> float:
+    src = g.original
+    pred_yes, gt_yes = src["pred"] == "yes", src["answer"] == "yes"
+    tp = int((pred_yes & gt_yes).sum())
+    # 2TP / (2TP + FP + FN) == 2PR / (P + R), and stays defined when only one of P and R is
+    denom = int(pred_yes.sum()) + int(gt_yes.sum())
+    return 2 * tp / denom if denom else math.nan
+
+
+def _pope_cell(row: Mapping[str, Any]) -> str:
+    def num(v: Any) -> str:
+        return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.3f}"
+
+    return f"{num(row['f1'])} (P {num(row['precision'])}, R {num(row['recall'])})"
+
+
+register_metric(Metric(
+    "precision", 'POPE precision: share of "yes" answers among the source questions predicted "yes".',
+    outcomes=lambda g: (g.original[g.original["pred"] == "yes"], g.original.loc[g.original["pred"] == "yes", "answer"] == "yes"),
+))
+register_metric(Metric(
+    "recall", 'POPE recall: share of the source questions answered "yes" that were predicted "yes".',
+    outcomes=lambda g: (g.original[g.original["answer"] == "yes"], g.original.loc[g.original["answer"] == "yes", "pred"] == "yes"),
+))
+register_metric(Metric(
+    "f1", "POPE F1: harmonic mean of precision and recall (source questions, positive class \"yes\").",
+    value=_f1,
+    kind="value",
+    table=Table(
+        "F1 / precision / recall (source questions)",
+        'POPE\'s metrics on the non-negated cases, "yes" as the positive class; an unreadable reply '
+        'to a "yes" question counts as a miss.',
+        cell=_pope_cell,
+    ),
+))
+register_metric(Metric(
+    "yes_ratio_original", 'POPE yes-ratio: share of "yes" among the yes/no predictions on the source questions.',
+    outcomes=lambda g: (g.original[g.original["pred"] != UNKNOWN], g.original.loc[g.original["pred"] != UNKNOWN, "pred"] == "yes"),
 ))
 
 

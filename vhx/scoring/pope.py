@@ -1,0 +1,83 @@
+"""POPE's own numbers per subset (:func:`pope_scores`) and which POPE variant was scored (:func:`pope_variant`).
+
+POPE rows are those with ``source == "pope"``; ``subset`` is one of :data:`POPE_SUBSETS`. The metrics
+are the registry's (:mod:`vhx.scoring.metrics`: ``accuracy_original``, ``precision``, ``recall``,
+``f1``, ``yes_ratio_original``, all over the non-negated cases); this module only groups them by
+subset and adds the mean F1 over random / popular / adversarial that POPE papers report.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import pandas as pd
+
+from vhx.schema import ORIGINAL
+from vhx.scoring.metrics import score
+from vhx.scoring.predictions import Predictions, check_by, validate_predictions
+
+POPE_SUBSETS: tuple[str, ...] = ("random", "popular", "adversarial")
+
+#: Questions per subset in the POPE files as published (COCO: 500 images x 6 questions).
+POPE_FULL_SIZE = 3000
+#: The random subset of the 8,910-question POPE file that LLaVA's evaluation scripts ship.
+POPE_LLAVA_RANDOM_SIZE = 2910
+
+#: The columns of :func:`pope_scores`, after the model and grouping keys.
+POPE_COLUMNS: tuple[str, ...] = ("n_original", "accuracy_original", "precision", "recall", "f1", "yes_ratio_original")
+
+
+def pope_rows(predictions: Predictions) -> pd.DataFrame:
+    """The validated rows of POPE's questions (``source == "pope"``), all splits and transforms."""
+    df = validate_predictions(predictions, required=("source", "subset"))
+    return df[df["source"] == "pope"]
+
+
+def pope_subset_sizes(predictions: Predictions) -> dict[str, int]:
+    """Source questions per POPE subset: distinct non-negated cases on original images."""
+    rows = pope_rows(predictions)
+    rows = rows[~rows["negated"].to_numpy(dtype=bool) & (rows["transform"] == ORIGINAL).to_numpy()]
+    return {str(k): int(v) for k, v in rows.groupby("subset", sort=False)["id"].nunique().items()}
+
+
+def pope_variant(sizes: Mapping[str, int]) -> str:
+    """Name the POPE variant from the number of source questions scored per subset.
+
+    ``{"random": 3000, "popular": 3000, "adversarial": 3000}`` is POPE as published;
+    2,910 random questions is the 8,910-question file of LLaVA's evaluation; anything else is a part.
+    """
+    shown = ", ".join(f"{s} {sizes[s]:,}" for s in POPE_SUBSETS if s in sizes)
+    others = sorted(set(sizes) - set(POPE_SUBSETS))
+    if others:
+        shown += ", " + ", ".join(f"{s} {sizes[s]:,}" for s in others)
+    full = set(sizes) == set(POPE_SUBSETS)
+    if full and all(n == POPE_FULL_SIZE for n in sizes.values()):
+        return f"POPE as published: {POPE_FULL_SIZE:,} questions per subset ({shown})"
+    if full and sizes["random"] == POPE_LLAVA_RANDOM_SIZE and sizes["popular"] == sizes["adversarial"] == POPE_FULL_SIZE:
+        return f"POPE 8,910-question variant (LLaVA's evaluation file): {shown}"
+    return f"part of POPE, not a published variant ({shown}): numbers are not comparable with papers'"
+
+
+def pope_scores(predictions: Predictions, by: Sequence[str] | str = ("split",)) -> pd.DataFrame:
+    """POPE's metrics per model, ``by`` group and POPE subset, plus a ``subset == "mean"`` row per
+    model and group holding the mean over random / popular / adversarial (NaN unless all three are there).
+
+    Columns: ``model``, the ``by`` keys, ``subset``, then :data:`POPE_COLUMNS`. The mean row's
+    ``n_original`` is the sum over the three subsets.
+    """
+    keys = [k for k in check_by(by) if k != "subset"]
+    rows = pope_rows(predictions)
+    if rows.empty:
+        return pd.DataFrame(columns=["model", *keys, "subset", *POPE_COLUMNS])
+    per_subset = score(rows, [*keys, "subset"], allow_unpaired=True)[["model", *keys, "subset", *POPE_COLUMNS]]
+    out = []
+    for group_key, g in per_subset.groupby(["model", *keys], sort=False):
+        group_key = group_key if isinstance(group_key, tuple) else (group_key,)
+        out.append(g)
+        present = g[g["subset"].isin(POPE_SUBSETS)]
+        full = set(present["subset"]) == set(POPE_SUBSETS)
+        mean = {c: float(present[c].mean()) if full else math.nan for c in POPE_COLUMNS[1:]}
+        out.append(pd.DataFrame([{**dict(zip(["model", *keys], group_key)), "subset": "mean",
+                                  "n_original": int(present["n_original"].sum()), **mean}]))
+    return pd.concat(out, ignore_index=True)
