@@ -229,3 +229,85 @@ def test_a_registered_metric_gets_its_table_and_columns(runs: list[Path], tmp_pa
     assert pd.read_csv(paths["csv"])["no_ratio"].round(3).tolist() == [0.286, 0.0, 0.5, 0.5]
     doc = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert doc["tables"]["no_ratio"][1] == {"split": "gaussian_noise", "model-a": 0.5, "model-b": 0.5}
+
+
+# --------------------------------------------------------------------------------------------------
+# two runs on different data: ids are matched only where they name the same case
+
+
+class QuestionHashModel:
+    """Answers by the question's text (deterministic, different for different questions)."""
+
+    name = "hash-model"
+    options: dict = {}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def predict(self, images, questions):
+        from vhx.models.base import Prediction
+
+        preds = ["yes" if (sum(map(ord, q)) + len(self.name)) % 3 else "no" for q in questions]
+        return [Prediction(raw=p, pred=p, p_yes=None) for p in preds]
+
+
+def synthetic_run(tmp_path: Path, name: str, model: str, **config) -> Path:
+    from vhx.pipeline import expand
+    from vhx.predict import predict_dataset
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    dsd = expand(generate_synthetic(SyntheticConfig(num_images=3, kinds=("color",), **config)), workers=1)
+    out = tmp_path / name
+    predict_dataset(dsd, QuestionHashModel(model), out, batch_size=8, progress=False)
+    return out
+
+
+def test_runs_on_different_synthetic_sets_are_not_compared(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    a = synthetic_run(tmp_path, "a", "model-a", seed=1)
+    b = synthetic_run(tmp_path, "b", "model-b", seed=2)  # other seed: other ids
+    c = synthetic_run(tmp_path, "c", "model-c", seed=1, yes_ratio=0.2)  # same seed: same ids, other questions/answers
+    same = synthetic_run(tmp_path, "same", "model-d", seed=1)
+
+    with caplog.at_level("WARNING", logger="vhx"):
+        md = report([a, b], tmp_path / "ab", plots=False)["markdown"].read_text(encoding="utf-8")
+    assert "## WARNING: model-a and model-b did not score the same data" in md
+    assert "no case id in common" in md and "Paired comparison" not in md
+    assert any("did not score" not in r.message and "no case id in common" in r.message for r in caplog.records)
+
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="vhx"):
+        paths = report([a, c], tmp_path / "ac", plots=False)
+    md = paths["markdown"].read_text(encoding="utf-8")
+    assert "## WARNING: model-a and model-c did not score the same data" in md
+    assert "the runs scored different data (content " in md and "None of the cases matches" in md
+    assert "Paired comparison" not in md and "compare_csv" not in paths
+    assert [r.levelname for r in caplog.records if "None of the cases matches" in r.message] == ["ERROR"]
+    check = json.loads(paths["json"].read_text(encoding="utf-8"))["content_check"]
+    assert check["n_shared_ids"] == 3 * 2 and check["n_matched"] == 0  # 3 images x 1 question, each negated
+
+    # the same data scored twice: compared in full, no warning
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="vhx"):
+        paths = report([a, same], tmp_path / "asame", plots=False)
+    md = paths["markdown"].read_text(encoding="utf-8")
+    assert "WARNING" not in md and "## Paired comparison: model-a vs model-d" in md
+    assert int(pd.read_csv(paths["compare_csv"])["n_pairs"].sum()) == 3
+    assert not caplog.records
+
+
+def test_same_content_keeps_only_cases_whose_recorded_content_matches():
+    from vhx.scoring import same_content
+
+    a = pd.DataFrame([row("m-a", p, False, ANSWERS[p], "yes") for p in ANSWERS])
+    b = a.assign(model="m-b")
+    b.loc[b["id"] == "pope/random/p2", "answer"] = "no"  # same id, other ground truth: another case
+    match = same_content(a, b)
+    assert match.n_shared_ids == 4 and match.n_matched == 3
+    assert sorted(match.rows_a["id"]) == sorted(match.rows_b["id"]) == ["pope/random/p1", "pope/random/p3", "pope/random/p4"]
+    assert match.differences == ["split 'original': 1 cases with the same id have a different answer"]
+    # equal digests: nothing more; different digests without recorded questions: the split is left out
+    assert same_content(a, a, {"original": "x"}, {"original": "x"}).n_matched == 4
+    assert same_content(a, a, {"original": "x"}, {"original": "y"}).n_matched == 0
+    # ... unless the rows record the questions, which then decide case by case
+    qa, qb = a.assign(question=list("wxyz")), a.assign(question=list("wxyQ"))
+    assert same_content(qa, qb, {"original": "x"}, {"original": "y"}).n_matched == 3

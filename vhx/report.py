@@ -33,6 +33,7 @@ from vhx.scoring import (
     MME_PERCEPTION,
     Metric,
     compare,
+    content_digests,
     load_predictions,
     mme_scores,
     pope_scores,
@@ -40,6 +41,7 @@ from vhx.scoring import (
     pope_variant,
     random_guess_expectation,
     read_run_meta,
+    same_content,
     score,
 )
 
@@ -266,6 +268,32 @@ def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFram
     return _md_table(["model", "run", "dataset", "settings"], rows)
 
 
+def _model_digests(df: pd.DataFrame, dirs: list[Path], metas: list[dict[str, Any]], model: str) -> dict[str, str]:
+    """The per-split content digests ``run.json`` records for ``model``, over the runs holding its rows."""
+    runs = set(df.loc[df["model"] == model, "run"])
+    out: dict[str, str] = {}
+    for d, meta in zip(dirs, metas):
+        if str(d) in runs:
+            out.update(content_digests(meta, model))
+    return out
+
+
+def _content_warning(match: Any, a: str, b: str) -> str:
+    """'' when every case id both runs scored names the same case; else what differs, and what was done."""
+    if match.n_shared_ids == 0:
+        return (f"The runs of {a} and {b} have no case id in common: they scored different data. "
+                "No paired comparison was made, and their columns below are not comparable.")
+    if not match.differences:
+        return ""
+    lines = "\n".join(f"- {d}" for d in match.differences[:10])
+    if match.n_matched == 0:
+        verdict = "None of the cases matches: no paired comparison was made, and their columns below are not comparable."
+    else:
+        verdict = (f"The paired comparison uses only the {match.n_matched:,} of {match.n_shared_ids:,} shared case ids "
+                   "whose content matches; the per-model tables below still cover every case each model scored.")
+    return f"{verdict}\n\n{lines}"
+
+
 def _compare_section(cmp: pd.DataFrame, keys: list[str]) -> str:
     a, b = cmp["model_a"].iloc[0], cmp["model_b"].iloc[0]
     header = [*keys, "pairs", f"{a}", f"{b}", "difference [95% CI, Newcombe]", "bootstrap 95% CI", f"{a} only", f"{b} only", "McNemar p"]
@@ -393,10 +421,21 @@ def report(
 
         if len(score_models) == 2:
             a, b = score_models
-            cmp = compare(
-                main[main["model"] == a], main[main["model"] == b], keys,
-                confidence=confidence, n_boot=compare_boot, seed=seed, allow_unpaired=True,
-            )
+            match = same_content(main[main["model"] == a], main[main["model"] == b], _model_digests(df, dirs, metas, a),
+                                 _model_digests(df, dirs, metas, b))
+            warning = _content_warning(match, a, b)
+            if warning:
+                # loud: at the top of report.md and on the console
+                md[2:2] = [f"## WARNING: {a} and {b} did not score the same data", "", warning, ""]
+                doc["content_check"] = {"n_shared_ids": match.n_shared_ids, "n_matched": match.n_matched,
+                                        "differences": match.differences}
+                (logger.error if not match.n_matched else logger.warning)("report: %s", warning.replace("\n", " "))
+            cmp = pd.DataFrame()
+            if match.n_matched:
+                cmp = compare(
+                    match.rows_a, match.rows_b, keys,
+                    confidence=confidence, n_boot=compare_boot, seed=seed, allow_unpaired=True,
+                )
             if len(cmp):
                 cmp = _order_rows(cmp, keys)
                 md += [

@@ -8,13 +8,14 @@ The package is split by job; everything public is importable from ``vhx.scoring`
   every formula written once, the method notes (what symmetric accuracy and a new VH case are),
   :func:`score` (the per-group table) and :func:`metric_values` (the evaluate module's numbers).
 * :mod:`vhx.scoring.stats`: Wilson interval, cluster bootstrap, Newcombe's paired interval, exact McNemar.
-* :mod:`vhx.scoring.compare`: :func:`compare`, two models on the same pairs.
+* :mod:`vhx.scoring.compare`: :func:`compare`, two models on the same pairs; :func:`same_content`, which
+  cases two runs scored on the same content.
 * :mod:`vhx.scoring.mme`: MME scores.
 * :mod:`vhx.scoring.pope`: POPE's metrics per subset, their mean F1, and which POPE variant was scored.
 """
 
 from vhx.schema import MME_COGNITION, MME_PERCEPTION
-from vhx.scoring.compare import compare
+from vhx.scoring.compare import CONTENT_FIELDS, ContentMatch, compare, content_digests, same_content
 from vhx.scoring.metrics import (
     METRICS,
     Group,
@@ -56,6 +57,8 @@ from vhx.scoring.stats import (
 )
 
 __all__ = [
+    "CONTENT_FIELDS",
+    "ContentMatch",
     "METRICS",
     "MME_COGNITION",
     "MME_PERCEPTION",
@@ -74,6 +77,7 @@ __all__ = [
     "bootstrap_ratio_ci",
     "cluster_bootstrap_ci",
     "compare",
+    "content_digests",
     "evaluate_metrics",
     "evaluate_returns_doc",
     "load_predictions",
@@ -90,6 +94,7 @@ __all__ = [
     "random_guess_expectation",
     "read_run_meta",
     "register_metric",
+    "same_content",
     "score",
     "symmetric_accuracy",
     "symmetric_accuracy_module_path",

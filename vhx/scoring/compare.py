@@ -1,10 +1,11 @@
-"""Paired comparison of two models' symmetric accuracy on the same pairs (:func:`compare`)."""
+"""Paired comparison of two models' symmetric accuracy on the same pairs (:func:`compare`), and the
+check that two runs scored the same cases (:func:`same_content`) before their ids are matched."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -23,6 +24,85 @@ from vhx.scoring.stats import (
     mcnemar_exact_p,
     newcombe_paired_interval,
 )
+
+
+#: Per-case fields that say what was asked; those recorded on both sides must be equal for a match.
+CONTENT_FIELDS: tuple[str, ...] = ("question", "answer", "image_id", "image_sha256", "negated", "transform", "subset", "source")
+
+
+def content_digests(meta: Mapping[str, Any], model: str) -> dict[str, str]:
+    """``{split: content digest}`` that ``run.json`` (``meta``) records for ``model``'s predictions.
+
+    :func:`vhx.predict.content_digest` hashes each split's ids, questions, answers, image ids and
+    transform parameters; the latest record of the model wins, earlier runs fill in other splits.
+    """
+    out: dict[str, str] = {}
+    for record in [*meta.get("previous_runs", []), meta]:
+        if not isinstance(record, Mapping) or record.get("model") not in (model, None):
+            continue
+        dataset = record.get("dataset")
+        content = dataset.get("content") if isinstance(dataset, Mapping) else None
+        if isinstance(content, Mapping):
+            out.update({str(k): str(v) for k, v in content.items()})
+    return out
+
+
+class ContentMatch(NamedTuple):
+    """:func:`same_content`'s answer: each side's rows restricted to the cases scored on the same
+    content, the ids found on both sides, how many of them match, and one line per split that differs."""
+
+    rows_a: pd.DataFrame
+    rows_b: pd.DataFrame
+    n_shared_ids: int
+    n_matched: int
+    differences: list[str]
+
+
+def same_content(
+    rows_a: pd.DataFrame,
+    rows_b: pd.DataFrame,
+    digests_a: Mapping[str, str] | None = None,
+    digests_b: Mapping[str, str] | None = None,
+) -> ContentMatch:
+    """Keep the cases whose id means the same case on both sides, so that matching by id is sound.
+
+    A case scored on both sides (same ``split`` and ``id``) matches when every field of
+    :data:`CONTENT_FIELDS` that both sides record is equal, and, where both runs recorded the split's
+    content digest (``run.json``; :func:`content_digests`) and the digests differ, only if the question
+    itself is recorded and equal: prediction rows do not hold the question, so a case of a split whose
+    content changed cannot be shown to be the same case. Cases on one side only are kept (the
+    comparison leaves them out as unmatched).
+    """
+    key = ["split", "id"] if "split" in rows_a.columns and "split" in rows_b.columns else ["id"]
+    fields = [f for f in CONTENT_FIELDS if f in rows_a.columns and f in rows_b.columns]
+    merged = rows_a[[*key, *fields]].merge(rows_b[[*key, *fields]], on=key, suffixes=("_a", "_b"))
+    ok = np.ones(len(merged), dtype=bool)
+    differences: list[str] = []
+    split_of = merged["split"] if "split" in merged.columns else pd.Series([""] * len(merged))
+    for field in fields:
+        same = (merged[f"{field}_a"].astype(str) == merged[f"{field}_b"].astype(str)).to_numpy()
+        ok &= same
+        for split, n in split_of[~same].value_counts(sort=False).items():
+            differences.append(f"split {split!r}: {n:,} cases with the same id have a different {field}")
+    if digests_a and digests_b:
+        verified = "question" in fields
+        for split in sorted(set(split_of)):
+            da, db = digests_a.get(split), digests_b.get(split)
+            if da is None or db is None or da == db:
+                continue
+            differences.insert(0, f"split {split!r}: the runs scored different data (content {da} != {db})"
+                               + ("" if verified else "; its cases are left out (predictions do not record the questions)"))
+            if not verified:
+                ok &= (split_of != split).to_numpy()
+    bad = merged.loc[~ok, key]
+
+    def keep(rows: pd.DataFrame) -> pd.DataFrame:
+        if bad.empty:
+            return rows
+        flag = rows[key].merge(bad.assign(_bad=True), on=key, how="left")["_bad"].fillna(False).to_numpy(dtype=bool)
+        return rows[~flag]
+
+    return ContentMatch(keep(rows_a), keep(rows_b), len(merged), int(ok.sum()), differences)
 
 
 def _one_model(df: pd.DataFrame, which: str) -> str:
