@@ -12,7 +12,9 @@ or the one-call helper :func:`load_source`, which also reports skipped rows.
 
 from __future__ import annotations
 
+import atexit
 import importlib
+import shutil
 import tempfile
 from typing import Any
 
@@ -72,12 +74,16 @@ def load_source(
 
     ``config`` holds the builder's config options (``on_error="skip"``, ``subsets=(...)``, ...).
     The build is always redone (it only indexes files, images are referenced by path), so the skip
-    report describes this run.
+    report describes this run. Without ``cache_dir`` the build's Arrow files go to a temporary
+    folder removed when the process exits (the returned datasets are memory-mapped from it).
     """
     cls = get_builder_class(source)
     if "subsets" in config and config["subsets"] is not None:
         config["subsets"] = tuple(config["subsets"])
-    cache_dir = cache_dir or tempfile.mkdtemp(prefix=f"vhx-{source}-")
+    if cache_dir is None:
+        cache_dir = tempfile.mkdtemp(prefix=f"vhx-{source}-")
+        # not earlier: the datasets read their rows from these files until the process ends
+        atexit.register(shutil.rmtree, cache_dir, ignore_errors=True)
     builder = cls(data_dir=data_dir, cache_dir=cache_dir, **config)
     builder.download_and_prepare(download_mode="force_redownload", num_proc=num_proc)
     dsd = builder.as_dataset()

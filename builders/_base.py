@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import datasets
 from datasets.exceptions import DatasetGenerationError
-from PIL import Image, UnidentifiedImageError
 
 from vhx.errors import DataError, ErrorPolicy, SkipReport
+from vhx.images import DEFAULT_MAX_IMAGE_PIXELS, image_problem, is_inside
 from vhx.schema import FEATURES
 
 _CITATION = """@article{vhexpansion,
@@ -27,13 +28,21 @@ class VHBuilderConfig(datasets.BuilderConfig):
     Attributes:
         on_error: ``"raise"`` stops at the first bad row with an error naming file, line and field;
             ``"skip"`` drops bad rows and records why in the builder's ``skip_report``.
-        verify_images: open every referenced image once (catches missing and unreadable files early).
+        verify_images: decode every referenced image once, fully (catches missing, truncated and
+            unreadable files, and images above ``max_image_pixels``, at build time).
         subsets: only build these subsets (splits); ``None`` builds all that are found.
+        allow_outside_paths: accept image paths (``../x.png``, absolute paths) that resolve outside
+            ``data_dir`` and ``image_dir``; off by default, so a question file cannot pull other
+            files of the machine into a dataset that may be published. A violation is a bad row.
+        max_image_pixels: largest accepted image (width x height; 0: no vhx limit), default
+            :data:`vhx.images.DEFAULT_MAX_IMAGE_PIXELS` (40 megapixels). A larger image is a bad row.
     """
 
     on_error: str = "raise"
     verify_images: bool = True
     subsets: tuple[str, ...] | None = None
+    allow_outside_paths: bool = False
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
 
 
 class VHBuilder(datasets.GeneratorBasedBuilder):
@@ -56,6 +65,7 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
         self.skip_report = SkipReport()
         self._policy = ErrorPolicy(self.config.on_error, self.skip_report)
         self._image_status: dict[str, DataError | None] = {}
+        self._image_roots: list[Path] = []
 
     def download_and_prepare(self, *args: Any, **kwargs: Any) -> None:
         """As in ``datasets``, but a bad row surfaces as the :class:`DataError` naming it.
@@ -97,8 +107,21 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
             path = Path(option).expanduser()
             if not path.is_dir():
                 raise DataError("image_dir is not a folder", file=str(path))
-            return path
-        return next((default / c for c in candidates if (default / c).is_dir()), default)
+        else:
+            path = next((default / c for c in candidates if (default / c).is_dir()), default)
+        self.allow_images_under(path)
+        return path
+
+    def allow_images_under(self, folder: str | os.PathLike) -> None:
+        """Accept images under ``folder`` besides ``data_dir`` (see ``allow_outside_paths``)."""
+        self._image_roots.append(Path(folder))
+
+    def image_roots(self) -> list[Path]:
+        """The folders referenced images must lie in: ``data_dir`` and the image folders in use."""
+        roots = list(self._image_roots)
+        if self.config.data_dir:
+            roots.append(Path(self.config.data_dir).expanduser())
+        return roots
 
     def input_file(self, option: str | None, option_name: str, suffixes: tuple[str, ...]) -> Path:
         """The file named by ``option`` (relative to ``data_dir``), else the one file in ``data_dir`` with these suffixes."""
@@ -128,31 +151,63 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
         self._policy.handle(error)
 
     def image_ok(self, path: str | os.PathLike, *, file: str | None = None, line: int | None = None) -> bool:
-        """Check that ``path`` is a readable image (once per path); on failure apply the policy.
+        """Check ``path`` with :meth:`image_problem`; on failure apply the policy.
 
         Returns True when the row may be yielded.
         """
-        key = str(path)
-        if key not in self._image_status:
-            self._image_status[key] = self._check_image(key) if self.config.verify_images else (
-                None if os.path.exists(key) else DataError("image not found", field="image")
-            )
-        status = self._image_status[key]
+        status = self.image_problem(path)
         if status is None:
             return True
-        self.fail(DataError(f"{status.reason}: {key}", file=file, line=line, field="image"))
+        self.fail(DataError(f"{status.reason}: {path}", file=file, line=line, field="image"))
         return False
 
-    @staticmethod
-    def _check_image(path: str) -> DataError | None:
-        if not os.path.exists(path):
-            return DataError("image not found", field="image")
+    def image_problem(self, path: str | os.PathLike) -> DataError | None:
+        """Why ``path`` may not be used (outside the allowed folders, missing, unreadable, too large), or None.
+
+        Checked once per path; the error carries no location, the caller adds the row's.
+        """
+        key = str(path)
+        if key not in self._image_status:
+            self._image_status[key] = self._check_image(key)
+        return self._image_status[key]
+
+    def _check_image(self, path: str) -> DataError | None:
+        if not self.config.allow_outside_paths and not is_inside(path, self.image_roots()):
+            folders = " or ".join(str(r) for r in dict.fromkeys(self.image_roots()) if r.is_dir())
+            return DataError(
+                f"image path outside the data folder {folders} (pass --allow-outside-paths, "
+                "allow_outside_paths=True, to accept it)",
+                field="image",
+            )
+        if not self.config.verify_images:
+            return None if os.path.exists(path) else DataError("image not found", field="image")
+        problem = image_problem(path, max_pixels=self.config.max_image_pixels)
+        return None if problem is None else DataError(problem, field="image")
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of a file read as a whole; a byte that is not UTF-8 is a :class:`DataError` naming its line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise DataError(f"not UTF-8 text (byte {data[exc.start]:#x})", file=str(path), line=line) from None
+
+
+def read_lines(path: Path) -> Iterator[tuple[int, str | DataError]]:
+    """``(line_number, text)`` per line of a UTF-8 file (a BOM is dropped), decoded line by line.
+
+    A line that is not UTF-8 comes as a :class:`DataError` naming it, so the error policy can skip
+    that line alone. Lines end at ``\\n``, ``\\r\\n`` or ``\\r`` only: ``str.splitlines`` would also split
+    inside a JSON string holding U+2028.
+    """
+    data = path.read_bytes().removeprefix(b"\xef\xbb\xbf")
+    for lineno, raw in enumerate(data.splitlines(), start=1):
         try:
-            with Image.open(path) as im:
-                im.verify()
-        except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-            return DataError(f"unreadable image ({type(exc).__name__}: {exc})", field="image")
-        return None
+            yield lineno, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield lineno, DataError(f"not UTF-8 text (byte {raw[exc.start]:#x} at column {exc.start + 1})", file=str(path), line=lineno)
 
 
 def image_value(path: str | os.PathLike) -> dict[str, Any]:

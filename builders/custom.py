@@ -6,6 +6,11 @@
                        # optional "id" and "subset"; one JSON array of the same records also works
     imgs/cat.jpg       # images, relative to image_dir (default: data_dir)
 
+``answer`` may be spelled ``yes`` / ``no``, ``y`` / ``n``, ``true`` / ``false`` or ``1`` / ``0`` (any case,
+a trailing dot allowed; JSON booleans and the numbers ``1`` / ``0`` too, see
+:func:`vhx.schema.normalize_answer`); anything else is a bad row. Image paths must resolve inside
+``data_dir`` / ``image_dir`` unless ``allow_outside_paths=True``; a line that is not UTF-8 is a bad row.
+
 Column names are configurable. One split per subset value (records without one go to ``subset``,
 default ``custom``). ``image_id`` is ``custom:{image path without extension}``.
 

@@ -23,7 +23,7 @@ import datasets
 
 from vhx.errors import DataError, logger
 
-from ._base import VHBuilder, VHBuilderConfig, image_value
+from ._base import VHBuilder, VHBuilderConfig, image_value, read_text
 
 IMAGE_TOKEN = "<image>"
 ROLES: tuple[str, str] = ("human", "gpt")
@@ -118,7 +118,7 @@ class LlavaInstructBuilder(VHBuilder):
 
     def _generate_examples(self, path: Path, image_dir: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         try:
-            records = json.loads(path.read_text(encoding="utf-8"))
+            records = json.loads(read_text(path))
         except json.JSONDecodeError as exc:
             raise DataError(f"malformed JSON ({exc.msg})", file=str(path), line=exc.lineno) from None
         if not isinstance(records, list):
@@ -178,7 +178,7 @@ class LlavaInstructBuilder(VHBuilder):
             value = None
         else:
             image_path = image_dir / image
-            problem = self._image_problem(image_path)
+            problem = self.image_problem(image_path)
             if problem is not None:
                 raise DataError(f"{problem.reason}: {image_path}", **where, field="image")
             value = image_value(image_path)
@@ -189,13 +189,3 @@ class LlavaInstructBuilder(VHBuilder):
             "conversations": conversations,
             "source_file": source_file,
         }
-
-    def _image_problem(self, path: Path) -> DataError | None:
-        # Same cached check as VHBuilder.image_ok, but the caller locates errors by record index, not line.
-        key = str(path)
-        if key not in self._image_status:
-            if self.config.verify_images:
-                self._image_status[key] = self._check_image(key)
-            else:
-                self._image_status[key] = None if path.exists() else DataError("image not found", field="image")
-        return self._image_status[key]

@@ -29,7 +29,7 @@ import datasets
 from vhx.errors import DataError, logger
 from vhx.schema import MME_COGNITION, MME_PERCEPTION, make_case, normalize_answer
 
-from ._base import VHBuilder, image_value
+from ._base import VHBuilder, image_value, read_lines
 
 PERCEPTION: tuple[str, ...] = MME_PERCEPTION
 COGNITION: tuple[str, ...] = MME_COGNITION
@@ -144,8 +144,11 @@ class MMEBuilder(VHBuilder):
 
     def _read_question_file(self, txt: Path, image_dir: Path, images: dict[str, Path]) -> Iterator[dict[str, Any]]:
         """Yield the valid question entries of one file; bad lines go through the error policy."""
-        # utf-8-sig: some files of the release start with a byte-order mark.
-        for lineno, line in enumerate(txt.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        # read_lines drops the byte-order mark some files of the release start with.
+        for lineno, line in read_lines(txt):
+            if isinstance(line, DataError):
+                self.fail(line)
+                continue
             if not line.strip():
                 continue
             where = {"file": str(txt), "line": lineno}

@@ -8,7 +8,9 @@ https://github.com/AoiDragon/POPE::
     output/seem/aokvqa/aokvqa_pope_seem_{random,popular,adversarial}.json # JSON arrays
     output/seem/gqa/gqa_pope_seem_{random,popular,adversarial}.json       # JSON arrays
 
-Each record is ``{"question_id", "image", "text", "label"}``; both the ``{dataset}_pope_{subset}``
+Each record is ``{"question_id", "image", "text", "label"}``. ``label`` may be spelled ``yes`` / ``no``,
+``y`` / ``n``, ``true`` / ``false`` or ``1`` / ``0`` (any case, a trailing dot allowed; JSON booleans and
+the numbers ``1`` / ``0`` too, see :func:`vhx.schema.normalize_answer`); anything else is a bad row. Both the ``{dataset}_pope_{subset}``
 and the ``{dataset}_pope_seem_{subset}`` names are accepted (``.json`` or ``.jsonl``), searched in
 ``data_dir``, ``data_dir/output/{dataset}``, ``data_dir/output/seem/{dataset}``, then anywhere
 below ``data_dir``. ``dataset`` (``coco``, ``aokvqa``, ``gqa``) picks the files.
@@ -18,6 +20,9 @@ Images: pass ``image_dir=`` (a COCO or GQA image folder anywhere); by default th
 and A-OKVQA records name COCO 2014 files (``COCO_val2014_000000310196.jpg``); where only COCO 2017
 images are at hand the same picture is found under its 2017 name (``000000310196.jpg``). GQA records
 name GQA ids (``2405722.jpg``), read from GQA's ``images/`` folder.
+
+``image`` must resolve inside ``data_dir`` or ``image_dir`` (unless ``allow_outside_paths=True``), and
+every image is decoded in full and held to ``max_image_pixels`` (see :class:`VHBuilderConfig`).
 
 One split per subset (``random``, ``popular``, ``adversarial``). ``image_id`` is
 ``{dataset}:{image file stem}``, so the images are shared across the three subsets.
@@ -37,10 +42,11 @@ import datasets
 from vhx.errors import DataError
 from vhx.schema import make_case, normalize_answer
 
-from ._base import VHBuilder, VHBuilderConfig, image_value
+from ._base import VHBuilder, VHBuilderConfig, image_value, read_lines
 
 SUBSETS = ("random", "popular", "adversarial")
 _IMAGE_DIR_CANDIDATES = ("val2014", "images", "coco/val2014", "gqa/images", "val2017", ".")
+_SURROGATE = re.compile("[\udc80-\udcff]")
 _COCO_2014_NAME = re.compile(r"^COCO_(?:val|train)2014_(?P<id>\d{12})(?P<ext>\.\w+)$")
 
 
@@ -104,27 +110,43 @@ class PopeConfig(VHBuilderConfig):
 def read_pope_records(path: Path) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, record)`` from a POPE file in JSON-lines or JSON-array form.
 
-    For the array form the "line" is the 1-based index in the array. Malformed lines are yielded as
-    :class:`DataError` values, so the caller's error policy decides.
+    For the array form the "line" is the 1-based index in the array. Malformed lines, and lines or
+    array records holding bytes that are not UTF-8, are yielded as :class:`DataError` values, so the
+    caller's error policy decides.
     """
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
+    data = path.read_bytes()
+    if data.removeprefix(b"\xef\xbb\xbf").lstrip().startswith(b"["):
+        # Undecodable bytes are carried as lone surrogates, so only the records holding one are bad.
+        text = data.decode("utf-8-sig", errors="surrogateescape")
+        undecodable = _SURROGATE.search(text) is not None
         try:
             records = json.loads(text)
         except json.JSONDecodeError as exc:
             yield exc.lineno, DataError(f"malformed JSON array ({exc.msg})", file=str(path), line=exc.lineno)
             return
         for i, record in enumerate(records, start=1):
-            yield i, record
+            bad = _undecodable_byte(record) if undecodable else None
+            if bad is not None:
+                yield i, DataError(f"record {i} of the JSON array is not UTF-8 text (byte {bad:#x})", file=str(path), line=i)
+            else:
+                yield i, record
         return
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in read_lines(path):
+        if isinstance(line, DataError):
+            yield lineno, line
+            continue
         if not line.strip():
             continue
         try:
             yield lineno, json.loads(line)
         except json.JSONDecodeError as exc:
             yield lineno, DataError(f"malformed JSON line ({exc.msg})", file=str(path), line=lineno)
+
+
+def _undecodable_byte(record: Any) -> int | None:
+    """The first byte that was not UTF-8 (decoded with ``surrogateescape``) in ``record``, or None."""
+    match = _SURROGATE.search(json.dumps(record, ensure_ascii=False))
+    return None if match is None else ord(match.group()) - 0xDC00
 
 
 class PopeBuilder(VHBuilder):
@@ -139,6 +161,8 @@ class PopeBuilder(VHBuilder):
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         root = self.data_path()
         image_dir = self.image_dir(root, _IMAGE_DIR_CANDIDATES)
+        for folder in (image_dir.parent / "val2017", image_dir.parent / "train2017"):
+            self.allow_images_under(folder)  # where resolve_image finds COCO 2017 copies
         splits = []
         for subset in SUBSETS:
             if not self.wanted(subset):
@@ -199,3 +223,6 @@ class PopeBuilder(VHBuilder):
                 provenance={"file": path.name, "line": lineno, "image_file": str(record["image"])},
             )
             yield case["id"], case
+        if not seen:
+            # datasets cannot store an empty split; say why here rather than fail later on "no data".
+            raise DataError(f"no usable cases in subset {subset!r}", file=str(path))

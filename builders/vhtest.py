@@ -23,7 +23,8 @@ prefix (``OCR_0.png``). Mode names match case-insensitively; ``subset`` keeps th
 else relative to the spreadsheet's folder, to ``data_dir``, to the ``Benchmark/`` folder (``data_dir``
 itself when it has no ``Benchmark/``), to ``Benchmark/Images/`` (``OCR/OCR_0.png``); finally its file
 name inside ``Benchmark/Images/{mode}/`` (the release stores bare file names and its evaluation script
-resolves them there). Missing images are reported at that last location.
+resolves them there). Missing images are reported at that last location. A path that resolves
+outside ``data_dir`` (an absolute path elsewhere, ``../``) is a bad row unless ``allow_outside_paths=True``.
 
 **Ids**: ``source_id`` is ``{file stem}:{row}`` with ``row`` the spreadsheet row number (header = 1);
 when two question spreadsheets share a stem, their path under ``data_dir`` (without suffix) replaces

@@ -642,7 +642,10 @@ def test_vhtest_image_path_resolution_order(tmp_path: Path) -> None:
             ["size_extra/size_5.png", "Is the bus small?", "n"],
         ],
     )
-    dsd, _ = build(VHTestBuilder, root, tmp_path / "cache")
+    # the absolute path (row 6) leaves data_dir: refused unless the user opts in (issue 16)
+    with pytest.raises(DataError, match=r"size.csv:6: field 'image': image path outside the data folder"):
+        build(VHTestBuilder, root, tmp_path / "cache-strict")
+    dsd, _ = build(VHTestBuilder, root, tmp_path / "cache", allow_outside_paths=True)
     got = rows_by_id(dsd["size"])
     paths = {k: Path(v["image"]["path"]) for k, v in got.items()}
     assert paths == {

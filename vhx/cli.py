@@ -56,6 +56,8 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="stop at the first bad row, or skip and report bad rows")
     p.add_argument("--option", action="append", type=_parse_option, default=[], metavar="KEY=VALUE", help="builder option, e.g. image_dir=/data/coco/val2014 (repeatable; VALUE parsed as JSON if it can be)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
+    p.add_argument("--allow-outside-paths", action="store_true", help="accept image paths that resolve outside --data-dir and image_dir (refused by default)")
+    p.add_argument("--max-image-pixels", type=int, help="largest accepted image, width x height (default 40000000; 0: no vhx limit)")
     p.add_argument("--rewriter", choices=["rules", "llm"], default="rules",
                    help="mmvp: multiple-choice -> yes/no rewrite by the documented rules, or by an LLM")
     _add_llm_options(p, "LLM rewriter for mmvp (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
@@ -97,9 +99,12 @@ def build_source(args: argparse.Namespace) -> Any:
         options["rewriter"] = llm_mmvp_rewriter(_llm_config(args))
     if args.subsets:
         options["subsets"] = tuple(args.subsets.split(","))
-    dsd, report = load_source(args.source, args.data_dir, on_error=args.on_error, **options)
-    if report is not None and len(report):
-        print(report.summary(), file=sys.stderr)
+    if args.allow_outside_paths:
+        options["allow_outside_paths"] = True
+    if args.max_image_pixels is not None:
+        options["max_image_pixels"] = args.max_image_pixels
+    # load_source logs the skip summary (as a warning): printing it here too showed it twice
+    dsd, _ = load_source(args.source, args.data_dir, on_error=args.on_error, **options)
     return dsd
 
 

@@ -38,7 +38,9 @@ class DataError(VHXError, ValueError):
         self.field = field
         super().__init__(self._format())
 
-    def _format(self) -> str:
+    @property
+    def location(self) -> str:
+        """Where the error was found (``FILE:LINE: row R: field 'F'``), or ``""`` when unknown."""
         where = []
         if self.file is not None:
             where.append(f"{self.file}:{self.line}" if self.line is not None else str(self.file))
@@ -48,7 +50,10 @@ class DataError(VHXError, ValueError):
             where.append(f"row {self.row}")
         if self.field is not None:
             where.append(f"field '{self.field}'")
-        return (": ".join(where) + ": " if where else "") + self.reason
+        return ": ".join(where)
+
+    def _format(self) -> str:
+        return f"{self.location}: {self.reason}" if self.location else self.reason
 
 
 @dataclass
@@ -70,7 +75,7 @@ class SkipReport:
         return Counter(e.reason for e in self.skipped)
 
     def summary(self) -> str:
-        """One line per reason, most frequent first, with one example location each."""
+        """One line per reason, most frequent first, with the location of its first occurrence."""
         if not self.skipped:
             return "no rows skipped"
         examples: dict[str, DataError] = {}
@@ -78,7 +83,8 @@ class SkipReport:
             examples.setdefault(e.reason, e)
         lines = [f"skipped {len(self.skipped)} row(s):"]
         for reason, n in self.by_reason().most_common():
-            lines.append(f"  {n} x {reason} (e.g. {examples[reason]})")
+            where = examples[reason].location or "location unknown"
+            lines.append(f"  {n} x {reason} ({'first at' if n > 1 else 'at'} {where})")
         return "\n".join(lines)
 
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import datasets
 
 from vhx.errors import DataError, VHXError
+from vhx.images import DECODE_ERRORS, decode_error
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
@@ -278,14 +279,21 @@ class _BatchReader:
         for split, row in batch:
             raw = self._undecoded(split)
             if raw is None:
-                cases.append(self._parts[split][row])
+                try:
+                    cases.append(self._parts[split][row])
+                except DECODE_ERRORS as exc:
+                    case_id = self._parts[split].select_columns(["id"])[row]["id"]
+                    raise decode_error(exc, case_id=f"{case_id} (split {split!r}, row {row})") from None
                 continue
             case = raw[row]
             value = case["image"]
             if value is not None:
                 key = (value.get("bytes"), value.get("path"))
                 if key not in decoded:
-                    decoded[key] = self._parts[split].features["image"].decode_example(value)
+                    try:
+                        decoded[key] = self._parts[split].features["image"].decode_example(value)
+                    except DECODE_ERRORS as exc:
+                        raise decode_error(exc, case_id=f"{case['id']} (split {split!r}, row {row})", image_id=case["image_id"]) from None
                 case["image"] = decoded[key]
             cases.append(case)
         return cases

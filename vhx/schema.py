@@ -96,7 +96,11 @@ def loads(text: str | None) -> dict[str, Any]:
 
 
 def normalize_answer(value: Any, **where: Any) -> str:
-    """Map yes/no spellings ('Yes', 'y', 'N', True, ...) to ``"yes"`` / ``"no"``.
+    """Map the accepted yes/no spellings to ``"yes"`` / ``"no"``.
+
+    Accepted, case-insensitively and with surrounding spaces and a trailing dot ignored:
+    ``yes``/``y``/``true``/``1`` and ``no``/``n``/``false``/``0``, and the values ``True``/``False``
+    and ``1``/``0``. Anything else (``2``, ``maybe``, an empty cell) is a :class:`DataError`.
 
     ``where`` (file=, line=, row=, field=) locates the value in the error raised for anything else.
     """

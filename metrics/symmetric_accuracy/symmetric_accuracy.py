@@ -42,7 +42,8 @@ Returns:
 """
     + evaluate_returns_doc("    ")
     + """Examples:
-    >>> metric = evaluate.load("metrics/symmetric_accuracy")
+    >>> from vhx.scoring import symmetric_accuracy_module_path
+    >>> metric = evaluate.load(symmetric_accuracy_module_path())
     >>> metric.compute(
     ...     predictions=["yes", "no", "yes", "yes"],
     ...     references=["yes", "no", "yes", "no"],

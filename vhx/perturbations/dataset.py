@@ -26,6 +26,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from vhx.errors import DataError
+from vhx.images import DECODE_ERRORS, decode_error
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PERTURBATIONS, PerturbationError, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of
@@ -66,14 +67,17 @@ def _source_bytes(image: Mapping[str, Any]) -> bytes:
     return image["bytes"] if image.get("bytes") is not None else Path(image["path"]).read_bytes()
 
 
-def _perturb_image(image_id: str, image: Mapping[str, Any], jobs: Sequence[tuple[str, Mapping[str, Any], str]], *, seed: int, image_dir: str) -> list[str]:
+def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, jobs: Sequence[tuple[str, Mapping[str, Any], str]], *, seed: int, image_dir: str) -> list[str]:
     """Every perturbed file of one source image: ``jobs`` are ``(name, params, params_json)``.
 
     Files are named by a hash of (implementation, perturbation, parameters, image_id, source bytes),
     so a rerun or a resumed run finds them and perturbs nothing again; the source is decoded once
     for all the files it still lacks. Returns the files' paths, in the order of ``jobs``.
     """
-    raw = _source_bytes(image)
+    try:
+        raw = _source_bytes(image)
+    except OSError as exc:
+        raise decode_error(exc, case_id=first_case, image_id=image_id) from None
     digest = hashlib.sha256(raw).hexdigest()
     paths, missing = [], []
     for name, params, params_json in jobs:
@@ -84,8 +88,12 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], jobs: Sequence[tuple
         if not path.is_file():
             missing.append((name, params, path))
     if missing:
-        with Image.open(io.BytesIO(raw)) as source:
-            pixels = to_rgb_array(source)
+        try:
+            with Image.open(io.BytesIO(raw)) as source:
+                pixels = to_rgb_array(source)
+        except DECODE_ERRORS as exc:
+            # a file truncated or replaced after the build: say which case, not just "truncated"
+            raise decode_error(exc, case_id=first_case, image_id=image_id) from None
         pixels.flags.writeable = False  # shared by every perturbation of the image: none may change it
         for name, params, path in missing:
             data = perturb_file(name, pixels, seed_key=seed_key_for(image_id, seed), **params)
@@ -103,9 +111,9 @@ def _pool_context() -> multiprocessing.context.BaseContext:
 
 
 def _perturb_unique_images(
-    sources: datasets.Dataset, image_ids: Sequence[str], jobs: Sequence[tuple[str, Mapping[str, Any], str]], *, seed: int, image_dir: str, workers: int
+    sources: datasets.Dataset, image_ids: Sequence[str], case_ids: Sequence[str], jobs: Sequence[tuple[str, Mapping[str, Any], str]], *, seed: int, image_dir: str, workers: int
 ) -> list[list[str]]:
-    """The perturbed files of every source image (``sources[i]``, id ``image_ids[i]``), per job.
+    """The perturbed files of every source image (``sources[i]``, id ``image_ids[i]``, first held by case ``case_ids[i]``), per job.
 
     ``workers`` processes perturb images side by side, an image per task: Pillow holds the GIL
     while it encodes a PNG, the slowest step, so threads would not use a second core. A task
@@ -118,9 +126,10 @@ def _perturb_unique_images(
     task = functools.partial(_perturb_image, jobs=jobs, seed=seed, image_dir=image_dir)
     window = 4 * workers
 
-    def windows() -> Iterator[tuple[Sequence[str], list[Mapping[str, Any]]]]:
+    def windows() -> Iterator[tuple[Sequence[tuple[str, str]], list[Mapping[str, Any]]]]:
         for start in range(0, len(image_ids), window):
-            yield image_ids[start : start + window], sources[start : start + window]["image"]
+            ids = list(zip(image_ids[start : start + window], case_ids[start : start + window]))
+            yield ids, sources[start : start + window]["image"]
 
     with tqdm(total=len(image_ids), desc=f"perturbing {len(image_ids)} images ({names})", unit="image") as bar:
 
@@ -132,13 +141,13 @@ def _perturb_unique_images(
 
         if workers == 1:
             for ids, images in windows():
-                collect(task(i, image) for i, image in zip(ids, images))
+                collect(task(i, image, c) for (i, c), image in zip(ids, images))
             return files
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
         try:
             previous: list[Future] = []
             for ids, images in windows():
-                submitted = [pool.submit(task, i, image) for i, image in zip(ids, images)]
+                submitted = [pool.submit(task, i, image, c) for (i, c), image in zip(ids, images)]
                 collect(f.result() for f in previous)  # the pool works on this window meanwhile
                 previous = submitted
             collect(f.result() for f in previous)
@@ -222,7 +231,8 @@ def perturb_splits(
         recorded = {**effective, "seed": int(seed)} if get_perturbation(name).random else effective
         jobs.append((name, effective, dumps(recorded)))
     workers = max(1, min(workers or num_proc or available_cores(), len(first_row)))
-    files = _perturb_unique_images(sources, list(first_row), jobs, seed=int(seed), image_dir=image_dir, workers=workers)
+    case_ids = ds.select(list(first_row.values()))["id"]
+    files = _perturb_unique_images(sources, list(first_row), case_ids, jobs, seed=int(seed), image_dir=image_dir, workers=workers)
 
     # the cases without their images (nothing to copy), joined to the perturbed files by image_id
     cases = ds.remove_columns("image")

@@ -1,0 +1,82 @@
+"""Checks on image files named by untrusted question files: kept inside a folder, fully decodable, not too large.
+
+The builders call :func:`image_problem` once per referenced file; the later stages (perturbation,
+scoring) turn a decoding failure into a :class:`vhx.errors.DataError` naming the case with
+:func:`decode_error`.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+
+from PIL import Image, UnidentifiedImageError
+
+from vhx.errors import DataError
+
+#: vhx's own pixel limit (width x height) for a source image, far below Pillow's bomb guard: a
+#: 12000 x 12000 PNG of a few KB would otherwise become gigabytes of pixels in every perturbation.
+#: Raise it per build with ``vhx build --max-image-pixels N`` or the builder option ``max_image_pixels=N``
+#: (0 turns it off; Pillow's own guard of ``2 * Image.MAX_IMAGE_PIXELS``, about 179 MP, still applies).
+DEFAULT_MAX_IMAGE_PIXELS = 40_000_000
+
+#: What decoding an image can raise (DecompressionBombError is not an OSError).
+DECODE_ERRORS: tuple[type[BaseException], ...] = (
+    UnidentifiedImageError,
+    OSError,
+    SyntaxError,
+    ValueError,
+    Image.DecompressionBombError,
+)
+
+
+def is_inside(path: str | os.PathLike, roots: Iterable[str | os.PathLike]) -> bool:
+    """Whether ``path`` lies under one of ``roots``.
+
+    A path without ``..`` is compared as written, so a folder symlinked into the data folder (a
+    COCO image folder linked beside the question files) stays usable; a path with ``..`` is compared
+    after resolving symlinks, so it cannot climb out through one.
+    """
+    plain = ".." not in Path(path).parts
+    for root in roots:
+        if plain:
+            inner, outer = os.path.abspath(path), os.path.abspath(root)
+        else:
+            inner, outer = os.path.realpath(path), os.path.realpath(root)
+        if os.path.commonpath([inner, outer]) == outer:
+            return True
+    return False
+
+
+def image_problem(path: str | os.PathLike, *, max_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS) -> str | None:
+    """Why ``path`` is not a usable image, or None when it is.
+
+    The size is read from the header first, so an image above ``max_pixels`` is refused before any
+    pixel is decoded; then every pixel is decoded (``Image.load``), which catches truncated files
+    that ``Image.verify`` lets through.
+    """
+    if not os.path.isfile(path):
+        return "image not found"
+    try:
+        with warnings.catch_warnings():
+            # the size check below is the one that decides; Pillow's warning would only add noise
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                width, height = im.size
+                if max_pixels and width * height > max_pixels:
+                    return (
+                        f"image is {width}x{height} ({width * height / 1e6:.1f} megapixels), above the limit of "
+                        f"{max_pixels / 1e6:g} megapixels (raise it with --max-image-pixels)"
+                    )
+                im.load()
+    except DECODE_ERRORS as exc:
+        return f"unreadable image ({type(exc).__name__}: {exc})"
+    return None
+
+
+def decode_error(exc: BaseException, *, case_id: str, image_id: str | None = None) -> DataError:
+    """The error to raise when the image of case ``case_id`` cannot be decoded after the build."""
+    image = f" (image_id {image_id})" if image_id else ""
+    return DataError(f"image of case {case_id}{image} cannot be decoded ({type(exc).__name__}: {exc})", field="image")
