@@ -124,9 +124,19 @@ def test_cli_build_expand_gallery(tmp_path: Path, capsys):
 @pytest.mark.slow
 def test_main_command_end_to_end(tmp_path: Path, capsys):
     out = tmp_path / "run"
+    import datasets
+
+    assert datasets.is_progress_bar_enabled()
     assert main(["run", "--out", str(out), "--num-images", "4", "--review", "4", "--gallery", "3"]) == 0
-    text = capsys.readouterr().out
+    captured = capsys.readouterr()
+    text = captured.out
     assert "tiny UNTRAINED LLaVA" in text
+    # the step counter counts to its real number of steps, in order
+    assert re.findall(r"^\[(\d)/(\d)\]", text, flags=re.M) == [("1", "4"), ("2", "4"), ("3", "4"), ("4", "4")]
+    # datasets' own bars (Map, Generating ... split, Creating parquet) are off during the job, and back on after
+    bars = {line.split(":")[0] for line in captured.err.replace("\r", "\n").splitlines() if "%|" in line or "examples/s" in line}
+    assert not any(b.startswith(("Map", "Generating", "Creating parquet", "Filter", "Casting")) for b in bars), bars
+    assert any(b.startswith("scoring") for b in bars) and datasets.is_progress_bar_enabled()
     expanded = load_folder(out / "synthetic-expanded")
     assert list(expanded) == ["original", *PERTURBATIONS]
     n_cases = len(expanded["original"])
@@ -134,6 +144,7 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert len(predictions) == n_cases * (1 + len(PERTURBATIONS))
     report = (out / "run" / "report" / "report.md").read_text()
     assert "## Symmetric accuracy" in report and "tiny-untrained-llava" in report
+    assert "| tiny-untrained-llava | synthetic-expanded | original 40, gaussian_noise 40," in report  # Runs table, no hashes
     for split in expanded:
         assert f"| {split} |" in report
     assert (out / "run" / "report" / "accuracy_vs_symmetric.png").stat().st_size > 1000
@@ -198,7 +209,7 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     assert main(["build", "synthetic", "--out", str(src), "--num-images", "3", "--option", "image_size=64"]) == 0
     out = tmp_path / "adv"
     args = ["expand", str(src), "--out", str(out), "--perturb", "none", "--attack", "ifgsm", "--target-model", str(target),
-            "--eps", "8/255", "--steps-min", "3", "--steps-max", "3", "--review", "0", "--gallery", "2"]
+            "--eps", "8/255", "--steps-nonvh", "3", "--steps-vh", "3", "--review", "0", "--gallery", "2"]
     with mock.patch.object(splits, "attack_batch", counted):
         assert main(args) == 0
     first = sum(batch_sizes)
@@ -221,6 +232,58 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     assert sum(batch_sizes) == 0
     assert len(index.read_text().splitlines()) == first
     assert isinstance(Image.open(next((out / "attacks" / "images").glob("*.png"))), Image.Image)
+
+
+def test_cli_attack_presets_knobs_and_convergence_plot(tmp_path: Path, capsys):
+    import json
+
+    import numpy as np
+    from PIL import Image
+
+    from vhx.tiny_models import build_tiny_model
+
+    target = build_tiny_model("llava")
+    side = 28  # the tiny LLaVA's processor tile
+    src = tmp_path / "synth"
+    assert main(["build", "synthetic", "--out", str(src), "--num-images", "2", "--option", "image_size=64"]) == 0
+    out = tmp_path / "adv"
+    args = ["expand", str(src), "--out", str(out), "--perturb", "none", "--attack", "ifgsm,pgd", "--target-model", str(target),
+            "--preset", "authors", "--steps-nonvh", "4", "--steps-vh", "3", "--cosine-t-max", "10", "--step-pgd", "0.5",
+            "--early-stopping", "--stop-similarity", "none", "--patience", "2", "--review", "0", "--gallery", "0"]
+    assert main(args) == 0
+    dsd = load_folder(out)
+    for method in ("ifgsm", "pgd"):
+        for row in dsd[method]:
+            params = json.loads(row["transform_params"])
+            # the preset's values where no flag was given, the flags' where one was
+            assert params["schedule"] == "cosine" and params["cosine_t_max"] == 10 and params["similarity"] == "authors"
+            assert params["iterate"] == "final" and params["quantize"] == "truncate" and params["resolution"] == "processor"
+            assert params["steps"] == (4 if params["branch"] == "min" else 3)
+            assert params["step"] == (0.5 if method == "pgd" else 0.5 / 255)
+            if method == "pgd":
+                assert params["grad_norm"] == "none"
+            if params["branch"] == "max":
+                assert params["early_stopping"] is True and params["stop_similarity"] is None and params["patience"] == 2
+            else:
+                assert params["first_step"] == "gradient"
+            # saved at the processor's resolution (64x64 padded to square = itself, resized to the tile)
+            assert row["image"].size == (side, side)
+    records = [json.loads(line) for line in (out / "attacks" / "attacks.jsonl").read_text().splitlines()]
+    assert {r["method"] for r in records} == {"ifgsm", "pgd"}
+    assert all(len(r["trace"]) == r["steps_run"] + 1 and r["attacked_height"] == side for r in records)
+    capsys.readouterr()
+    assert main(["attack-plot", str(out / "attacks"), "--out", str(tmp_path / "conv.png")]) == 0
+    printed = capsys.readouterr().out
+    assert "non-VH cases (min branch)" in printed or "VH cases (max branch)" in printed
+    assert Image.open(tmp_path / "conv.png").size[0] > 400
+    # the old flag names still parse (hidden from --help), and the help explains the branches
+    assert main(["expand", str(src), "--out", str(tmp_path / "old"), "--perturb", "none", "--attack", "ifgsm", "--target-model",
+                 str(target), "--steps-min", "1", "--steps-max", "1", "--review", "0", "--gallery", "0"]) == 0
+    with np.testing.assert_raises(SystemExit):
+        main(["expand", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--steps-nonvh" in help_text and "--steps-vh" in help_text and "--steps-min" not in help_text
+    assert "--grad-norm" in help_text and "--early-stopping" in help_text and "--resolution" in help_text
 
 
 def test_cli_expand_writes_each_image_once_and_the_rows_expand_gives(tmp_path: Path):

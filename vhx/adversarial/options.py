@@ -1,10 +1,27 @@
-"""Command-line options of the adversarial expansion (``vhx expand`` / ``vhx run``)."""
+"""Command-line options of the adversarial expansion (``vhx expand`` / ``vhx run``) and ``vhx attack-plot``.
+
+Every :class:`~vhx.adversarial.attack.AttackConfig` field has a flag; a flag left out keeps the
+preset's value (``--preset paper``, vhx's defaults, or ``--preset authors``, the authors' scripts).
+"""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 from typing import Any
+
+from vhx.adversarial.attack import (
+    CLEAN_PATHS,
+    FIRST_STEPS,
+    GRAD_NORMS,
+    ITERATES,
+    PRESETS,
+    QUANTIZERS,
+    RESOLUTIONS,
+    SCHEDULES,
+    SIMILARITIES,
+)
+from vhx.adversarial.views import TARGETS
 
 
 def fraction(text: str) -> float:
@@ -16,35 +33,122 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number such as 0.03 or 8/255, got {text!r}") from None
 
 
+def _or_none(kind: Any) -> Any:
+    def parse(text: str) -> Any:
+        return None if text.lower() in ("none", "off") else kind(text)
+
+    parse.__name__ = getattr(kind, "__name__", "value")
+    return parse
+
+
 def add_attack_arguments(p: argparse.ArgumentParser) -> None:
-    """The white-box attack option group."""
+    """The white-box attack option groups."""
     g = p.add_argument_group("white-box adversarial perturbation (I-FGSM / PGD on the target's vision encoder + connector)")
     g.add_argument("--attack", default="none", help="'none' (default), 'ifgsm', 'pgd' or 'ifgsm,pgd': one split each")
     g.add_argument("--target-model", help="Hub id or folder of the attacked model (LLaVA-1.5/NeXT/OneVision, InstructBLIP, Qwen2-VL)")
-    g.add_argument("--eps", type=fraction, help="L-inf radius on the [0,1] scale (default 8/255)")
-    g.add_argument("--step", type=fraction, help="step size (default 0.5/255)")
-    g.add_argument("--steps-min", type=int, help="iterations for cases that do not trigger VH (default 500)")
-    g.add_argument("--steps-max", type=int, help="iterations (with early stopping) for cases that do (default 100)")
-    g.add_argument("--similarity", choices=["feature", "token", "authors"], help="cosine along features (default), tokens, or as the authors' code")
-    g.add_argument("--schedule", choices=["constant", "cosine"], help="step schedule (default constant; cosine: the authors')")
+    g.add_argument("--preset", choices=PRESETS, default="paper",
+                   help="'paper' (default): the paper's settings, vhx's choices where it is silent; 'authors': what the "
+                        "authors' scripts do (cosine schedule over 500, 499/99 updates, no early stopping, final iterate, "
+                        "truncation, PGD step 1.0 on the raw gradient, the processor's resolution). Flags below override it")
     g.add_argument("--vh-column", help="boolean column saying which cases trigger VH (default: score them with the target)")
     g.add_argument("--attack-batch-size", type=int, help="images per attack batch (default 8)")
     g.add_argument("--attack-device", help="device of the attacked model (default: accelerate's)")
-    g.add_argument("--attack-dir", help="folder of finished attacks, for resuming (default OUT/attacks)")
+    g.add_argument("--attack-dir", help="folder of finished attacks, for resuming (default OUT/attacks); `vhx attack-plot` reads it")
+
+    g = p.add_argument_group(
+        "attack settings",
+        "Each pair takes one of two branches. Pairs the target answers right (non-VH) get the 'min' branch: push the "
+        "visual tokens away from the original's. Pairs it already gets wrong (VH) get the 'max' branch: start from a "
+        "random +-init image and pull the tokens back, so the pixels change while the model sees the same thing.",
+    )
+    g.add_argument("--eps", type=fraction, help="L-inf radius on the [0,1] scale (default 8/255)")
+    g.add_argument("--step", type=fraction, help="step size of every method (default 0.5/255; authors: PGD 1.0)")
+    g.add_argument("--step-ifgsm", type=fraction, help="step size of I-FGSM only")
+    g.add_argument("--step-pgd", type=fraction, help="step size of PGD only (with --grad-norm none it multiplies the raw gradient)")
+    g.add_argument("--steps-nonvh", type=int, metavar="N",
+                   help="updates on pairs the target answers right (min branch; default 500, authors 499)")
+    g.add_argument("--steps-vh", type=int, metavar="N",
+                   help="at most N updates on pairs it gets wrong (max branch; default 100 with early stopping, authors 99)")
+    g.add_argument("--steps-min", type=int, dest="steps_nonvh", help=argparse.SUPPRESS)  # old name
+    g.add_argument("--steps-max", type=int, dest="steps_vh", help=argparse.SUPPRESS)  # old name
+    g.add_argument("--init", type=fraction, help="the VH branch's random start, +-init per pixel (default 5/255)")
+    g.add_argument("--start-offset", type=fraction, help="the non-VH branch starts at x + offset (default 0; authors' InstructBLIP 1/255)")
+    g.add_argument("--first-step", choices=FIRST_STEPS,
+                   help="the non-VH branch's first update: a seeded random sign step (I-FGSM's default) or the gradient (PGD's, authors')")
+    g.add_argument("--similarity", choices=SIMILARITIES, help="cosine along features (default), tokens, or on the authors' axis")
+    g.add_argument("--schedule", choices=SCHEDULES, help="step schedule (default constant; cosine: the authors')")
+    g.add_argument("--eta-min", type=fraction, help="floor of the cosine schedule (default 1e-4)")
+    g.add_argument("--cosine-t-max", type=int, metavar="T", help="T_max of the cosine schedule (default: the branch's updates; authors 500)")
+    g.add_argument("--grad-norm", choices=GRAD_NORMS, help="PGD's gradient: divided by its largest entry (linf, default) or raw (none, authors')")
+    g.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=None,
+                   help="stop the VH branch early (default on; authors off)")
+    g.add_argument("--stop-similarity", type=_or_none(float), metavar="S", default=argparse.SUPPRESS, help="early stop once the similarity reaches S (default 0.999; 'none': off)")
+    g.add_argument("--patience", type=_or_none(int), metavar="K", default=argparse.SUPPRESS, help="early stop after K steps without improvement (default 10; 'none': off)")
+    g.add_argument("--min-improvement", type=float, help="what counts as an improvement for --patience (default 1e-4)")
+    g.add_argument("--iterate", choices=ITERATES, help="save the best iterate (default) or the final one (authors)")
+    g.add_argument("--quantize", choices=QUANTIZERS, help="8-bit output: round into the eps ball (default) or truncate (authors)")
+    g.add_argument("--resolution", choices=RESOLUTIONS,
+                   help="attack the image at its own size (default) or at the size the processor makes of it (authors; saved at that size)")
+    g.add_argument("--pad-square", action=argparse.BooleanOptionalAction, default=None,
+                   help="pad to a square of the processor's mean colour first (LLaVA-1.5's 'pad'; authors' LLaVA)")
+    g.add_argument("--clean", choices=CLEAN_PATHS, help="the clean embedding from the same torch path (default) or the model's processor (authors' LLaVA)")
+    g.add_argument("--attack-target", dest="attack_target", choices=TARGETS,
+                   help="attack the projected tokens (connector, default) or the vision encoder's output (encoder; authors' InstructBLIP)")
+    g.add_argument("--qformer-instruction", help="InstructBLIP: the Q-Former's fixed instruction during the attack (default empty)")
+
+
+#: Parsed argument -> AttackConfig field, for the flags that map one to one.
+_CONFIG_FLAGS = (
+    "eps", "step", "steps_nonvh", "steps_vh", "init", "start_offset", "first_step", "similarity", "schedule",
+    "eta_min", "cosine_t_max", "grad_norm", "early_stopping", "min_improvement", "iterate", "quantize",
+    "resolution", "pad_square", "clean",
+)  # fmt: skip
 
 
 def attack_methods(args: argparse.Namespace) -> list[str]:
     """The methods ``--attack`` names (empty for ``none``)."""
-    return [a for a in (args.attack or "none").split(",") if a and a != "none"]
+    return [a for a in (getattr(args, "attack", None) or "none").split(",") if a and a != "none"]
 
 
 def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, Any]:
     """The ``attack_options`` of :func:`vhx.pipeline.expand` from parsed arguments (empty without attacks)."""
     if not attack_methods(args):
         return {}
-    fields = {"eps": args.eps, "step": args.step, "steps_min": args.steps_min, "steps_max": args.steps_max,
-              "similarity": args.similarity, "schedule": args.schedule, "vh_column": args.vh_column,
-              "batch_size": args.attack_batch_size, "device": args.attack_device}  # fmt: skip
-    options = {k: v for k, v in fields.items() if v is not None}
+    options: dict[str, Any] = {name: getattr(args, name, None) for name in _CONFIG_FLAGS}
+    options = {k: v for k, v in options.items() if v is not None}
+    # "none" is a value of its own for these two (it switches the check off): they are absent unless typed
+    for name in ("stop_similarity", "patience"):
+        if hasattr(args, name):
+            options[name] = getattr(args, name)
+    method_options = {m: {"step": getattr(args, f"step_{m}")} for m in ("ifgsm", "pgd") if getattr(args, f"step_{m}", None) is not None}
+    if method_options:
+        options["method_options"] = method_options
+    extra = {"preset": getattr(args, "preset", "paper"), "target": getattr(args, "attack_target", None),
+             "qformer_instruction": getattr(args, "qformer_instruction", None), "vh_column": args.vh_column,
+             "batch_size": args.attack_batch_size, "device": args.attack_device}  # fmt: skip
+    options.update({k: v for k, v in extra.items() if v is not None})
     options["out_dir"] = args.attack_dir or str(out / "attacks")
     return options
+
+
+
+def add_attack_plot_parser(sub: Any) -> None:
+    """The ``vhx attack-plot`` subcommand."""
+    p = sub.add_parser("attack-plot", help="plot the similarity per attack update (convergence) from an attack folder")
+    p.add_argument("folder", help="the attack folder (OUT/attacks of `vhx expand`, or --attack-dir)")
+    p.add_argument("--out", help="image file to write (default FOLDER/convergence.png)")
+    p.add_argument("--max-lines", type=int, default=40, help="faint per-attack lines per method and branch (default 40)")
+    p.set_defaults(func=cmd_attack_plot)
+
+
+def cmd_attack_plot(args: argparse.Namespace) -> int:
+    """Draw the convergence plot and print the per-branch summary."""
+    from vhx.adversarial.convergence import plot_convergence, read_traces, summarize
+
+    out = Path(args.out) if args.out else Path(args.folder) / "convergence.png"
+    for row in summarize(read_traces(args.folder)):
+        print(f"{row['method']:>6} {row['cases']:>6} cases ({row['branch']} branch): {row['attacks']} attacks, "
+              f"similarity {row['start']:.4f} -> {row['last']:.4f} (saved 8-bit image {row['saved']:.4f}), "
+              f"{row['updates']:.1f} updates on average")  # fmt: skip
+    print(f"convergence plot: {plot_convergence(args.folder, out, max_lines=args.max_lines)}")
+    return 0

@@ -282,6 +282,7 @@ def run_attacks(
                     png_bytes(result.images[i]),
                     {
                         "image_id": job.image_id,
+                        "method": config.method,
                         "branch": branch,
                         "height": job.size[0],
                         "width": job.size[1],
