@@ -319,3 +319,76 @@ def test_skip_summary_is_printed_once(tmp_path):
     assert done.stderr.count("skipped 2 row(s)") == 1
     summary = [line for line in done.stderr.splitlines() if "image not found" in line]
     assert len(summary) == 2 and all(line.count("image not found") == 1 for line in summary)
+
+
+# -- 4. an LLM endpoint that never answers -----------------------------------------------------------
+
+
+@pytest.fixture()
+def silent_endpoint():
+    """An OpenAI-compatible base URL whose server accepts connections and never answers."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    finally:
+        sock.close()
+
+
+def _fast_llm_config(base_url: str, tmp_path: Path):
+    from vhx.llm import LLMConfig
+
+    return LLMConfig(model="gpt-4o", base_url=base_url, cache_dir=tmp_path / "llm-cache", timeout=0.3,
+                     max_retries=0, backoff_base=0.01, backoff_max=0.01, concurrency=8)
+
+
+def _synthetic_hub(tmp_path: Path) -> Path:
+    from vhx.hub import write_hub_folder
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    dsd = generate_synthetic(SyntheticConfig(num_images=2, seed=1, image_size=64))
+    write_hub_folder(dsd, tmp_path / "hub", repo_id="vhx/synthetic")
+    return tmp_path / "hub"
+
+
+def test_llm_total_failure_fails_the_expansion(tmp_path, silent_endpoint, monkeypatch):
+    from vhx.hub import load_folder
+    from vhx.llm import LLMNegator
+    from vhx.negation import NegationFallbackError
+    from vhx.pipeline import expand
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
+    cases = load_folder(_synthetic_hub(tmp_path))
+    n = sum(len(s) for s in cases.values())
+    negator = LLMNegator(_fast_llm_config(silent_endpoint, tmp_path))
+    with pytest.raises(NegationFallbackError, match=rf"{n} of {n} negations \(100%\) fell back instead of coming from llm:gpt-4o"):
+        expand(cases, negator=negator)
+    # the user may accept it knowingly; the rows then say who negated what
+    out = expand(cases, negator=negator, max_fallback=1.0)
+    twins = [json.loads(p)["negator"] for p, neg in zip(out["original"]["provenance"], out["original"]["negated"]) if neg]
+    assert twins == ["rules(fallback)"] * n
+
+
+def test_cli_expand_llm_total_failure_exits_non_zero_and_card_counts_negators(tmp_path, silent_endpoint, monkeypatch, capsys):
+    import dataclasses
+
+    import vhx.cli as cli
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
+    real = cli._llm_config
+    # no retries and short timeouts keep the test fast; the endpoint is what fails
+    monkeypatch.setattr(cli, "_llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01))
+    hub = _synthetic_hub(tmp_path)
+    llm = ["--negator", "llm", "--base-url", silent_endpoint, "--cache-dir", str(tmp_path / "c"), "--perturb", "none", "--review", "0", "--gallery", "0"]
+    assert main(["expand", str(hub), "--out", str(tmp_path / "exp"), *llm]) == 2
+    err = capsys.readouterr().err
+    assert "fell back instead of coming from llm:gpt-4o" in err and "--max-llm-fallback" in err
+    assert not (tmp_path / "exp" / "README.md").exists()
+
+    assert main(["expand", str(hub), "--out", str(tmp_path / "exp"), "--max-llm-fallback", "1", *llm]) == 0
+    card = (tmp_path / "exp" / "README.md").read_text(encoding="utf-8")
+    n = sum(len(s) for s in __import__("vhx.hub", fromlist=["load_folder"]).load_folder(hub).values())
+    assert f"negation (rules(fallback) {n})" in card and "negation (llm:gpt-4o" not in card

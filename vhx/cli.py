@@ -194,11 +194,12 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
     skipped = SkipReport()
     expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0,
                       num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options,
-                      on_error=args.on_error, report=skipped)
+                      on_error=args.on_error, report=skipped, max_fallback=args.max_llm_fallback)
+    from vhx.negation import describe_negators, negator_counts
     if len(skipped):
         print(skipped.summary(), file=sys.stderr)
     write_hub_folder(expanded, out, repo_id=repo_id, overwrite=args.overwrite,
-                     summary=f"Expanded by vhx: negation ({getattr(negator, 'name', 'rules')}), image perturbations "
+                     summary=f"Expanded by vhx: negation ({describe_negators(negator_counts(expanded['original']))}), image perturbations "
                              f"({', '.join(names) or 'none'}) and white-box attacks ({', '.join(attacks) or 'none'}"
                              f"{' against ' + str(args.target_model) if attacks else ''})"
                              f"{f'; {len(skipped)} source case(s) skipped: their question could not be negated' if len(skipped) else ''}.")
@@ -225,6 +226,7 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
     p.add_argument("--gallery", type=int, default=12, help="cases shown in OUT/gallery.html")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
+    p.add_argument("--max-llm-fallback", type=float, help="fail when more than this share of negations fell back to the rules (default 0.1)")
     from vhx.adversarial.options import add_attack_arguments
 
     add_attack_arguments(p)
@@ -303,8 +305,9 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: Path, *, splits: list[str] | None = None,
-                     limit: int | None = None, by: tuple[str, ...] = ("split",)) -> dict[str, Path]:
-    """Predict every case (resumable, incremental), then write the report under ``out/report``."""
+                     limit: int | None = None, by: tuple[str, ...] = ("split",), report_step: str = "") -> dict[str, Path]:
+    """Predict every case (resumable, incremental), then write the report under ``out/report``
+    (``report_step``, when given, is printed before the report is written)."""
     from vhx.models import load_model
     from vhx.predict import predict_dataset
     from vhx.report import report
@@ -312,6 +315,8 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
     model = load_model(model_spec, **options)
     predictions = predict_dataset(data, model, out, splits=splits, batch_size=options.get("batch_size", 8), limit=limit)
     print(f"predictions: {predictions}")
+    if report_step:
+        print(report_step)
     paths = report([out], out / "report", by=by)
     print(f"report: {paths['markdown']}")
     return paths
@@ -347,6 +352,19 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``vhx run``: the whole job on the embedded synthetic benchmark, offline."""
+    import datasets
+
+    # one vhx bar per stage: datasets' own Map / split / parquet bars are off meanwhile, then as they were
+    was_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    try:
+        return _run(args)
+    finally:
+        if was_on:
+            datasets.enable_progress_bars()
+
+
+def _run(args: argparse.Namespace) -> int:
     from vhx.hub import write_hub_folder
     from vhx.synthetic import SyntheticConfig, generate_synthetic
 
@@ -380,11 +398,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     else:
         print(f"[3/4] scoring {model_spec}")
-    expanded = _load_folder(root / "synthetic-expanded")
     options = _model_options(argparse.Namespace(**{**vars(args), "model": model_spec}))
     if args.model is None:
         options["name"] = "tiny-untrained-llava"
-    score_and_report(expanded, model_spec, options, root / "run")
+    # the folder read in place, as `vhx evaluate` does (and run.json names it)
+    score_and_report(str(root / "synthetic-expanded"), model_spec, options, root / "run", report_step="[4/4] writing the report")
     print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html, "
           f"report {root}/run/report/report.md")
     return 0
@@ -452,6 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
     p.add_argument("--bootstrap", type=int, default=0, help="image-level bootstrap resamples for extra intervals")
     p.set_defaults(func=cmd_report)
+
+    from vhx.adversarial.options import add_attack_plot_parser
+
+    add_attack_plot_parser(sub)
 
     p = sub.add_parser("gallery", help="HTML page of original vs generated cases of a Hub folder")
     p.add_argument("folder")

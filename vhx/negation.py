@@ -60,7 +60,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import datasets
 
-from vhx.errors import DataError
+from vhx.errors import DataError, VHXError
 from vhx.schema import FEATURES, case_id, dumps, flip_answer, loads, pair_id_of
 
 # -- rule names (what ``NegationResult.rule`` and ``rule_coverage`` report) ---------------------------
@@ -903,3 +903,41 @@ def negate_dataset(
             pairs = pairs.select([i for i, m in enumerate(marks) if m is None])
         pairs = pairs.remove_columns(SKIP_COLUMN)
     return pairs.cast_column("image", image_feature)
+
+
+#: Default of ``expand(max_fallback=...)`` / ``vhx expand --max-llm-fallback``: the largest share of
+#: twins another negator than the chosen one may produce (an LLM negator's rule fallbacks) before the
+#: expansion fails. An endpoint that never answers must not pass as an LLM negation.
+DEFAULT_MAX_FALLBACK = 0.1
+
+
+class NegationFallbackError(VHXError):
+    """Too many twins were negated by a fallback instead of the chosen negator."""
+
+
+def negator_counts(pairs: datasets.Dataset) -> Counter:
+    """How many negated twins each negator produced (``provenance["negator"]`` of the twins)."""
+    columns = pairs.select_columns(["negated", "provenance"])
+    return Counter(loads(p).get("negator", "unknown") for neg, p in zip(columns["negated"], columns["provenance"]) if neg)
+
+
+def describe_negators(counts: Counter) -> str:
+    """``"llm:gpt-4o 95, rules(fallback) 5"``: the real counts per negator, most frequent first."""
+    return ", ".join(f"{name} {n}" for name, n in counts.most_common()) or "no twins"
+
+
+def check_fallbacks(counts: Counter, negator: Negator, max_fallback: float = DEFAULT_MAX_FALLBACK) -> None:
+    """Raise :class:`NegationFallbackError` when more than ``max_fallback`` of the twins came from a fallback.
+
+    A fallback is a negator name ending in ``(fallback)`` (``rules(fallback)``, see :class:`NegationResult`).
+    """
+    if not 0 <= max_fallback <= 1:
+        raise ValueError(f"max_fallback must be a share between 0 and 1, got {max_fallback}")
+    total = sum(counts.values())
+    other = sum(n for name, n in counts.items() if name.endswith("(fallback)"))
+    if total and other / total > max_fallback:
+        raise NegationFallbackError(
+            f"{other} of {total} negations ({other / total:.0%}) fell back instead of coming from {negator.name} "
+            f"({describe_negators(counts)}), above the allowed {max_fallback:.0%}: is the endpoint reachable? "
+            "(raise the limit with --max-llm-fallback, or use --negator rules)"
+        )

@@ -44,6 +44,7 @@ def expand(
     on_error: str = "raise",
     report: Any = None,
     workers: int | None = None,
+    max_fallback: float | None = None,
 ) -> datasets.DatasetDict:
     """Expand source cases: negate into pairs (unless already paired), then perturb per image.
 
@@ -68,8 +69,12 @@ def expand(
         on_error: ``"raise"`` stops at the first case the negator cannot negate, naming its row;
             ``"skip"`` drops it (no pair, so no later split holds it) and records why in ``report``.
         report: a :class:`vhx.errors.SkipReport` that collects the skipped cases.
+        max_fallback: largest share of twins another negator than ``negator`` may have made (an
+            LLM negator's rule fallbacks) before :class:`vhx.negation.NegationFallbackError` is
+            raised, before any image is perturbed; default
+            :data:`vhx.negation.DEFAULT_MAX_FALLBACK` (0.1).
     """
-    from vhx.negation import RuleNegator, negate_dataset
+    from vhx.negation import DEFAULT_MAX_FALLBACK, RuleNegator, check_fallbacks, negate_dataset, negator_counts
     from vhx.perturbations import perturb_splits
 
     ds = originals(dsd)
@@ -79,9 +84,12 @@ def expand(
             raise DataError("the input mixes paired and unpaired cases; expand the source benchmark instead", field="negated")
         pairs = ds
     else:
-        pairs = negate_dataset(ds, negator or RuleNegator(), num_proc=num_proc, on_error=on_error, report=report)
+        negator = negator or RuleNegator()
+        pairs = negate_dataset(ds, negator, num_proc=num_proc, on_error=on_error, report=report)
         if len(pairs) == 0:
             raise DataError("no case could be negated: nothing to expand", field="question")
+        # counted from the rows, not the negator's stats: those miss what num_proc workers did
+        check_fallbacks(negator_counts(pairs), negator, DEFAULT_MAX_FALLBACK if max_fallback is None else max_fallback)
     out = {ORIGINAL: pairs}
     if perturb:
         out.update(perturb_splits(pairs, list(perturb), seed=seed, params=perturb_params, num_proc=num_proc, workers=workers))
