@@ -320,7 +320,7 @@ def run_vhx(
     adv_expand.attack_batch = counted
     try:
         adversarial_split(
-            ds, view, vh_column="triggers_vh", steps_min=steps_min, steps_max=steps_max,
+            ds, view, vh_column="triggers_vh", steps_nonvh=steps_min, steps_vh=steps_max,
             batch_size=batch_size, progress=False, **stopping,
         )  # fmt: skip
     finally:
@@ -431,7 +431,7 @@ def gpu_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     view = llava15_vision_view(device)
     images = torch.from_numpy(np.stack([texture(480, 640, i) for i in range(args.gpu_batch)])).permute(0, 3, 1, 2).contiguous()
     ids = [f"img{i}" for i in range(args.gpu_batch)]
-    config = AttackConfig(steps_min=args.gpu_steps, steps_max=args.gpu_steps, stop_similarity=None, patience=None)
+    config = AttackConfig(steps_nonvh=args.gpu_steps, steps_vh=args.gpu_steps, stop_similarity=None, patience=None)
 
     # FLOPs of one image-step: forward + backward to the pixels, one image, under the same autocast
     x = (images[:1].to(device).float() / 255).requires_grad_(True)
@@ -443,7 +443,7 @@ def gpu_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         similarity(clean, emb.float()).sum().backward()
     flops_per_image_step = counter.get_total_flops()
 
-    attack_batch(view, images[:2], "min", AttackConfig(steps_min=2), image_ids=ids[:2], amp=True)  # warm-up
+    attack_batch(view, images[:2], "min", AttackConfig(steps_nonvh=2), image_ids=ids[:2], amp=True)  # warm-up
     sync()
     start = time.perf_counter()
     attack_batch(view, images, "min", config, image_ids=ids, amp=True)

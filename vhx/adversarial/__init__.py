@@ -9,15 +9,19 @@
 * :mod:`vhx.adversarial.attack`: :class:`AttackConfig` and :func:`attack_batch`, the batched
   attack with both branches (minimise / maximise the similarity), quantised 8-bit output; one
   :class:`Attack` subclass per method (:class:`IFGSM`, :class:`PGD`) in the :data:`ATTACKS`
-  registry (:func:`register_attack`).
+  registry (:func:`register_attack`); :func:`preset_options` for the ``paper`` and ``authors``
+  presets.
 * :mod:`vhx.adversarial.splits`: :func:`adversarial_split`, the ``ifgsm`` / ``pgd`` split of an
   ``original`` split of pairs against one target model: shared, batched, resumable, shardable.
+* :mod:`vhx.adversarial.convergence`: :func:`plot_convergence`, the similarity per update of every
+  attack in a store (``vhx attack-plot``).
 
 Example::
 
     from vhx.adversarial import adversarial_split
 
     ifgsm = adversarial_split(pairs, "llava-hf/llava-1.5-7b-hf", method="ifgsm", out_dir="adv/llava")
+    authors = adversarial_split(pairs, "llava-hf/llava-1.5-7b-hf", method="pgd", preset="authors", out_dir="adv/authors")
 """
 
 from typing import Any
@@ -29,6 +33,7 @@ from vhx.adversarial.attack import (
     BRANCHES,
     IFGSM,
     PGD,
+    PRESETS,
     SCHEDULES,
     SIMILARITIES,
     Attack,
@@ -36,11 +41,16 @@ from vhx.adversarial.attack import (
     AttackError,
     AttackResult,
     attack_batch,
+    make_config,
+    preset_options,
+    preset_view_options,
     register_attack,
     similarity,
 )
+from vhx.adversarial.convergence import plot_convergence
 from vhx.adversarial.splits import AttackStore, adversarial_split, adversarial_splits
 from vhx.adversarial.views import (
+    TARGETS,
     VIEWS,
     AnyResView,
     InstructBlipView,
@@ -70,8 +80,10 @@ __all__ = [
     "IFGSM",
     "METHODS",
     "PGD",
+    "PRESETS",
     "SCHEDULES",
     "SIMILARITIES",
+    "TARGETS",
     "VIEWS",
     "AnyResView",
     "Attack",
@@ -87,6 +99,10 @@ __all__ = [
     "adversarial_splits",
     "attack_batch",
     "load_view",
+    "make_config",
+    "plot_convergence",
+    "preset_options",
+    "preset_view_options",
     "processor_features",
     "register_attack",
     "register_view",
