@@ -144,7 +144,8 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert len(predictions) == n_cases * (1 + len(PERTURBATIONS))
     report = (out / "run" / "report" / "report.md").read_text()
     assert "## Symmetric accuracy" in report and "tiny-untrained-llava" in report
-    assert "| tiny-untrained-llava | synthetic-expanded | original 40, gaussian_noise 40," in report  # Runs table, no hashes
+    # Runs table: dataset name, splits and sizes, mode, dtype, date (no hashes)
+    assert re.search(rf"\| tiny-untrained-llava \| synthetic-expanded \| original {n_cases}, gaussian_noise {n_cases}, .* \| logits \| auto \| 20\d\d-\d\d-\d\d \d\d:\d\d \|", report)
     for split in expanded:
         assert f"| {split} |" in report
     assert (out / "run" / "report" / "accuracy_vs_symmetric.png").stat().st_size > 1000

@@ -131,7 +131,7 @@ def test_markdown_tables_hold_the_hand_computed_values(runs: list[Path], tmp_pat
         "| **cognition total** (max 800) |  | 0.00 (1/4 subtasks) |",
     ]
     runs_table = table_lines(md, "Runs")
-    assert runs_table[0] == f'| model-a | {runs[0]} | vhx/pope-expanded | {{"temperature": 0}} |'
+    assert runs_table[0] == f"| model-a | vhx/pope-expanded |  |  |  |  | {runs[0]} |"
     assert "![accuracy vs symmetric accuracy](accuracy_scatter.png)" in md
 
 
@@ -311,3 +311,46 @@ def test_same_content_keeps_only_cases_whose_recorded_content_matches():
     # ... unless the rows record the questions, which then decide case by case
     qa, qb = a.assign(question=list("wxyz")), a.assign(question=list("wxyQ"))
     assert same_content(qa, qb, {"original": "x"}, {"original": "y"}).n_matched == 3
+
+
+def test_runs_table_names_dataset_splits_mode_dtype_date(tmp_path: Path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "predictions.jsonl", model_rows("model-a", MODEL_A))
+    meta = {
+        "model": "model-a", "options": {"mode": "logits", "dtype": "bfloat16", "batch_size": 8},
+        "dataset": {"source": "/data/pope-expanded", "splits": {"original": 8, "gaussian_noise": 8},
+                    "fingerprints": {"original": "f00d"}, "content": {"original": "beef"}},
+        "started": "2026-01-02T03:04:05+00:00", "finished": "2026-01-02T04:05:06+00:00",
+    }
+    (run / "run.json").write_text(json.dumps(meta))
+    md = report([run], tmp_path / "out", plots=False)["markdown"].read_text(encoding="utf-8")
+    assert md.split("## Runs\n\n", 1)[1].split("\n\n", 1)[0].splitlines() == [
+        "| model | dataset | splits (cases) | mode | dtype | date | run |",
+        "|---|---|---|---|---|---|---|",
+        f"| model-a | pope-expanded | original 8, gaussian_noise 8 | logits | bfloat16 | 2026-01-02 04:05 | {run} |",
+    ]
+    assert "beef" not in md and "f00d" not in md
+
+
+def test_scatter_names_coincident_points_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from matplotlib.figure import Figure
+
+    import vhx.report as report_module
+
+    texts: list[list[str]] = []
+    save = Figure.savefig
+
+    def record(fig, *args, **kwargs):
+        texts.append([t.get_text() for ax in fig.axes for t in ax.texts])
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", record)
+    # a constant model: every split lands on one spot; another one scores each split differently
+    scores = pd.DataFrame([
+        {"model": m, "split": s, "accuracy_original": acc, "symmetric_accuracy": sym, "q_yes": 0.5, "n_original": 4}
+        for m, points in (("const", [(0.5, 0.0)] * 3), ("other", [(0.75, 0.5), (1.0, 1.0), (0.25, 0.0)]))
+        for s, (acc, sym) in zip(("original", "brightness", "defocus_blur"), points)
+    ])
+    report_module.plot_accuracy_scatter(scores, ["split"], ["const", "other"], tmp_path / "s.png")
+    assert texts == [["all 3 splits"]]  # one label for the pile, none for the points that stand alone

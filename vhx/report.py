@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import os
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -223,7 +224,7 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
     random-guess curve ``(q p + (1-q)(1-p), p (1-p))`` for p in [0, 1] at the data's share q of "yes"."""
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(6.0, 5.0), layout="constrained")
+    fig = Figure(figsize=(7.5, 5.0), layout="constrained")
     ax = fig.add_subplot()
     # q pooled over every scored group, weighted by its number of source questions
     weights = scores["n_original"].where(scores["q_yes"].notna(), 0).to_numpy(dtype=float)
@@ -231,18 +232,46 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
     curve = np.array([random_guess_expectation(p, q) for p in np.linspace(0, 1, 201)])
     ax.plot(curve[:, 0], curve[:, 1], color="grey", linestyle="--", label=f"random guess, P(yes) = p (q = {q:.2f})")
     ax.plot([0, 1], [0, 1], color="lightgrey", linestyle=":", label="symmetric accuracy = accuracy")
+    # Colour names the group, marker the model, each once in a legend: text beside every point piled
+    # the labels of coincident points (an untrained model scores the same on every split) on one spot.
+    import matplotlib
+    from matplotlib.lines import Line2D
+
     markers = "osD^v<>pP*X"
+    labels = list(dict.fromkeys(_group_label(r, keys) for _, r in scores.iterrows()))
+    palette = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"]
+    colour = {label: palette(i % palette.N) for i, label in enumerate(labels)}
     for i, model in enumerate(models):
         s = scores[scores["model"] == model]
-        ax.scatter(s["accuracy_original"], s["symmetric_accuracy"], marker=markers[i % len(markers)], label=model or "(unnamed)")
-        if len(s) <= 12:
-            for _, r in s.iterrows():
-                ax.annotate(_group_label(r, keys), (r["accuracy_original"], r["symmetric_accuracy"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+        ax.scatter(s["accuracy_original"], s["symmetric_accuracy"], marker=markers[i % len(markers)], s=48,
+                   c=[colour[_group_label(r, keys)] for _, r in s.iterrows()], edgecolors="black", linewidths=0.5, alpha=0.85)
+    # points on one spot show the last colour only: name what lies there, once
+    spots: dict[tuple[float, float], list[str]] = {}
+    for _, r in scores.iterrows():
+        if not (math.isnan(r["accuracy_original"]) or math.isnan(r["symmetric_accuracy"])):
+            spot = (round(float(r["accuracy_original"]), 3), round(float(r["symmetric_accuracy"]), 3))
+            spots.setdefault(spot, []).append(_group_label(r, keys))
+    for (x, y), here in spots.items():
+        groups_here = list(dict.fromkeys(here))
+        if len(here) < 2 or len(groups_here) < 2:
+            continue
+        everything = f"all {len(labels)} {keys[0]}s" if len(keys) == 1 else f"all {len(labels)} groups"
+        text = everything if len(groups_here) == len(labels) else textwrap.fill(", ".join(groups_here), 28)
+        ax.annotate(text, (x, y), fontsize=7, xytext=(6, 6), textcoords="offset points",
+                    bbox={"boxstyle": "round", "fc": "white", "ec": "lightgrey", "alpha": 0.9})
+    handles = [Line2D([], [], color="grey", linestyle="--"), Line2D([], [], color="lightgrey", linestyle=":")]
+    names = [f"random guess, P(yes) = p (q = {q:.2f})", "symmetric accuracy = accuracy"]
+    if len(models) > 1 or models[0]:
+        handles += [Line2D([], [], marker=markers[i % len(markers)], color="black", linestyle="", markerfacecolor="white")
+                    for i in range(len(models))]
+        names += [m or "(unnamed)" for m in models]
+    ax.legend(handles, names, loc="upper left", fontsize="small")
+    group_handles = [Line2D([], [], marker="o", linestyle="", color=colour[label]) for label in labels]
+    fig.legend(group_handles, labels, loc="outside right upper", fontsize="small", title=" / ".join(keys) or None)
     ax.set_xlim(-0.02, 1.05)
     ax.set_ylim(-0.02, 1.05)
     ax.set_xlabel("accuracy (source questions)")
     ax.set_ylabel("symmetric accuracy")
-    ax.legend(loc="upper left", fontsize="small")
     fig.savefig(path, dpi=110)
     return path
 
@@ -251,21 +280,36 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
 # the report
 
 
+def _dataset_cells(dataset: Any) -> tuple[str, str]:
+    """(name, "split rows, ...") of the dataset a run.json describes (a name, or vhx.predict's description)."""
+    if not isinstance(dataset, dict):
+        return str(dataset or ""), ""
+    source = str(dataset.get("source", ""))
+    # a folder or Hub id: its last part names it; the run folder column gives the rest
+    name = source.rstrip("/").rsplit("/", 1)[-1] if "/" in source else source
+    splits = dataset.get("splits")
+    sizes = ", ".join(f"{k} {v:,}" if isinstance(v, int) else str(k) for k, v in splits.items()) if isinstance(splits, dict) else ""
+    return name, sizes
+
+
+def _date(meta: dict[str, Any]) -> str:
+    stamp = str(meta.get("finished") or meta.get("started") or "")
+    # ISO 8601 from vhx.predict: "2026-11-23T15:35:38+00:00" -> "2026-11-23 15:35"
+    return stamp[:16].replace("T", " ") if len(stamp) >= 16 and stamp[10] == "T" else stamp
+
+
 def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFrame) -> str:
+    """One row per run: model, dataset name, its splits and sizes, answer mode, dtype, date, folder."""
     rows = []
     for d, meta in zip(dirs, metas):
         models = sorted(df.loc[df["run"] == str(d), "model"].unique())
-        dataset = meta.get("dataset", "")
-        settings = meta.get("settings", {})
-        rows.append(
-            [
-                ", ".join(models) or str(meta.get("model", "")),
-                str(d),
-                dataset if isinstance(dataset, str) else json.dumps(dataset, sort_keys=True),
-                json.dumps(settings, sort_keys=True) if settings else "",
-            ]
-        )
-    return _md_table(["model", "run", "dataset", "settings"], rows)
+        name, sizes = _dataset_cells(meta.get("dataset", ""))
+        options = {**(meta.get("settings") or {}), **(meta.get("options") or {})}
+        rows.append([
+            ", ".join(models) or str(meta.get("model", "")), name, sizes,
+            str(options.get("mode", "")), str(options.get("dtype", "") or ""), _date(meta), str(d),
+        ])
+    return _md_table(["model", "dataset", "splits (cases)", "mode", "dtype", "date", "run"], rows)
 
 
 def _model_digests(df: pd.DataFrame, dirs: list[Path], metas: list[dict[str, Any]], model: str) -> dict[str, str]:
