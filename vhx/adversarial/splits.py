@@ -25,6 +25,18 @@ produces them) into an ``ifgsm`` or ``pgd`` split against one target model:
    writes ``attacks.rank{k}.jsonl``; all processes then read every index and build the same split.
    ``out_dir`` must then be a folder all processes see.
 
+**Resolution.** By default the image is attacked at its own size through the processor replayed in
+torch, and saved at that size. With ``resolution="processor"`` (the ``authors`` preset) it is first
+turned into the 8-bit image the processor makes of it (``VisionView.processor_image``: LLaVA-1.5's
+tile, after ``pad_square`` if set; InstructBLIP's resize; Qwen2-VL's ``smart_resize``), attacked at
+that size and saved at that size, so scoring feeds the model exactly the attacked pixels. With
+``clean="processor"`` the clean embedding comes from the model's own image processor on the PIL
+image (:func:`~vhx.adversarial.views.processor_features`).
+
+Each index record holds the image id, ``method``, branch, the original and attacked sizes, the
+initial / best / saved-image similarity, the updates run, the L-inf distance and ``trace``, the
+similarity of every evaluated iterate (``vhx attack-plot`` draws them).
+
 Each output row keeps its case and gets the adversarial image (PNG), ``transform`` = the method,
 ``target_model`` = the model id, ids from :func:`vhx.schema.case_id` (``...@ifgsm:{model}``),
 ``transform_params`` = the attack settings of its branch plus ``final_similarity`` (of the saved
