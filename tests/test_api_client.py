@@ -178,7 +178,8 @@ def test_secret_never_appears_in_cache_files_errors_or_logs(server, tmp_path, ca
     assert "Incorrect API key provided" in errors[1]  # the server's text is kept, the key is not
     out = capsys.readouterr()
     cache_files = [p for p in tmp_path.rglob("*") if p.is_file()]
-    assert len(cache_files) == 2  # llm/chat.jsonl and openai/responses.jsonl
+    # llm/chat.jsonl and openai/responses.jsonl, each with the lock file processes share it by (read below too)
+    assert sorted(p.name for p in cache_files) == ["chat.jsonl", "chat.jsonl.lock", "responses.jsonl", "responses.jsonl.lock"]
     texts = [*errors, caplog.text, out.out, out.err, repr(neg.client.api), repr(model.api),
              *(p.read_text(encoding="utf-8") for p in cache_files)]
     for text in texts:

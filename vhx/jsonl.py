@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.errors import DataError
+from vhx.locking import exclusive_lock
 
 logger = logging.getLogger("vhx")
 
@@ -78,13 +79,18 @@ class JsonlCache:
 
     Each ``put`` appends ``{"key", "value", ...extra}`` at once, so an interrupted run keeps every
     answer it got; damaged lines are skipped on load (the answer is simply asked for again).
+    Several processes may share the file: loading (which cuts a line left unfinished by a crash)
+    and each append hold the file lock ``PATH.lock``, so no process cuts a line another is writing.
     """
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path).expanduser()
+        self._file_lock = self.path.with_name(self.path.name + ".lock")
         self._lock = threading.Lock()
         self._data: dict[str, Any] = {}
-        for _, row in read_jsonl(self.path, repair=True, strict=False):
+        with exclusive_lock(self._file_lock, what=f"the cache {self.path}"):
+            rows = read_jsonl(self.path, repair=True, strict=False)
+        for _, row in rows:
             if "key" in row and "value" in row:
                 self._data[str(row["key"])] = row["value"]
 
@@ -95,7 +101,7 @@ class JsonlCache:
 
     def put(self, key: str, value: Any, **extra: Any) -> None:
         """Store ``value`` in memory and append it to the file right away."""
-        with self._lock:
+        with self._lock, exclusive_lock(self._file_lock, what=f"the cache {self.path}"):
             self._data[key] = value
             append_jsonl(self.path, [{"key": key, "value": value, **extra}])
 

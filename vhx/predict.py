@@ -35,6 +35,7 @@ import datasets
 from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, decode_error
 from vhx.jsonl import append_jsonl, read_jsonl
+from vhx.locking import atomic_write_text, exclusive_lock
 from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
 from vhx.runtime import process_state
@@ -43,6 +44,9 @@ if TYPE_CHECKING:
     from vhx.hub import FolderSplit
 
 logger = logging.getLogger("vhx")
+
+#: The lock file a run holds in its output folder (see :mod:`vhx.locking`).
+LOCK_FILE = ".vhx.lock"
 
 #: The keys of every row of ``predictions.jsonl``, in order.
 PREDICTION_KEYS: tuple[str, ...] = PREDICTION_FIELDS
@@ -212,9 +216,7 @@ def _now() -> str:
 
 
 def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def _row(case: Mapping[str, Any], split: str, model_name: str, p: Prediction) -> dict[str, Any]:
@@ -323,19 +325,34 @@ def predict_dataset(
         state: an ``accelerate.PartialState``-like object (``process_index``, ``num_processes``,
             ``is_main_process``, ``wait_for_everyone()``); default :func:`process_state`, which is
             a single process unless started with ``accelerate launch`` (GPUs) or ``torchrun``.
+
+    Raises:
+        vhx.locking.LockBusy: another run is writing in ``out_dir`` (its main process holds
+            ``out_dir/.vhx.lock`` until it ends; a killed run holds nothing).
     """
-    from tqdm.auto import tqdm
-
-    from vhx import __version__
-
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     if state is None:
         state = process_state()
-    rank, world = int(state.process_index), int(state.num_processes)
     is_main = bool(state.is_main_process)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as held:
+        if is_main:
+            # a second run on this folder would score every case again and lose a run.json record
+            held.enter_context(exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"))
+        return _predict(data, model, out, splits=splits, batch_size=batch_size, limit=limit, progress=progress, state=state)
+
+
+def _predict(
+    data: Any, model: VHModel, out: Path, *, splits: Any, batch_size: int, limit: int | None, progress: bool, state: Any
+) -> Path:
+    from tqdm.auto import tqdm
+
+    from vhx import __version__
+
+    rank, world = int(state.process_index), int(state.num_processes)
+    is_main = bool(state.is_main_process)
     main_file = out / PREDICTIONS_FILE
     parts = load_cases(data, splits)
     name = model.name
