@@ -392,3 +392,64 @@ def test_cli_expand_llm_total_failure_exits_non_zero_and_card_counts_negators(tm
     card = (tmp_path / "exp" / "README.md").read_text(encoding="utf-8")
     n = sum(len(s) for s in __import__("vhx.hub", fromlist=["load_folder"]).load_folder(hub).values())
     assert f"negation (rules(fallback) {n})" in card and "negation (llm:gpt-4o" not in card
+
+
+# -- 6. vhx push without network, or refused -----------------------------------------------------------
+
+
+@pytest.fixture()
+def refusing_hub():
+    """A local 'Hub' that answers every request with HTTP 403 and echoes the Authorization header."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def _refuse(self):
+            body = json.dumps({"error": f"forbidden for {self.headers.get('Authorization')}"}).encode()
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = do_PUT = do_HEAD = _refuse
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.mark.parametrize("where", ["unreachable", "refusing"])
+def test_push_failure_is_one_line_without_the_token(tmp_path, monkeypatch, capsys, refusing_hub, where):
+    import functools
+    import socket
+
+    import huggingface_hub
+
+    from vhx.hub import write_hub_folder
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    secret = "hf_SECRETsecretSECRET98765"
+    monkeypatch.setenv("HF_TOKEN", secret)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    if where == "unreachable":
+        with socket.socket() as s:  # a port nobody listens on
+            s.bind(("127.0.0.1", 0))
+            endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
+    else:
+        endpoint = refusing_hub
+    monkeypatch.setattr("vhx.hub.HfApi", functools.partial(huggingface_hub.HfApi, endpoint=endpoint))
+    folder = write_hub_folder(generate_synthetic(SyntheticConfig(num_images=1, seed=0)), tmp_path / "hub")
+    assert main(["push", str(folder), "me/demo"]) == 2
+    out = capsys.readouterr()
+    err = out.err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("vhx push: error: push to me/demo failed: ")
+    assert ("the Hub answered HTTP 403" in err) if where == "refusing" else ("cannot reach the Hub" in err)
+    assert secret not in out.out + out.err and "Traceback" not in err
