@@ -686,3 +686,29 @@ def test_two_processes_share_the_attacks_under_torchrun(tmp_path) -> None:
 
 def _file(image: dict) -> bytes:
     return image["bytes"] if image["bytes"] is not None else open(image["path"], "rb").read()
+
+
+def test_one_run_per_attack_folder(tmp_path) -> None:
+    """A second store on the same folder is refused, naming the holder; closing (or a kill) frees it; ranks do not contend."""
+    from vhx.locking import LockBusy
+
+    first = adv_expand.AttackStore(tmp_path)
+    with pytest.raises(LockBusy, match=r"attack folder .* in use by another vhx process \(pid \d+"):
+        adv_expand.AttackStore(tmp_path)
+    first.add("k", _png(_texture(4, 4, 1)), {"image_id": "i"})
+    first.close()
+    with adv_expand.AttackStore(tmp_path) as again:
+        assert "k" in again
+        # torchrun ranks lock their own index files
+        with adv_expand.AttackStore(tmp_path, rank=0, world=2), adv_expand.AttackStore(tmp_path, rank=1, world=2):
+            pass
+    # a split run while another process holds the folder fails before attacking anything
+    holder = adv_expand.AttackStore(tmp_path)
+    try:
+        with counted_attacks() as counts, pytest.raises(LockBusy):
+            adversarial_split(make_pairs([("img-a", _texture(40, 60, 3), [False])]), _view("llava"), vh_column="triggers_vh",
+                              out_dir=tmp_path, progress=False, **FAST)  # fmt: skip
+        assert counts["attacks"] == 0
+    finally:
+        holder.close()
+    assert not list((tmp_path / "images").glob("*.tmp"))

@@ -78,6 +78,7 @@ from vhx.adversarial.attack import (
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
 from vhx.jsonl import append_jsonl, read_jsonl
+from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
 from vhx.runtime import default_device
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, loads, pair_id_of
@@ -95,18 +96,39 @@ SCORES_DIR = "scores"
 
 
 class AttackStore:
-    """Finished attacks by key: PNG files + JSON-lines index under ``out_dir``, or in memory."""
+    """Finished attacks by key: PNG files + JSON-lines index under ``out_dir``, or in memory.
+
+    A store on a folder holds an exclusive lock on its own index (``attacks.jsonl.lock``, per rank
+    under torchrun) until :meth:`close` (or the end of its ``with`` block): a second run on the same
+    attack folder is refused with a message naming the holder, instead of both attacking every image
+    and interleaving their index lines. The lock dies with its process, so a killed run never blocks
+    its resume.
+    """
 
     def __init__(self, out_dir: str | os.PathLike | None, *, rank: int = 0, world: int = 1) -> None:
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.records: dict[str, dict[str, Any]] = {}
         self._memory: dict[str, bytes] = {}
         self._index = None
+        self._lock = contextlib.ExitStack()
         if self.out_dir is not None:
             (self.out_dir / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
             name = INDEX_FILE if world == 1 else f"attacks.rank{rank}.jsonl"
             self._index = self.out_dir / name
+            self._lock.enter_context(
+                exclusive_lock(self._index.with_name(name + ".lock"), timeout=0, what=f"the attack folder {self.out_dir}")
+            )
             self.load()
+
+    def close(self) -> None:
+        """Release the folder's lock (the records stay readable)."""
+        self._lock.close()
+
+    def __enter__(self) -> AttackStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def load(self) -> None:
         """(Re)read every index file; lines cut by a crash and entries without their PNG are skipped."""
@@ -133,10 +155,7 @@ class AttackStore:
         if self.out_dir is None:
             self._memory[key] = png
         else:
-            final = self.out_dir / IMAGES_DIR / f"{key}.png"
-            tmp = final.with_suffix(f".png.tmp{os.getpid()}")
-            tmp.write_bytes(png)
-            os.replace(tmp, final)
+            atomic_write_bytes(self.out_dir / IMAGES_DIR / f"{key}.png", png)
             append_jsonl(self._index, [record], fsync=True)
         self.records[key] = record
 
@@ -551,55 +570,55 @@ def adversarial_splits(
 
     out: dict[str, datasets.Dataset] = {}
     for method, config in configs.items():
-        store = AttackStore(out_dir, rank=rank, world=world)
-        keys: dict[tuple[str, str], str] = {}
-        jobs: list[_Job] = []
-        for (image_id, branch), row in first_row.items():
-            settings = {"params": config.params(branch), "model": view.model_id, "view": view.settings}
-            key = attack_key(image_id, branch, settings)
-            keys[(image_id, branch)] = key
-            jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id]))
-        pending = [job for job in jobs if job.key not in store]
-        # Every process must split the same list: none may write a result before all have read the store.
-        state.wait_for_everyone()
-        logger.info(
-            "%s: %d attacks for %d cases (%d done before, %d to run)", method, len(jobs), len(cases), len(jobs) - len(pending), len(pending)
-        )
-        with state.split_between_processes(pending) as mine:
-            run_attacks(
-                view, cases, list(mine), config, store,
-                batch_size=batch_size, amp=amp, progress=progress and state.is_local_main_process,
-                desc=f"{method} ({view.model_id})",
-            )  # fmt: skip
-        state.wait_for_everyone()
-        store.load()
-        missing = [job.key for job in jobs if job.key not in store]
-        if missing:
-            raise VHXError(f"{len(missing)} attacks are missing after the run (first: {missing[0]})")
+        with AttackStore(out_dir, rank=rank, world=world) as store:
+            keys: dict[tuple[str, str], str] = {}
+            jobs: list[_Job] = []
+            for (image_id, branch), row in first_row.items():
+                settings = {"params": config.params(branch), "model": view.model_id, "view": view.settings}
+                key = attack_key(image_id, branch, settings)
+                keys[(image_id, branch)] = key
+                jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id]))
+            pending = [job for job in jobs if job.key not in store]
+            # Every process must split the same list: none may write a result before all have read the store.
+            state.wait_for_everyone()
+            logger.info(
+                "%s: %d attacks for %d cases (%d done before, %d to run)", method, len(jobs), len(cases), len(jobs) - len(pending), len(pending)
+            )
+            with state.split_between_processes(pending) as mine:
+                run_attacks(
+                    view, cases, list(mine), config, store,
+                    batch_size=batch_size, amp=amp, progress=progress and state.is_local_main_process,
+                    desc=f"{method} ({view.model_id})",
+                )  # fmt: skip
+            state.wait_for_everyone()
+            store.load()
+            missing = [job.key for job in jobs if job.key not in store]
+            if missing:
+                raise VHXError(f"{len(missing)} attacks are missing after the run (first: {missing[0]})")
 
-        row_keys = [keys[(image_id, branch)] for image_id, branch in zip(image_ids, branches)]
-        fingerprint = hashlib.sha256(
-            json.dumps([cases._fingerprint, method, view.model_id, row_keys, vh_source, flags]).encode()
-        ).hexdigest()[:32]
-        joined = cases.map(
-            functools.partial(
-                _attach,
-                method=method,
-                model_id=view.model_id,
-                store=store,
-                row_keys=row_keys,
-                row_branches=branches,
-                row_flags=flags,
-                pair_flags=pair_flags,
-                vh_source=vh_source,
-                config=config,
-                view_settings=view.settings,
-            ),
-            batched=True,
-            with_indices=True,
-            features=cases.features,
-            new_fingerprint=fingerprint,
-            desc=f"{method}: attaching adversarial images",
-        )
-        out[method] = joined.cast_column("image", datasets.Image())
+            row_keys = [keys[(image_id, branch)] for image_id, branch in zip(image_ids, branches)]
+            fingerprint = hashlib.sha256(
+                json.dumps([cases._fingerprint, method, view.model_id, row_keys, vh_source, flags]).encode()
+            ).hexdigest()[:32]
+            joined = cases.map(
+                functools.partial(
+                    _attach,
+                    method=method,
+                    model_id=view.model_id,
+                    store=store,
+                    row_keys=row_keys,
+                    row_branches=branches,
+                    row_flags=flags,
+                    pair_flags=pair_flags,
+                    vh_source=vh_source,
+                    config=config,
+                    view_settings=view.settings,
+                ),
+                batched=True,
+                with_indices=True,
+                features=cases.features,
+                new_fingerprint=fingerprint,
+                desc=f"{method}: attaching adversarial images",
+            )
+            out[method] = joined.cast_column("image", datasets.Image())
     return out
