@@ -74,7 +74,8 @@ def load_source(
 
     ``config`` holds the builder's config options (``on_error="skip"``, ``subsets=(...)``, ...).
     The build is always redone (it only indexes files, images are referenced by path), so the skip
-    report describes this run. Without ``cache_dir`` the build's Arrow files go to a temporary
+    report describes this run (its summary is logged at INFO level; print ``report.summary()``
+    to show it). Without ``cache_dir`` the build's Arrow files go to a temporary
     folder removed when the process exits (the returned datasets are memory-mapped from it).
     """
     cls = get_builder_class(source)
@@ -89,5 +90,6 @@ def load_source(
     dsd = builder.as_dataset()
     report = getattr(builder, "skip_report", None)
     if report is not None and len(report):
-        logger.warning("%s: %s", source, report.summary())
+        # logged, not warned: the caller has the report (vhx build prints it; a warning showed it twice)
+        logger.info("%s: %s", source, report.summary())
     return dsd, report

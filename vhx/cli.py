@@ -103,8 +103,9 @@ def build_source(args: argparse.Namespace) -> Any:
         options["allow_outside_paths"] = True
     if args.max_image_pixels is not None:
         options["max_image_pixels"] = args.max_image_pixels
-    # load_source logs the skip summary (as a warning): printing it here too showed it twice
-    dsd, _ = load_source(args.source, args.data_dir, on_error=args.on_error, **options)
+    dsd, report = load_source(args.source, args.data_dir, on_error=args.on_error, **options)
+    if report is not None and len(report):
+        print(report.summary(), file=sys.stderr)
     return dsd
 
 
