@@ -712,3 +712,32 @@ def test_one_run_per_attack_folder(tmp_path) -> None:
     finally:
         holder.close()
     assert not list((tmp_path / "images").glob("*.tmp"))
+
+
+def test_config_names_presets_and_early_errors() -> None:
+    from vhx.adversarial import make_config, preset_options
+
+    with pytest.warns(FutureWarning, match="is now") as caught:
+        config = make_config(steps_min=7, steps_max=3)
+    assert (config.steps_nonvh, config.steps_vh, config.steps_min) == (7, 3, 7)
+    assert sorted(str(w.message) for w in caught) == ["attack option 'steps_max' is now 'steps_vh'", "attack option 'steps_min' is now 'steps_nonvh'"]
+    with pytest.raises(AttackError, match=r"unknown attack option\(s\) \['stepz'\]"):
+        make_config(stepz=1)
+    with pytest.raises(AttackError, match="iterate must be one of"):
+        AttackConfig(iterate="last")
+    # a setting that cannot matter to a branch is not recorded for it
+    params = AttackConfig(method="pgd").params
+    assert "first_step" in params("min") and "first_step" not in params("max") and "init" not in params("min")
+    assert params("min")["first_step"] == "gradient" and AttackConfig().params("min")["first_step"] == "random"
+    assert "stop_similarity" not in AttackConfig(early_stopping=False).params("max")
+    # explicit options override the preset; the preset fills the rest
+    merged = make_config(method="pgd", **{**preset_options("authors", "pgd", "llava"), "step": 0.01})
+    assert merged.step == 0.01 and merged.grad_norm == "none" and merged.iterate == "final"
+    # anyres has no single processor tile: refused before anything is scored or attacked
+    with counted_attacks() as counts, pytest.raises(VHXError, match="resolution='processor' is not defined for llava_next"):
+        adversarial_split(make_pairs([("img-a", _texture(40, 60, 3), [False])]), _view("llava_next"), vh_column="triggers_vh",
+                          resolution="processor", progress=False, **FAST)  # fmt: skip
+    assert counts["attacks"] == 0
+    # the cosine schedule is torch's CosineAnnealingLR, T_max independent of the update count
+    config = AttackConfig(schedule="cosine", step=1.0, eta_min=0.0, cosine_t_max=4)
+    assert [round(step_size(config, t, 5), 6) for t in range(5)] == [1.0, 0.853553, 0.5, 0.146447, 0.0]

@@ -110,6 +110,8 @@ class VisionView(torch.nn.Module):
     family: ClassVar[str | None] = None
     #: The axis of the authors' cosine for this architecture (see :data:`AUTHORS_AXIS`).
     authors_axis: ClassVar[str] = "token"
+    #: Whether :meth:`processor_image` gives one tile to attack (``resolution="processor"``).
+    processor_resolution: ClassVar[bool] = True
 
     def __init__(self, model: Any, image_processor: Any, *, model_id: str | None = None) -> None:
         super().__init__()
@@ -316,6 +318,7 @@ class AnyResView(VisionView):
     """LLaVA-NeXT / OneVision anyres: an overview tile plus the tiles of the best grid pinpoint."""
 
     authors_axis = "feature"
+    processor_resolution = False
 
     def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """``pixel_values`` ``(B, 1 + tiles, 3, tile, tile)`` and ``image_sizes``."""
