@@ -14,7 +14,7 @@ from PIL import Image
 from vhx.models import DEFAULT_PROMPT_TEMPLATE, Prediction, VHModel, load_model
 from vhx.models.hf import HFModel, load_processor, yes_no_token_ids
 from vhx.parsing import majority_vote, parse_yes_no
-from vhx.tiny_models import TINY_ARCHS, build_tiny_model
+from vhx.tiny_models import NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
 
 PROCESSOR_CLASSES = {
     "llava": "LlavaProcessor",
@@ -122,6 +122,27 @@ def test_logits_mode_batched_equals_one_at_a_time(arch, tiny):
         assert b.pred == ("yes" if b.p_yes > 0.5 else "no")
         assert b.pred == s.pred
         assert isinstance(b.raw, str) and b.raw
+
+
+@pytest.mark.parametrize("arch", NESTED_IMAGE_ARCHS)
+def test_processors_taking_images_per_sample_batch_like_one_at_a_time(arch, tiny):
+    # Llama-3.2-Vision (mllama), Gemma-3 and Idefics3 processors read a flat image list as all the
+    # images of the first prompt ("Found [1, 1, 1] <|image|> tokens and [3] images per sample")
+    model = load_model(str(tiny(arch)), mode="logits", batch_size=3)
+    assert model.model.config.model_type == arch
+    mask = _encode_batch(model)["attention_mask"]
+    assert mask.shape[0] == 3 and (mask == 0).any()  # three prompts of different lengths, padded
+    batched = model.predict(IMAGES, QUESTIONS)
+    model.batch_size = 1
+    single = model.predict(IMAGES, QUESTIONS)
+    assert [b.p_yes for b in batched] == pytest.approx([s.p_yes for s in single], abs=1e-4)
+    assert [b.pred for b in batched] == [s.pred for s in single]
+    assert len({round(s.p_yes, 6) for s in single}) == 3  # each case its own answer: no image read twice or dropped
+
+    model = load_model(str(tiny(arch)), mode="generate", batch_size=3, max_new_tokens=4)
+    batched = [p.raw for p in model.predict(IMAGES, QUESTIONS)]
+    model.batch_size = 1
+    assert batched == [p.raw for p in model.predict(IMAGES, QUESTIONS)]
 
 
 @pytest.mark.parametrize("arch", TINY_ARCHS)

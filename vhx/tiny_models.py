@@ -28,6 +28,10 @@ from pathlib import Path
 from typing import Any
 
 TINY_ARCHS: tuple[str, ...] = ("llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl", "qwen2_5_vl")
+#: Families whose processors take one list of images per sample (scoring only: no adversarial view
+#: or prefix sharing yet, so they stay out of :data:`TINY_ARCHS`). SmolVLM and LFM2-VL take the same
+#: path but their processors need torchvision (and SmolVLM's num2words) to be built at all.
+NESTED_IMAGE_ARCHS: tuple[str, ...] = ("mllama", "gemma3", "idefics3")
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
 DEFAULT_SIZES: dict[str, int] = {
@@ -420,6 +424,96 @@ def _build_qwen2_5_vl(path: Path, sizes: dict[str, int]) -> None:
     _build_qwen2_vl(path, sizes, v2_5=True)
 
 
+def _turns_template(open_turn: str, close_turn: str, image_marker: str, assistant: str = "assistant", prefix: str = "") -> str:
+    """A chat template of one family's shape: ``prefix``, then per message ``open_turn`` (with
+    ``{role}``), its image markers and text, ``close_turn``; the generation prompt opens an ``assistant`` turn."""
+    head = open_turn.replace("{role}", "' + message['role'] + '")
+    if assistant != "assistant":
+        head = open_turn.replace("{role}", "' + ('" + assistant + "' if message['role'] == 'assistant' else message['role']) + '")
+    return (
+        "{{ '" + prefix + "' }}{% for message in messages %}{{ '" + head + "' }}"
+        "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' %}{{ '" + image_marker + "' }}{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}{{ '" + close_turn + "' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '" + open_turn.replace("{role}", assistant) + "' }}{% endif %}"
+    )
+
+
+def _build_mllama(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import MllamaConfig, MllamaForConditionalGeneration, MllamaProcessor
+    from transformers.models.mllama.image_processing_pil_mllama import MllamaImageProcessorPil
+
+    template = _turns_template("<|start_header_id|>{role}<|end_header_id|>\\n\\n", "<|eot_id|>", "<|image|>")
+    specials = ["<|image|>", "<|python_tag|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+    tok = build_tokenizer(specials, template, add_bos=True, eos_token="<|eot_id|>", image_token="<|image|>")
+    side, hidden = sizes["image_size"], sizes["vision_hidden"]
+    # Llama-3.2-Vision reads images through cross-attention layers: one self-attention layer, then one of those
+    text = _text_config("mllama_text_model", tok, sizes)
+    text.update(num_hidden_layers=max(2, sizes["layers"]), cross_attention_layers=[max(2, sizes["layers"]) - 1])
+    vision = {
+        "hidden_size": hidden, "intermediate_size": hidden * 2, "num_hidden_layers": sizes["vision_layers"],
+        "num_global_layers": 1, "attention_heads": sizes["heads"], "image_size": side, "patch_size": _patch(sizes),
+        # the projector reads the last layer and these intermediate ones, concatenated
+        "intermediate_layers_indices": [0], "vision_output_dim": hidden * 2,
+        "max_num_tiles": 2, "supported_aspect_ratios": [[1, 1], [1, 2], [2, 1]],
+    }
+    config = MllamaConfig(vision_config=vision, text_config=text, image_token_index=tok.convert_tokens_to_ids("<|image|>"))
+    image_processor = MllamaImageProcessorPil(size={"height": side, "width": side}, max_image_tiles=2)
+    processor = MllamaProcessor(image_processor=image_processor, tokenizer=tok, chat_template=template)
+    _save(MllamaForConditionalGeneration(config), processor, path)
+
+
+def _siglip_vision(sizes: dict[str, int]) -> dict[str, Any]:
+    hidden = sizes["vision_hidden"]
+    return {
+        "model_type": "siglip_vision_model", "hidden_size": hidden, "intermediate_size": hidden * 2,
+        "num_hidden_layers": sizes["vision_layers"], "num_attention_heads": sizes["heads"],
+        "image_size": sizes["image_size"], "patch_size": _patch(sizes),
+    }
+
+
+def _build_gemma3(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor
+    from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
+
+    template = _turns_template("<start_of_turn>{role}\\n", "<end_of_turn>\\n", "<start_of_image>", assistant="model")
+    specials = ["<start_of_image>", "<image_soft_token>", "<end_of_image>", "<start_of_turn>", "<end_of_turn>"]
+    tok = build_tokenizer(specials, template, add_bos=True, eos_token="<end_of_turn>", image_token="<image_soft_token>",
+                          boi_token="<start_of_image>", eoi_token="<end_of_image>")
+    side = sizes["image_size"]
+    # the patch grid is average-pooled 2 x 2 into the image's soft tokens
+    tokens = (sizes["patches"] // 2) ** 2
+    text = _text_config("gemma3_text", tok, sizes, head_dim=sizes["hidden"] // sizes["heads"], sliding_window=64)
+    config = Gemma3Config(
+        vision_config=_siglip_vision(sizes), text_config=text, mm_tokens_per_image=tokens,
+        image_token_index=tok.convert_tokens_to_ids("<image_soft_token>"),
+        boi_token_index=tok.convert_tokens_to_ids("<start_of_image>"), eoi_token_index=tok.convert_tokens_to_ids("<end_of_image>"),
+    )
+    image_processor = Gemma3ImageProcessorPil(size={"height": side, "width": side})
+    processor = Gemma3Processor(image_processor=image_processor, tokenizer=tok, chat_template=template, image_seq_length=tokens)
+    _save(Gemma3ForConditionalGeneration(config), processor, path)
+
+
+def _build_idefics3(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    template = _turns_template("{role}:", "<end_of_utterance>\\n", "<image>", prefix="<|im_start|>")
+    grid = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
+    specials = ["<|im_start|>", "<image>", "<fake_token_around_image>", "<global-img>", "<end_of_utterance>", *grid]
+    tok = build_tokenizer(specials, template, eos_token="<end_of_utterance>", image_token="<image>")
+    side, scale = sizes["image_size"], 2
+    config = Idefics3Config(
+        vision_config={k: v for k, v in _siglip_vision(sizes).items() if k != "model_type"},
+        text_config=_text_config("llama", tok, sizes), scale_factor=scale, image_token_id=tok.convert_tokens_to_ids("<image>"),
+    )
+    # images up to twice the tile side, split into tiles plus the global view: a batch mixes tile counts
+    image_processor = Idefics3ImageProcessorPil(size={"longest_edge": 2 * side}, max_image_size={"longest_edge": side}, do_image_splitting=True)
+    processor = Idefics3Processor(image_processor=image_processor, tokenizer=tok, chat_template=template,
+                                  image_seq_len=sizes["patches"] ** 2 // scale**2)
+    _save(Idefics3ForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -427,6 +521,9 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "instructblip": _build_instructblip,
     "qwen2_vl": _build_qwen2_vl,
     "qwen2_5_vl": _build_qwen2_5_vl,
+    "mllama": _build_mllama,
+    "gemma3": _build_gemma3,
+    "idefics3": _build_idefics3,
 }
 
 
@@ -448,7 +545,7 @@ def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int
     """Build (or reuse from the cache) a tiny random ``arch`` model folder and return its path.
 
     Args:
-        arch: one of :data:`TINY_ARCHS`.
+        arch: one of :data:`TINY_ARCHS` or :data:`NESTED_IMAGE_ARCHS`.
         path: where the folder should be; ``None`` returns the cached folder itself. A given path
             receives a copy of the cached build.
         seed: seed of the random weights (same seed, same weights).
@@ -461,7 +558,7 @@ def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int
     import torch
 
     if arch not in _BUILDERS:
-        raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {TINY_ARCHS}")
+        raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {TINY_ARCHS + NESTED_IMAGE_ARCHS}")
     unknown = set(sizes) - set(DEFAULT_SIZES)
     if unknown:
         raise ValueError(f"unknown size option(s) {sorted(unknown)}; expected some of {sorted(DEFAULT_SIZES)}")

@@ -74,6 +74,9 @@ DEFAULT_MAX_NEW_TOKENS = 16
 
 # Architectures whose processor inserts the image placeholders itself (query tokens before the text).
 _PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2"}
+#: Architectures whose processors take the images as one list per sample: given a flat list they
+#: count every image against the first prompt ("Found [1, 1] <|image|> tokens and [2] images per sample").
+NESTED_IMAGES_TYPES = frozenset({"mllama", "gemma3", "idefics2", "idefics3", "smolvlm", "lfm2_vl"})
 # Space markers of sentencepiece ("▁") and byte-level BPE ("Ġ") vocabularies.
 _SPACE_MARKERS = ("▁", "Ġ", " ")
 
@@ -317,7 +320,8 @@ class HFModel:
         texts = [self.build_prompt(q) for q in questions]
         converted: dict[int, Image.Image] = {}  # one conversion per image object, however many cases share it
         rgb = [converted.setdefault(id(im), im.convert("RGB") if im.mode != "RGB" else im) for im in images]
-        inputs = self.processor(images=rgb, text=texts, padding=True, return_tensors="pt")
+        images_arg: list[Any] = [[im] for im in rgb] if self._model_type in NESTED_IMAGES_TYPES else rgb
+        inputs = self.processor(images=images_arg, text=texts, padding=True, return_tensors="pt")
         qformer_tokenizer = getattr(self.processor, "qformer_tokenizer", None)
         if qformer_tokenizer is not None and "qformer_input_ids" in inputs:
             # InstructBLIP's processor pads the Q-Former text on the LM tokenizer's (left) side, but
