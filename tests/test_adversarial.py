@@ -741,3 +741,24 @@ def test_config_names_presets_and_early_errors() -> None:
     # the cosine schedule is torch's CosineAnnealingLR, T_max independent of the update count
     config = AttackConfig(schedule="cosine", step=1.0, eta_min=0.0, cosine_t_max=4)
     assert [round(step_size(config, t, 5), 6) for t in range(5)] == [1.0, 0.853553, 0.5, 0.146447, 0.0]
+
+
+@pytest.mark.parametrize("arch", ["llava", "instructblip", "qwen2_vl"])
+def test_processor_resolution_is_exactly_the_model_input(arch: str) -> None:
+    """Attacked at the processor's resolution, the view and the model's own processor path agree to float rounding."""
+    view = _view(arch)
+    for h, w in ((40, 60), (70, 33)):
+        pil = Image.fromarray(_texture(h, w, h))
+        tile = view.processor_image(pil)
+        x = torch.from_numpy(tile).permute(2, 0, 1)[None].float() / 255.0
+        with torch.no_grad():
+            ours = view(x)
+        theirs = processor_features(view, view.image_processor, [pil])
+        assert ours.shape == theirs.shape
+        assert float((ours - theirs).abs().max()) <= 1e-5 * float(theirs.abs().max())
+    if arch == "llava":
+        # padding to square first, with the processor's mean colour, as LLaVA-1.5's "pad" does
+        square = view.pad_square_image(Image.fromarray(_texture(20, 44, 5)))
+        assert square.size == (44, 44)
+        mean = tuple(int(m * 255) for m in view.image_processor.image_mean)
+        assert square.getpixel((0, 0)) == mean and square.getpixel((43, 43)) == mean
