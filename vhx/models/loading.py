@@ -8,6 +8,12 @@ specs mean the same thing everywhere:
 * ``vhx-tiny:<arch>``, a tiny random model built locally (:mod:`vhx.tiny_models`), for smoke runs;
 * a local PEFT (LoRA) adapter folder, which loads its base model plus the adapter.
 
+A checkpoint whose model type transformers does not implement but whose repository ships its own
+modelling code (``auto_map`` in its config: original InternVL ``internvl_chat``, MiniCPM-V, Phi-3.5-vision,
+DeepSeek-VL2, CogVLM2, Molmo (v1), Ovis, Qwen-VL (v1), Kimi-VL, mPLUG-Owl3, InternLM-XComposer2) loads only
+with ``trust_remote_code=True`` (``--trust-remote-code``); without it :func:`load_pretrained` stops with
+one line saying so (:func:`check_remote_code`) before anything is downloaded beyond the config.
+
 The processor is ``AutoProcessor``, image-only where torchvision is missing
 (:func:`vhx.models.processors.load_processor`).
 Device placement follows :func:`vhx.runtime.default_device` unless a device or ``device_map`` is given.
@@ -107,6 +113,40 @@ class LoadedModel:
     device: str | None = None
 
 
+_REMOTE_CODE_HINT = "rerun with --trust-remote-code (trust_remote_code=True) if you trust that code"
+
+
+def check_remote_code(path: str, *, trust_remote_code: bool, **hub_kwargs: Any) -> None:
+    """Refuse, in one line, a checkpoint that needs its own modelling code when it is not trusted.
+
+    Needs remote code: a model type transformers does not implement, with an ``auto_map`` in its
+    config. With ``trust_remote_code`` the code must also register ``AutoModelForImageTextToText``,
+    the class vhx loads. Anything else (a config that cannot be read, a native architecture) is left
+    to ``from_pretrained``.
+    """
+    import transformers
+    from transformers import PretrainedConfig
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    try:
+        config, _ = PretrainedConfig.get_config_dict(path, **hub_kwargs)
+    except (OSError, ValueError):
+        return
+    model_type, auto_map = config.get("model_type"), config.get("auto_map") or {}
+    if model_type in CONFIG_MAPPING_NAMES or not auto_map:
+        return
+    if not trust_remote_code:
+        raise VHXError(
+            f"{path}: model type {model_type!r} is not part of transformers {transformers.__version__}; the checkpoint "
+            f"ships its own modelling code, which runs only when allowed: {_REMOTE_CODE_HINT}"
+        )
+    if "AutoModelForImageTextToText" not in auto_map:
+        raise VHXError(
+            f"{path}: its own code registers {', '.join(sorted(auto_map))} but not AutoModelForImageTextToText, "
+            "the class the transformers backend loads, so vhx cannot score it"
+        )
+
+
 def load_pretrained(
     spec: str,
     *,
@@ -155,12 +195,20 @@ def load_pretrained(
         load_kwargs["attn_implementation"] = attn_implementation
     if device_map is not None:
         load_kwargs["device_map"] = device_map
-    # The adapter folder may carry its own processor (e.g. added tokens during fine-tuning).
-    if adapter and _has_processor_files(adapter):
-        processor = load_processor(adapter, trust_remote_code=trust_remote_code)
-    else:
-        processor = load_processor(base, **hub_kwargs)
-    model = AutoModelForImageTextToText.from_pretrained(base, **load_kwargs)
+    check_remote_code(base, **hub_kwargs)
+    try:
+        # The adapter folder may carry its own processor (e.g. added tokens during fine-tuning).
+        if adapter and _has_processor_files(adapter):
+            processor = load_processor(adapter, trust_remote_code=trust_remote_code)
+        else:
+            processor = load_processor(base, **hub_kwargs)
+        model = AutoModelForImageTextToText.from_pretrained(base, **load_kwargs)
+    except ValueError as exc:
+        # transformers' own refusal (a processor or model class from the repository's code) is a
+        # ValueError naming trust_remote_code: one line instead of its traceback
+        if trust_remote_code or "trust_remote_code" not in str(exc):
+            raise
+        raise VHXError(f"{base}: the checkpoint needs its own code ({str(exc).splitlines()[0][:200]}); {_REMOTE_CODE_HINT}") from None
     if adapter:
         model = _apply_adapter(model, adapter, merge=merge_adapter)
     placed: str | None = None
