@@ -351,6 +351,23 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_lmms_eval(args: argparse.Namespace) -> int:
+    """``vhx export-lmms-eval``: an lmms-eval task over a Hub folder."""
+    from vhx.lmms_export import export_lmms_eval_task
+
+    paths = export_lmms_eval_task(_hub_folder(args.folder), args.out, name=args.name,
+                                  splits=args.splits.split(",") if args.splits else None)
+    for kind, path in paths.items():
+        print(f"{kind:<28} {path}")
+    return 0
+
+
+def _hub_folder(folder: str) -> str:
+    if not (Path(folder) / "README.md").is_file():
+        raise VHXError(f"{folder}: not a Hub dataset folder (write one with `vhx build`)")
+    return folder
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``vhx run``: the whole job on the embedded synthetic benchmark, offline."""
     import datasets
@@ -482,6 +499,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n", type=int, default=12, help="cases to show")
     p.add_argument("--seed", type=int, default=0, help="sampling seed")
     p.set_defaults(func=cmd_gallery)
+
+    p = sub.add_parser(
+        "export-lmms-eval",
+        help="write an lmms-eval task (YAML + utils.py) over a Hub folder",
+        description="One lmms-eval task per split of the Hub folder and a group over them, scored with vhx's "
+        "metrics (symmetric accuracy among them). Run with `lmms-eval --include_path DIR --tasks NAME`.",
+    )
+    p.add_argument("folder", help="Hub folder written by `vhx build` / `vhx expand`")
+    p.add_argument("--out", required=True, help="folder for the task files")
+    p.add_argument("--name", help="group name (default vhx_<folder name>); tasks are NAME_<split>")
+    p.add_argument("--splits", help="comma-separated splits (default all)")
+    p.set_defaults(func=cmd_export_lmms_eval)
 
     p = sub.add_parser("info", help="splits, rows, pairs, images and yes-ratio of a Hub folder")
     p.add_argument("folder")
