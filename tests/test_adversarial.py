@@ -762,3 +762,14 @@ def test_processor_resolution_is_exactly_the_model_input(arch: str) -> None:
         assert square.size == (44, 44)
         mean = tuple(int(m * 255) for m in view.image_processor.image_mean)
         assert square.getpixel((0, 0)) == mean and square.getpixel((43, 43)) == mean
+
+
+def test_an_undecodable_image_names_its_case(tmp_path) -> None:
+    from vhx.errors import DataError
+
+    good = _png(_texture(40, 60, 3))
+    pairs = make_pairs([("img-a", _texture(40, 60, 3), [False])])
+    cut = good[: int(len(good) * 0.6)]
+    pairs = pairs.map(lambda row: {"image": {"bytes": cut, "path": None}})
+    with pytest.raises(DataError, match=r"image of case .*img-a-0.* \(image_id img-a\) cannot be decoded"):
+        adversarial_split(pairs, _view("llava"), vh_column="triggers_vh", progress=False, **FAST)

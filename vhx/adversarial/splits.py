@@ -77,6 +77,7 @@ from vhx.adversarial.attack import (
 )
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
+from vhx.images import DECODE_ERRORS, decode_error
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
@@ -301,7 +302,13 @@ def run_attacks(
     bar = tqdm(total=len(jobs), desc=desc, unit="image", disable=not progress)
     try:
         for batch in _batches(jobs, batch_size):
-            loaded = [_load_pixels(cases[job.row]["image"], view, config) for job in batch]
+            loaded = []
+            for job in batch:
+                row = cases[job.row]
+                try:
+                    loaded.append(_load_pixels(row["image"], view, config))
+                except DECODE_ERRORS as exc:
+                    raise decode_error(exc, case_id=row["id"], image_id=job.image_id) from exc
             pixels = np.stack([arr for arr, _ in loaded])
             tensor = torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous()
             clean = processor_features(view, view.image_processor, [pil for _, pil in loaded]) if config.clean == "processor" else None
@@ -568,7 +575,10 @@ def adversarial_splits(
     sizes: dict[str, tuple[int, int]] = {}
     for (image_id, _), row in first_row.items():
         if image_id not in sizes:
-            sizes[image_id] = _image_size(cases[row]["image"])
+            try:
+                sizes[image_id] = _image_size(cases[row]["image"])
+            except DECODE_ERRORS as exc:
+                raise decode_error(exc, case_id=cases[row]["id"], image_id=image_id) from exc
 
     out: dict[str, datasets.Dataset] = {}
     for method, config in configs.items():
