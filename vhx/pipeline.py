@@ -65,7 +65,7 @@ def expand(
         target_model: Hub id, folder or loaded model the attacks target (and, unless
             ``attack_options["vh_column"]`` says which cases trigger VH, the model that scores them).
         attack_options: options of :func:`vhx.adversarial.adversarial_splits` (``eps``, ``step``,
-            ``steps_min``, ``steps_max``, ``similarity``, ``schedule``, ``out_dir`` for resuming, ...).
+            ``preset``, ``steps_nonvh``, ``steps_vh``, ``similarity``, ``schedule``, ``method_options``, ``out_dir`` for resuming, ...).
         on_error: ``"raise"`` stops at the first case the negator cannot negate, naming its row;
             ``"skip"`` drops it (no pair, so no later split holds it) and records why in ``report``.
         report: a :class:`vhx.errors.SkipReport` that collects the skipped cases.
