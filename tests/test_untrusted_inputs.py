@@ -14,6 +14,7 @@ import zlib
 from pathlib import Path
 
 import datasets
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -112,7 +113,10 @@ def test_is_inside_follows_symlinks_only_for_dotdot(tmp_path):
 def _truncated_jpeg(path: Path) -> Path:
     buf = io.BytesIO()
     # noise does not compress: the cut falls inside the scan data, as with a broken download
-    Image.effect_noise((64, 64), 60).convert("RGB").save(buf, "JPEG", quality=90)
+    # fresh noise on every call (PIL's effect_noise repeats across processes): no perturbed file of an
+    # earlier run can match it, so the stage really has to decode it
+    noise = np.random.default_rng().integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(buf, "JPEG", quality=90)
     data = buf.getvalue()
     path.write_bytes(data[: int(len(data) * 0.9)])
     with Image.open(path) as im:
