@@ -294,17 +294,24 @@ class AttackConfig:
 
 def make_config(**options: Any) -> AttackConfig:
     """An :class:`AttackConfig` from keyword options, accepting the old names of :data:`RENAMED`."""
-    for old, new in RENAMED.items():
-        if old in options:
-            warnings.warn(f"attack option {old!r} is now {new!r}", FutureWarning, stacklevel=2)
-            if new in options:
-                raise AttackError(f"give {new!r} or its old name {old!r}, not both")
-            options[new] = options.pop(old)
+    options = renamed(options)
     fields = {f.name for f in dataclasses.fields(AttackConfig)}
     unknown = sorted(set(options) - fields)
     if unknown:
         raise AttackError(f"unknown attack option(s) {unknown}; known: {sorted(fields)}")
     return AttackConfig(**options)
+
+
+def renamed(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the old names of :data:`RENAMED` replaced by the new ones (one FutureWarning each)."""
+    options = dict(options)
+    for old, new in RENAMED.items():
+        if old in options:
+            warnings.warn(f"attack option {old!r} is now {new!r}", FutureWarning, stacklevel=3)
+            if new in options:
+                raise AttackError(f"give {new!r} or its old name {old!r}, not both")
+            options[new] = options.pop(old)
+    return options
 
 
 def preset_options(preset: str, method: str, arch: str | None = None) -> dict[str, Any]:

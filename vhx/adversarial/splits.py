@@ -73,6 +73,7 @@ from vhx.adversarial.attack import (
     attack_batch,
     make_config,
     preset_options,
+    renamed,
     preset_view_options,
 )
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
@@ -533,6 +534,7 @@ def adversarial_splits(
         raise ValueError("batch_size must be >= 1")
     if preset not in PRESETS:
         raise AttackError(f"preset must be one of {PRESETS}, got {preset!r}")
+    attack_options = renamed(attack_options)  # once: both config builds below see the new names
     methods = tuple(ATTACKS) if methods is None else tuple(methods)
     unknown = [m for m in (*methods, *(method_options or {})) if m not in ATTACKS]
     if unknown:
