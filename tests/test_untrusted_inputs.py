@@ -457,3 +457,13 @@ def test_push_failure_is_one_line_without_the_token(tmp_path, monkeypatch, capsy
     assert len(err.splitlines()) == 1 and err.startswith("vhx push: error: push to me/demo failed: ")
     assert ("the Hub answered HTTP 403" in err) if where == "refusing" else ("cannot reach the Hub" in err)
     assert secret not in out.out + out.err and "Traceback" not in err
+
+
+def test_checks_hold_when_another_library_allows_truncated_images(tmp_path, monkeypatch):
+    """lmms-eval sets PIL's LOAD_TRUNCATED_IMAGES at import; vhx's build check and later decodes stay strict."""
+    from PIL import ImageFile
+
+    monkeypatch.setattr(ImageFile, "LOAD_TRUNCATED_IMAGES", True)
+    test_truncated_jpeg_is_refused_at_build(tmp_path / "build")
+    test_decoding_failure_after_the_build_names_the_case(tmp_path / "later")
+    assert ImageFile.LOAD_TRUNCATED_IMAGES is True  # the process's own setting is left as it was

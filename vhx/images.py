@@ -7,12 +7,13 @@ scoring) turn a decoding failure into a :class:`vhx.errors.DataError` naming the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageFile, UnidentifiedImageError
 
 from vhx.errors import DataError
 
@@ -50,6 +51,22 @@ def is_inside(path: str | os.PathLike, roots: Iterable[str | os.PathLike]) -> bo
     return False
 
 
+@contextlib.contextmanager
+def strict_decoding() -> Iterator[None]:
+    """Decode with Pillow's truncation check on, whatever the process set.
+
+    ``PIL.ImageFile.LOAD_TRUNCATED_IMAGES`` is process-wide and other libraries switch it on at
+    import (lmms-eval's ``api/task.py`` does): a truncated file would then decode with grey rows and
+    pass every check. vhx's checks and decodes restore the strict setting while they run.
+    """
+    previous = ImageFile.LOAD_TRUNCATED_IMAGES
+    ImageFile.LOAD_TRUNCATED_IMAGES = False
+    try:
+        yield
+    finally:
+        ImageFile.LOAD_TRUNCATED_IMAGES = previous
+
+
 def image_problem(path: str | os.PathLike, *, max_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS) -> str | None:
     """Why ``path`` is not a usable image, or None when it is.
 
@@ -60,7 +77,7 @@ def image_problem(path: str | os.PathLike, *, max_pixels: int | None = DEFAULT_M
     if not os.path.isfile(path):
         return "image not found"
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), strict_decoding():
             # the size check below is the one that decides; Pillow's warning would only add noise
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path) as im:

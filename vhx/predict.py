@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import datasets
 
 from vhx.errors import DataError, VHXError
-from vhx.images import DECODE_ERRORS, decode_error
+from vhx.images import DECODE_ERRORS, decode_error, strict_decoding
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_text, exclusive_lock
 from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
@@ -276,6 +276,10 @@ class _BatchReader:
         return self._raw[split]
 
     def read(self, batch: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+        with strict_decoding():
+            return self._read(batch)
+
+    def _read(self, batch: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
         decoded: dict[Any, Any] = {}
         cases = []
         for split, row in batch:

@@ -78,7 +78,7 @@ from vhx.adversarial.attack import (
 )
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
-from vhx.images import DECODE_ERRORS, decode_error
+from vhx.images import DECODE_ERRORS, decode_error, strict_decoding
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
@@ -265,7 +265,7 @@ def _open_image(image: Mapping[str, Any]) -> Image.Image:
 
 def _load_pixels(image: Mapping[str, Any], view: Any, config: AttackConfig) -> tuple[np.ndarray, Any]:
     """The 8-bit pixels to attack (H x W x 3) and the PIL image they come from (for a processor-side clean embedding)."""
-    with _open_image(image) as im:
+    with strict_decoding(), _open_image(image) as im:
         pil = im.convert("RGB")
     if config.pad_square:
         pil = view.pad_square_image(pil)

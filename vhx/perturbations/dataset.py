@@ -26,7 +26,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from vhx.errors import DataError
-from vhx.images import DECODE_ERRORS, decode_error
+from vhx.images import DECODE_ERRORS, decode_error, strict_decoding
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PERTURBATIONS, PerturbationError, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of
@@ -89,7 +89,7 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, job
             missing.append((name, params, path))
     if missing:
         try:
-            with Image.open(io.BytesIO(raw)) as source:
+            with strict_decoding(), Image.open(io.BytesIO(raw)) as source:
                 pixels = to_rgb_array(source)
         except DECODE_ERRORS as exc:
             # a file truncated or replaced after the build: say which case, not just "truncated"
