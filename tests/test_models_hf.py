@@ -14,7 +14,7 @@ from PIL import Image
 from vhx.models import DEFAULT_PROMPT_TEMPLATE, Prediction, VHModel, load_model
 from vhx.models.hf import HFModel, load_processor, yes_no_token_ids
 from vhx.parsing import majority_vote, parse_yes_no
-from vhx.tiny_models import NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
+from vhx.tiny_models import MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
 
 PROCESSOR_CLASSES = {
     "llava": "LlavaProcessor",
@@ -23,6 +23,9 @@ PROCESSOR_CLASSES = {
     "instructblip": "InstructBlipProcessor",
     "qwen2_vl": "Qwen2VLProcessor",
     "qwen2_5_vl": "Qwen2_5_VLProcessor",
+    "paligemma": "PaliGemmaProcessor",
+    "internvl": "InternVLProcessor",
+    "qwen3_vl": "Qwen3VLProcessor",
 }
 MODEL_CLASSES = {
     "llava": "LlavaForConditionalGeneration",
@@ -31,6 +34,9 @@ MODEL_CLASSES = {
     "instructblip": "InstructBlipForConditionalGeneration",
     "qwen2_vl": "Qwen2VLForConditionalGeneration",
     "qwen2_5_vl": "Qwen2_5_VLForConditionalGeneration",
+    "paligemma": "PaliGemmaForConditionalGeneration",
+    "internvl": "InternVLForConditionalGeneration",
+    "qwen3_vl": "Qwen3VLForConditionalGeneration",
 }
 
 # Different sizes and aspect ratios (anyres tiling, Qwen2-VL's dynamic resolution) and questions of
@@ -62,7 +68,7 @@ def tiny(tiny_cache: Path):
     return get
 
 
-@pytest.mark.parametrize("arch", TINY_ARCHS)
+@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS)
 def test_tiny_model_round_trips_through_auto_classes(arch, tiny):
     from transformers import AutoModelForImageTextToText
 
@@ -102,7 +108,7 @@ def _encode_batch(model: HFModel) -> dict:
     return model._encode(IMAGES, QUESTIONS)
 
 
-@pytest.mark.parametrize("arch", TINY_ARCHS)
+@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS)
 def test_logits_mode_batched_equals_one_at_a_time(arch, tiny):
     model = load_model(str(tiny(arch)), mode="logits", batch_size=3)
     assert isinstance(model, VHModel)
@@ -145,7 +151,7 @@ def test_processors_taking_images_per_sample_batch_like_one_at_a_time(arch, tiny
     assert batched == [p.raw for p in model.predict(IMAGES, QUESTIONS)]
 
 
-@pytest.mark.parametrize("arch", TINY_ARCHS)
+@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS)
 def test_generate_mode_greedy_is_deterministic_and_batch_invariant(arch, tiny):
     model = load_model(str(tiny(arch)), mode="generate", batch_size=3)
     first = model.predict(IMAGES, QUESTIONS)

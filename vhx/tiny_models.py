@@ -32,6 +32,8 @@ TINY_ARCHS: tuple[str, ...] = ("llava", "llava_next", "llava_onevision", "instru
 #: or prefix sharing yet, so they stay out of :data:`TINY_ARCHS`). SmolVLM and LFM2-VL take the same
 #: path but their processors need torchvision (and SmolVLM's num2words) to be built at all.
 NESTED_IMAGE_ARCHS: tuple[str, ...] = ("mllama", "gemma3", "idefics3")
+#: Further families scored and attacked, whose processors take a flat list of images.
+MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
 DEFAULT_SIZES: dict[str, int] = {
@@ -514,6 +516,87 @@ def _build_idefics3(path: Path, sizes: dict[str, int]) -> None:
     _save(Idefics3ForConditionalGeneration(config), processor, path)
 
 
+def _build_paligemma(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import PaliGemmaConfig, PaliGemmaForConditionalGeneration, PaliGemmaProcessor
+    from transformers.models.siglip.image_processing_pil_siglip import SiglipImageProcessorPil
+
+    # PaliGemma has no chat template: "<image>"s, then <bos> + prompt + "\n" (its processor adds those)
+    tok = build_tokenizer(["<image>"], None, eos_token="</s>", image_token="<image>")
+    side, tokens = sizes["image_size"], sizes["patches"] ** 2
+    text = _text_config("gemma", tok, sizes, head_dim=sizes["hidden"] // sizes["heads"])
+    config = PaliGemmaConfig(
+        vision_config={**_siglip_vision(sizes), "projection_dim": sizes["hidden"]}, text_config=text,
+        image_token_index=tok.convert_tokens_to_ids("<image>"), projection_dim=sizes["hidden"], hidden_size=sizes["hidden"],
+    )
+    config.text_config.num_image_tokens = tokens
+    image_processor = SiglipImageProcessorPil(size={"height": side, "width": side}, image_seq_length=tokens)
+    processor = PaliGemmaProcessor(image_processor=image_processor, tokenizer=tok)
+    _save(PaliGemmaForConditionalGeneration(config), processor, path)
+
+
+def _build_internvl(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    # the chat template writes one <IMG_CONTEXT>; the processor expands it to <img> + tokens per tile + </img>
+    template = _chatml_template("<IMG_CONTEXT>\n", None)
+    specials = ["<|im_start|>", "<|im_end|>", "<img>", "</img>", "<IMG_CONTEXT>", "<video>"]
+    tok = build_tokenizer(specials, template, eos_token="<|im_end|>", start_image_token="<img>", end_image_token="</img>",
+                          context_image_token="<IMG_CONTEXT>", video_token="<video>")
+    side, patch, hidden = sizes["image_size"], _patch(sizes), sizes["vision_hidden"]
+    # the patch grid is pixel-shuffled 2 x 2 into the tile's tokens
+    tokens = (sizes["patches"] // 2) ** 2
+    vision = {
+        "hidden_size": hidden, "intermediate_size": hidden * 2, "num_hidden_layers": sizes["vision_layers"],
+        "num_attention_heads": sizes["heads"], "image_size": [side, side], "patch_size": [patch, patch],
+    }
+    config = InternVLConfig(
+        vision_config=vision, text_config=_text_config("qwen2", tok, sizes), image_seq_length=tokens,
+        image_token_id=tok.convert_tokens_to_ids("<IMG_CONTEXT>"),
+    )
+    # up to 4 tiles plus the thumbnail: images of other shapes give other tile grids
+    image_processor = GotOcr2ImageProcessorPil(size={"height": side, "width": side}, max_patches=4)
+    processor = _image_only(InternVLProcessor)(image_processor=image_processor, tokenizer=tok, image_seq_length=tokens,
+                                               chat_template=template)
+    _save(InternVLForConditionalGeneration(config), processor, path)
+
+
+def _build_qwen3_vl(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    specials = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+    template = _chatml_template("<|vision_start|><|image_pad|><|vision_end|>", None)
+    tok = build_tokenizer(specials, template, eos_token="<|im_end|>", image_token="<|image_pad|>", video_token="<|video_pad|>",
+                          vision_start_token="<|vision_start|>", vision_end_token="<|vision_end|>")
+    side, hidden, patch, merge = sizes["image_size"], sizes["hidden"], _patch(sizes), 2
+    head_dim = hidden // sizes["heads"]
+    half = head_dim // 2
+    section = [half - 2 * (half // 3), half // 3, half // 3]
+    vision = {
+        "depth": max(2, sizes["vision_layers"]), "hidden_size": sizes["vision_hidden"], "intermediate_size": sizes["vision_hidden"] * 2,
+        "num_heads": sizes["heads"], "patch_size": patch, "spatial_merge_size": merge, "temporal_patch_size": 2,
+        "out_hidden_size": hidden, "num_position_embeddings": sizes["patches"] ** 2,
+        # DeepStack: the merged output of this block is added to the LLM's first hidden states too
+        "deepstack_visual_indexes": [0],
+    }
+    rope = {"rope_type": "default", "mrope_section": section, "rope_theta": 10000.0, "mrope_interleaved": True}
+    config = Qwen3VLConfig(
+        vision_config=vision,
+        text_config=_text_config("qwen3_vl_text", tok, sizes, head_dim=head_dim, rope_parameters=rope),
+        image_token_id=tok.convert_tokens_to_ids("<|image_pad|>"),
+        video_token_id=tok.convert_tokens_to_ids("<|video_pad|>"),
+        vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
+        vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"),
+    )
+    image_processor = Qwen2VLImageProcessorPil(
+        size={"shortest_edge": (patch * merge) ** 2, "longest_edge": side * side * 2},
+        patch_size=patch, merge_size=merge, temporal_patch_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3,
+    )
+    processor = _image_only(Qwen3VLProcessor)(image_processor=image_processor, tokenizer=tok, chat_template=template)
+    _save(Qwen3VLForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -524,6 +607,9 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "mllama": _build_mllama,
     "gemma3": _build_gemma3,
     "idefics3": _build_idefics3,
+    "paligemma": _build_paligemma,
+    "internvl": _build_internvl,
+    "qwen3_vl": _build_qwen3_vl,
 }
 
 
@@ -558,7 +644,7 @@ def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int
     import torch
 
     if arch not in _BUILDERS:
-        raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {TINY_ARCHS + NESTED_IMAGE_ARCHS}")
+        raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {TINY_ARCHS + NESTED_IMAGE_ARCHS + MORE_ARCHS}")
     unknown = set(sizes) - set(DEFAULT_SIZES)
     if unknown:
         raise ValueError(f"unknown size option(s) {sorted(unknown)}; expected some of {sorted(DEFAULT_SIZES)}")

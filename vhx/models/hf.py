@@ -74,6 +74,9 @@ DEFAULT_MAX_NEW_TOKENS = 16
 
 # Architectures whose processor inserts the image placeholders itself (query tokens before the text).
 _PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2"}
+# What separates the image placeholder from the prompt in families without a chat template:
+# PaliGemma's processor itself puts <bos> right after the last image token, so no newline there.
+_IMAGE_SEPARATOR = {"paligemma": ""}
 #: Architectures whose processors take the images as one list per sample: given a flat list they
 #: count every image against the first prompt ("Found [1, 1] <|image|> tokens and [2] images per sample").
 NESTED_IMAGES_TYPES = frozenset({"mllama", "gemma3", "idefics2", "idefics3", "smolvlm", "lfm2_vl"})
@@ -313,7 +316,8 @@ class HFModel:
             text = f"{self.system_prompt}\n{text}"
         image_token = getattr(self.processor, "image_token", None)
         if self._model_type not in _PROCESSOR_INSERTS_IMAGE and isinstance(image_token, str) and image_token not in text:
-            text = f"{image_token}\n{text}"
+            separator = _IMAGE_SEPARATOR.get(self._model_type, "\n")
+            text = f"{image_token}{separator}{text}"
         return text
 
     def _encode(self, images: Sequence[Image.Image], questions: Sequence[str]) -> Any:
@@ -322,6 +326,8 @@ class HFModel:
         rgb = [converted.setdefault(id(im), im.convert("RGB") if im.mode != "RGB" else im) for im in images]
         images_arg: list[Any] = [[im] for im in rgb] if self._model_type in NESTED_IMAGES_TYPES else rgb
         inputs = self.processor(images=images_arg, text=texts, padding=True, return_tensors="pt")
+        # PaliGemma's processor adds training labels (a loss nobody reads); its token_type_ids stay
+        inputs.pop("labels", None)
         qformer_tokenizer = getattr(self.processor, "qformer_tokenizer", None)
         if qformer_tokenizer is not None and "qformer_input_ids" in inputs:
             # InstructBLIP's processor pads the Q-Former text on the LM tokenizer's (left) side, but
