@@ -38,8 +38,12 @@ from vhx.adversarial import (
     AttackConfig,
     AttackError,
     InstructBlipView,
+    InternVLView,
     LlavaView,
+    MllamaView,
     Qwen2VLView,
+    Qwen3VLView,
+    SiglipTileView,
     VisionView,
     adversarial_split,
     attack_batch,
@@ -59,9 +63,10 @@ from vhx.jsonl import read_jsonl
 from vhx.models.base import Prediction
 from vhx.models.hf import load_processor
 from vhx.schema import FEATURES, loads, make_case, validate_dataset
-from vhx.tiny_models import TINY_ARCHS, build_tiny_model
+from vhx.tiny_models import MORE_ARCHS, TINY_ARCHS, build_tiny_model
 
-ARCHS = [a for a in TINY_ARCHS]
+# every tiny architecture with a view
+ARCHS = [*TINY_ARCHS, "mllama", "gemma3", *MORE_ARCHS]
 
 
 # ----------------------------------------------------------------------------------- fixtures
@@ -171,7 +176,7 @@ def test_view_matches_processor_and_model_features(arch: str) -> None:
         # the model inputs themselves: within PIL's 8-bit rounding of the resized image, except a
         # few saturated pixels where Pillow ran its two resize passes in the other order
         ours_in = view.preprocess(x)["pixel_values"]
-        ref_in = processor.image_processor(pil, return_tensors="pt")["pixel_values"]
+        ref_in = processor.image_processor(pil, return_tensors="pt", **view.image_processor_kwargs)["pixel_values"]
         diff = (ours_in - ref_in.reshape(ours_in.shape)).abs()
         assert (diff > 0.02).float().mean().item() < 0.005
         assert diff.max().item() < 0.12
@@ -405,11 +410,15 @@ def test_registries_of_attacks_and_views() -> None:
     assert all(issubclass(cls, Attack) and cls.name == name for name, cls in ATTACKS.items())
     assert VIEWS["llava"] is LlavaView and VIEWS["llava_next"] is VIEWS["llava_onevision"] is AnyResView
     assert VIEWS["instructblip"] is InstructBlipView and VIEWS["qwen2_vl"] is VIEWS["qwen2_5_vl"] is Qwen2VLView
-    assert adv_views.ARCHS == ("llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl")
+    assert VIEWS["gemma3"] is VIEWS["paligemma"] is SiglipTileView and VIEWS["internvl"] is InternVLView
+    assert VIEWS["qwen3_vl"] is Qwen3VLView and VIEWS["mllama"] is MllamaView
+    assert adv_views.ARCHS[:5] == ("llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl")
+    assert {"mllama", "gemma3", "paligemma", "internvl", "qwen3_vl"} <= set(adv_views.ARCHS)
     for arch in ARCHS:
         view = _view(arch)
         assert isinstance(view, VisionView) and type(view) is VIEWS[arch]
         assert view.arch == ("qwen2_vl" if arch == "qwen2_5_vl" else arch) == view.settings["arch"]
+        assert view.arch in adv_views.ARCHS
     # a view class refuses a model of another architecture, the base class every model
     llava = _view("llava")
     with pytest.raises(VHXError, match="LlavaView"):
@@ -743,7 +752,7 @@ def test_config_names_presets_and_early_errors() -> None:
     assert [round(step_size(config, t, 5), 6) for t in range(5)] == [1.0, 0.853553, 0.5, 0.146447, 0.0]
 
 
-@pytest.mark.parametrize("arch", ["llava", "instructblip", "qwen2_vl"])
+@pytest.mark.parametrize("arch", ["llava", "instructblip", "qwen2_vl", "gemma3", "paligemma", "qwen3_vl"])
 def test_processor_resolution_is_exactly_the_model_input(arch: str) -> None:
     """Attacked at the processor's resolution, the view and the model's own processor path agree to float rounding."""
     view = _view(arch)

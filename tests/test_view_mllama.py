@@ -1,4 +1,4 @@
-"""The differentiable Llama-3.2-Vision view (:class:`vhx.adversarial.views_mllama.MllamaView`) on a tiny model.
+"""The differentiable Llama-3.2-Vision view (:class:`vhx.adversarial.views.MllamaView`) on a tiny model.
 
 Tiny model: 28 px tiles of 7 px patches (16 patches + CLS = 17 tokens a tile), max_image_tiles 2,
 bilinear resize. Measured against the model's own PIL processor + vision model + projector (images
@@ -23,10 +23,9 @@ import pytest
 import torch
 from PIL import Image
 
-import vhx.adversarial.views_mllama  # noqa: F401  (registers the view)
 from vhx.adversarial import VIEWS, AttackConfig, attack_batch, load_view, processor_features
 from vhx.adversarial.views import AUTHORS_AXIS
-from vhx.adversarial.views_mllama import MllamaView
+from vhx.adversarial.views import MllamaView
 from vhx.errors import VHXError
 from vhx.models.hf import load_processor
 from vhx.tiny_models import build_tiny_model

@@ -475,6 +475,7 @@ def _siglip_vision(sizes: dict[str, int]) -> dict[str, Any]:
 
 
 def _build_gemma3(path: Path, sizes: dict[str, int]) -> None:
+    import torch
     from transformers import Gemma3Config, Gemma3ForConditionalGeneration, Gemma3Processor
     from transformers.models.gemma3.image_processing_pil_gemma3 import Gemma3ImageProcessorPil
 
@@ -493,7 +494,11 @@ def _build_gemma3(path: Path, sizes: dict[str, int]) -> None:
     )
     image_processor = Gemma3ImageProcessorPil(size={"height": side, "width": side})
     processor = Gemma3Processor(image_processor=image_processor, tokenizer=tok, chat_template=template, image_seq_length=tokens)
-    _save(Gemma3ForConditionalGeneration(config), processor, path)
+    model = Gemma3ForConditionalGeneration(config)
+    # transformers initialises the image projection to zeros: every image would give the same tokens
+    projection = model.model.multi_modal_projector.mm_input_projection_weight
+    torch.nn.init.normal_(projection, std=sizes["vision_hidden"] ** -0.5)
+    _save(model, processor, path)
 
 
 def _build_idefics3(path: Path, sizes: dict[str, int]) -> None:

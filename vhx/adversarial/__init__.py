@@ -3,8 +3,10 @@
 * :mod:`vhx.adversarial.views`: :class:`VisionView`, a differentiable map from pixels in [0, 1] at
   the original image size to the projected visual tokens the language model receives, matching the
   model's own processor path; one subclass per architecture family (:class:`LlavaView`,
-  :class:`AnyResView` for LLaVA-NeXT / OneVision, :class:`InstructBlipView`, :class:`Qwen2VLView`)
-  in the :data:`VIEWS` registry (:func:`register_view`), keyed by ``config.model_type``.
+  :class:`AnyResView` for LLaVA-NeXT / OneVision, :class:`InstructBlipView`, :class:`Qwen2VLView`,
+  :class:`Qwen3VLView`, :class:`SiglipTileView` for Gemma-3 / PaliGemma, :class:`InternVLView`,
+  :class:`MllamaView` for Llama-3.2-Vision's cross-attention states, :class:`Idefics3View` for
+  Idefics3 / SmolVLM) in the :data:`VIEWS` registry (:func:`register_view`), keyed by ``config.model_type``.
 * :mod:`vhx.adversarial.processing`: the torch versions of the image processors' steps it replays.
 * :mod:`vhx.adversarial.attack`: :class:`AttackConfig` and :func:`attack_batch`, the batched
   attack with both branches (minimise / maximise the similarity), quantised 8-bit output; one
@@ -54,8 +56,12 @@ from vhx.adversarial.views import (
     VIEWS,
     AnyResView,
     InstructBlipView,
+    InternVLView,
     LlavaView,
+    MllamaView,
     Qwen2VLView,
+    Qwen3VLView,
+    SiglipTileView,
     VisionView,
     load_view,
     processor_features,
@@ -76,24 +82,28 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ARCHS",
     "ATTACKS",
-    "BRANCHES",
-    "IFGSM",
-    "METHODS",
-    "PGD",
-    "PRESETS",
-    "SCHEDULES",
-    "SIMILARITIES",
-    "TARGETS",
-    "VIEWS",
     "AnyResView",
     "Attack",
     "AttackConfig",
     "AttackError",
     "AttackResult",
     "AttackStore",
+    "BRANCHES",
+    "IFGSM",
     "InstructBlipView",
+    "InternVLView",
     "LlavaView",
+    "METHODS",
+    "MllamaView",
+    "PGD",
+    "PRESETS",
     "Qwen2VLView",
+    "Qwen3VLView",
+    "SCHEDULES",
+    "SIMILARITIES",
+    "SiglipTileView",
+    "TARGETS",
+    "VIEWS",
     "VisionView",
     "adversarial_split",
     "adversarial_splits",

@@ -562,8 +562,8 @@ def adversarial_splits(
         )
         for method in methods
     }
-    if any(c.resolution == "processor" for c in configs.values()) and not getattr(view, "processor_resolution", True):
-        view.processor_image(None)  # raises the view's own explanation, before any scoring or attack
+    if any(c.resolution == "processor" for c in configs.values()):
+        view.check_processor_resolution()  # before any scoring or attack
     flags, vh_source = row_triggers(
         pairs, vh_column=vh_column, scorer=scorer, out_dir=out_dir, batch_size=batch_size, progress=progress
     )

@@ -5,13 +5,16 @@ size, to the projected visual tokens ``(B, N, D)`` that the model's language mod
 them. The model's own image processor is replayed with torch operations, so gradients reach the
 pixels; the model's own ``get_image_features`` then runs unchanged (vision tower, feature layer and
 select strategy from the config, connector; anyres packing and newline tokens for NeXT/OneVision;
-the Q-Former for InstructBLIP; the merger for Qwen2-VL).
+the Q-Former for InstructBLIP; the merger for Qwen2-VL; the pooling projector for Gemma-3; the
+pixel shuffle for InternVL and Idefics3). Llama-3.2-Vision, a cross-attention model, has no visual
+tokens in the LLM's sequence: its view returns the projected vision states the cross-attention
+layers read (see :class:`MllamaView`).
 
 One subclass per architecture family, registered in :data:`VIEWS` by ``config.model_type``
 (:func:`register_view`); :func:`view_from_model` and :func:`load_view` pick the class from there.
 
 ===================  ========================================================================
-architecture (view)  preprocessing replayed in torch (then ``model.get_image_features``)
+architecture (view)  preprocessing replayed in torch (then the model's feature path)
 ===================  ========================================================================
 llava                [pad to square with the mean colour if the processor does] -> resize
 (LlavaView)          (shortest edge) -> center crop -> rescale -> normalise
@@ -23,6 +26,17 @@ instructblip         resize to (height, width) -> rescale -> normalise; the Q-Fo
 qwen2_vl,            ``smart_resize`` -> resize -> rescale -> normalise -> the processor's patch
 qwen2_5_vl           flattening (temporal patch = the image repeated), grid ``(1, h, w)``
 (Qwen2VLView)
+qwen3_vl             as Qwen2-VL; the output is the merged tokens followed by the DeepStack
+(Qwen3VLView)        tokens (both reach the language model)
+gemma3, paligemma    resize to (height, width) -> rescale -> normalise (one SigLIP tile; Gemma-3's
+(SiglipTileView)     pan-and-scan refused)
+internvl             the tile grid (1..max_patches) closest to the aspect ratio, resize to it,
+(InternVLView)       row-major tiles, plus a thumbnail tile when there are several
+mllama               best tiled canvas, aspect-preserving resize, zero pad bottom/right, tiles,
+(MllamaView)         zero tiles up to max_image_tiles; output: the *cross-attention states*
+                     (``multi_modal_projector`` of the vision output, real tiles only)
+idefics3, smolvlm    longest-edge resize, resize to multiples of the tile side, row-major tiles
+(Idefics3View)       plus the global image; ``pixel_attention_mask``
 ===================  ========================================================================
 
 Resizing replays PIL's filters in torch (:func:`vhx.adversarial.processing.resize`). Measured on
@@ -112,6 +126,9 @@ class VisionView(torch.nn.Module):
     authors_axis: ClassVar[str] = "token"
     #: Whether :meth:`processor_image` gives one tile to attack (``resolution="processor"``).
     processor_resolution: ClassVar[bool] = True
+    #: The model inputs ``get_image_features`` takes (None: every input the view or processor made);
+    #: image processors also return bookkeeping (Gemma-3's ``num_crops``, InternVL's ``num_patches``).
+    feature_inputs: ClassVar[tuple[str, ...] | None] = None
 
     def __init__(self, model: Any, image_processor: Any, *, model_id: str | None = None) -> None:
         super().__init__()
@@ -131,6 +148,9 @@ class VisionView(torch.nn.Module):
         self._mean = tuple(float(m) for m in np.broadcast_to(np.asarray(mean, dtype=np.float64), (3,))) if mean is not None else None
         self._std = tuple(float(s) for s in np.broadcast_to(np.asarray(std, dtype=np.float64), (3,))) if std is not None else None
         self.target = "connector"
+        #: Options the model's multimodal processor passes to its image processor (InternVL's
+        #: ``crop_to_patches``): the reference path (:func:`processor_features`) passes them too.
+        self.image_processor_kwargs: dict[str, Any] = {}
         self.settings: dict[str, Any] = {"arch": self.arch, "resample": self.mode, "target": self.target}
 
     @classmethod
@@ -158,6 +178,14 @@ class VisionView(torch.nn.Module):
         return self
 
     # ------------------------------------------------------------------------------- the processor's image
+    def check_processor_resolution(self) -> None:
+        """Raise a :class:`VHXError` unless :meth:`processor_image` gives the one tile the model sees."""
+        if not self.processor_resolution:
+            raise VHXError(
+                f"resolution='processor' is not defined for {self.arch}: its processor cuts the image into several "
+                "tiles at the image's own size (there is no single processor tile to attack); use resolution='image'"
+            )
+
     def pad_square_image(self, image: Any) -> Any:
         """A PIL ``image`` centred on a square canvas of the processor's mean colour (LLaVA's ``expand2square``)."""
         from PIL import Image
@@ -181,7 +209,9 @@ class VisionView(torch.nn.Module):
         Obtained from the image processor itself, with rescaling and normalisation switched off.
         """
         rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
-        out = self.image_processor(rgb, do_rescale=False, do_normalize=False, return_tensors="np")["pixel_values"]
+        out = self.image_processor(
+            rgb, do_rescale=False, do_normalize=False, return_tensors="np", **self.image_processor_kwargs
+        )["pixel_values"]
         arr = np.asarray(out)
         if arr.ndim != 4 or arr.shape[0] != 1 or arr.shape[1] != 3:
             raise VHXError(f"{type(self).__name__}: the processor does not give one image tile (got {arr.shape}); use resolution='image'")
@@ -239,6 +269,8 @@ class VisionView(torch.nn.Module):
         :meth:`encoder_features` when the target is ``"encoder"``."""
         if self.target == "encoder":
             return self.encoder_features(inputs)
+        if self.feature_inputs is not None:
+            inputs = {k: inputs[k] for k in self.feature_inputs if k in inputs}
         return image_features(self.model, inputs)
 
     def encoder_features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
@@ -304,8 +336,7 @@ class LlavaView(VisionView):
         """The vision tower's selected layer (``vision_feature_layer``, CLS dropped for the "default"
         strategy), before the projector: what ``get_image_features`` feeds the projector."""
         config = self.model.config
-        tower = getattr(self.model, "vision_tower", None) or self.model.model.vision_tower
-        hidden = tower(inputs["pixel_values"], output_hidden_states=True, return_dict=True).hidden_states
+        hidden = _vision_tower(self.model)(inputs["pixel_values"], output_hidden_states=True, return_dict=True).hidden_states
         layers = config.vision_feature_layer
         picked = [hidden[i] for i in (layers if isinstance(layers, (list, tuple)) else [layers])]
         if config.vision_feature_select_strategy == "default":
@@ -352,10 +383,8 @@ class AnyResView(VisionView):
 
     def processor_image(self, image: Any) -> np.ndarray:
         """Not defined: anyres tiles the image at its own size (attack it with resolution='image')."""
-        raise VHXError(
-            f"resolution='processor' is not defined for {self.arch}: anyres models tile the image at its own size "
-            "(there is no single processor tile to attack); use resolution='image'"
-        )
+        self.check_processor_resolution()
+        return super().processor_image(image)
 
 
 @register_view("instructblip")
@@ -451,6 +480,243 @@ class Qwen2VLView(VisionView):
         return np.asarray(rgb, dtype=np.uint8).copy()
 
 
+@register_view("qwen3_vl", "qwen3_vl_moe")
+class Qwen3VLView(Qwen2VLView):
+    """Qwen3-VL: Qwen2-VL's processor and patch layout (16-pixel patches), plus DeepStack tokens.
+
+    Qwen3-VL's vision tower gives the merged visual tokens and, from some intermediate blocks, the
+    DeepStack features: tokens of the same shape that are added to the LLM's first hidden states at
+    the image positions. Both reach the language model, so the view returns them all, concatenated
+    along the token axis: ``(B, N * (1 + len(deepstack_visual_indexes)), D)``.
+    """
+
+    family = "qwen3_vl"
+    feature_inputs = ("pixel_values", "image_grid_thw")
+
+    def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The merged visual tokens followed by each DeepStack level's tokens (``target="encoder"``: undefined)."""
+        if self.target == "encoder":
+            return self.encoder_features(inputs)
+        out = self.model.get_image_features(pixel_values=inputs["pixel_values"], image_grid_thw=inputs["image_grid_thw"])
+        levels = [out.pooler_output, *(getattr(out, "deepstack_features", None) or [])]
+        return torch.cat([_stacked(level) for level in levels], dim=1)
+
+
+@register_view("gemma3", "paligemma")
+class SiglipTileView(VisionView):
+    """Gemma-3 and PaliGemma: one SigLIP tile, resize to (height, width) -> rescale -> normalise.
+
+    The connector differs (Gemma-3 average-pools the patch grid to ``mm_tokens_per_image`` tokens
+    before its projection; PaliGemma projects every patch and scales by the text width), but both
+    are the model's own ``get_image_features``. Gemma-3's optional pan-and-scan crops are not
+    replayed: a processor with ``do_pan_and_scan`` on is refused.
+    """
+
+    feature_inputs = ("pixel_values",)
+
+    def __init__(self, model: Any, image_processor: Any, *, model_id: str | None = None) -> None:
+        super().__init__(model, image_processor, model_id=model_id)
+        if getattr(image_processor, "do_pan_and_scan", False):
+            raise VHXError(f"{self.arch}: pan-and-scan crops are not replayed by the view; load the processor with do_pan_and_scan=False")
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` of the single tile."""
+        return {"pixel_values": self.process_tile(x)}
+
+    def encoder_features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The SigLIP tower's last hidden state (every patch), before the connector."""
+        return _vision_tower(self.model)(pixel_values=inputs["pixel_values"], return_dict=True).last_hidden_state
+
+
+@register_view("internvl")
+class InternVLView(VisionView):
+    """InternVL (the transformers port, ``*-hf`` checkpoints): dynamic tiles plus a thumbnail.
+
+    ``InternVLProcessor`` calls its image processor with ``crop_to_patches=True``: the image is
+    resized to the grid of 1..``max_patches`` tiles closest to its aspect ratio, cut row-major into
+    tiles, and a thumbnail (the whole image at one tile) follows when there is more than one tile.
+    Each tile goes through the vision tower, the 2 x 2 pixel shuffle and the projector on its own;
+    the view returns the tokens of all tiles of an image in that order, ``(B, tiles * N, D)``.
+    """
+
+    processor_resolution = False
+    feature_inputs = ("pixel_values",)
+
+    def __init__(self, model: Any, image_processor: Any, *, model_id: str | None = None, crop_to_patches: bool | None = None) -> None:
+        super().__init__(model, image_processor, model_id=model_id)
+        crop = bool(getattr(image_processor, "crop_to_patches", False)) if crop_to_patches is None else crop_to_patches
+        self.image_processor_kwargs = {"crop_to_patches": crop}
+        self.settings.update(crop_to_patches=crop, min_patches=int(image_processor.min_patches), max_patches=int(image_processor.max_patches))
+
+    @classmethod
+    def from_processor(cls, model: Any, processor: Any, *, model_id: str | None = None, qformer_instruction: str = "") -> VisionView:
+        """A view with ``processor``'s image processor, tiling as the processor asks it to."""
+        image_processor = getattr(processor, "image_processor", processor)
+        crop = getattr(type(processor), "images_kwargs", {}).get("crop_to_patches") if processor is not image_processor else None
+        return cls(model, image_processor, model_id=model_id, crop_to_patches=crop)
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` ``(B * tiles, 3, tile, tile)``, each image's tiles then its thumbnail."""
+        from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import get_optimal_tiled_canvas
+
+        ip = self.image_processor
+        size = size_dict(ip.size)
+        tile_h, tile_w = int(size["height"]), int(size["width"])
+        batch, height, width = x.shape[0], x.shape[-2], x.shape[-1]
+        if self.image_processor_kwargs["crop_to_patches"] and int(ip.max_patches) > 1:
+            cols, rows = get_optimal_tiled_canvas((height, width), (tile_h, tile_w), int(ip.min_patches), int(ip.max_patches))
+            grid = resize(x, (tile_h * rows, tile_w * cols), self.mode)
+            tiles = grid.reshape(batch, 3, rows, tile_h, cols, tile_w).permute(0, 2, 4, 1, 3, 5)
+            tiles = tiles.reshape(batch, rows * cols, 3, tile_h, tile_w)
+            if rows * cols > 1:
+                thumbnail = resize(x, (tile_h, tile_w), self.mode)
+                tiles = torch.cat([tiles, thumbnail.unsqueeze(1)], dim=1)
+        else:
+            tiles = resize(x, (tile_h, tile_w), self.mode).unsqueeze(1)
+        counts = torch.full((batch,), tiles.shape[1], dtype=torch.long)
+        return {"pixel_values": self.rescale_normalize(tiles.flatten(0, 1)), "num_patches": counts}
+
+    def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The visual tokens of every tile of each image, ``(B, tiles * N, D)`` (``num_patches``: tiles per image)."""
+        feats = super().features(inputs)
+        counts = torch.as_tensor(inputs["num_patches"]).reshape(-1).tolist()
+        return _stacked([f.flatten(0, 1) for f in torch.split(feats, counts)])
+
+    def processor_image(self, image: Any) -> np.ndarray:
+        """Not defined: InternVL tiles the image at its own size (attack it with resolution='image')."""
+        self.check_processor_resolution()
+        return super().processor_image(image)
+
+
+@register_view("mllama")
+class MllamaView(VisionView):
+    """Llama-3.2-Vision: tiles of a best-fit canvas -> vision encoder -> ``multi_modal_projector``.
+
+    The attack objective. Mllama puts no visual tokens into the language model's sequence: its
+    cross-attention layers read the image through keys and values computed (``k_proj`` / ``v_proj``)
+    from the *cross-attention states*, ``multi_modal_projector(vision_model(...).last_hidden_state)``
+    (``MllamaModel.forward``). Those states are the analogue of the other architectures' projected
+    visual tokens, and they are what this view returns: ``(B, N, D)`` with ``D`` the text hidden
+    size and ``N = real tiles x (patches + 1)`` (each tile keeps its CLS token, which the
+    cross-attention reads too). The zero tiles the processor adds up to ``max_image_tiles`` are
+    dropped: the processor's ``cross_attention_mask`` masks them out of cross-attention, so the
+    language model never reads them (they still enter the vision model as the processor gives them:
+    its attention mask only masks padding-to-padding pairs, so real tiles attend to them). ``target="encoder"`` returns the vision
+    model's last hidden state before the projector (the last layer and the ``intermediate_layers_indices``
+    layers concatenated, ``vision_output_dim`` wide), with the same tokens.
+
+    Preprocessing replayed from ``MllamaImageProcessorPil``: the optimal tiled canvas among the
+    supported tile arrangements (``get_optimal_tiled_canvas``), an aspect-preserving resize to fit
+    it (``get_image_size_fit_to_canvas``, which may leave the image as is: e.g. 20x50 on a 28x56
+    canvas), zero padding (black, before rescaling) at the bottom and right, tiles
+    of ``size`` in row-major order, rescale + normalise, zero tiles (after normalising) up to
+    ``max_image_tiles``; ``aspect_ratio_ids`` and ``aspect_ratio_mask`` from the processor module's
+    own helpers. The model inputs keep the processor's layout: ``pixel_values``
+    ``(B, 1, max_image_tiles, 3, tile, tile)``, one image per sample.
+
+    The authors did not attack this architecture; its ``"authors"`` axis is the default token axis
+    (their ``(1, tokens, features)`` convention), borrowed like Qwen2-VL's.
+    """
+
+    family = "mllama"
+    # Several tiles at the image's own aspect (Llama-3.2-Vision: up to 4 tiles of 560 px), like anyres.
+    processor_resolution = False
+
+    # ------------------------------------------------------------------------------- model parts
+    def _vision_model(self) -> Any:
+        # MllamaForConditionalGeneration keeps the parts on its inner MllamaModel (``.model``).
+        return getattr(self.model, "model", self.model).vision_model
+
+    def _projector(self) -> Any:
+        return getattr(self.model, "model", self.model).multi_modal_projector
+
+    # ------------------------------------------------------------------------------- preprocessing
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` ``(B, 1, max_tiles, 3, t, t)``, ``aspect_ratio_ids`` ``(B, 1)``, ``aspect_ratio_mask`` ``(B, 1, max_tiles)``."""
+        from transformers.models.mllama.image_processing_pil_mllama import (
+            build_aspect_ratio_mask_np,
+            convert_aspect_ratios_to_ids_np,
+            get_image_size_fit_to_canvas,
+            get_optimal_tiled_canvas,
+        )
+
+        ip = self.image_processor
+        size = size_dict(ip.size)
+        tile = int(size["height"])  # the processor insists on square tiles
+        max_tiles = int(ip.max_image_tiles)
+        batch, _, height, width = x.shape
+        canvas_h, canvas_w = (int(v) for v in get_optimal_tiled_canvas(int(height), int(width), max_tiles, tile))
+        rows, cols = canvas_h // tile, canvas_w // tile
+        new_h, new_w = get_image_size_fit_to_canvas(int(height), int(width), canvas_h, canvas_w, tile)
+        resized = resize(x, (int(new_h), int(new_w)), self.mode)
+        # the processor pads the 8-bit image with 0 at the bottom and right, before rescaling
+        padded = F.pad(resized, (0, canvas_w - int(new_w), 0, canvas_h - int(new_h)), value=0.0)
+        # row-major tiles, as split_to_tiles_np: (B, rows*cols, 3, tile, tile)
+        tiles = padded.reshape(batch, 3, rows, tile, cols, tile).permute(0, 2, 4, 1, 3, 5)
+        tiles = self.rescale_normalize(tiles.reshape(batch * rows * cols, 3, tile, tile))
+        tiles = tiles.reshape(batch, rows * cols, 3, tile, tile)
+        # pack_images: zero tiles (in normalised values) up to max_image_tiles
+        filler = tiles.new_zeros(batch, max_tiles - rows * cols, 3, tile, tile)
+        pixel_values = torch.cat([tiles, filler], dim=1).unsqueeze(1)
+        aspect_ratios = [[(rows, cols)]] * batch
+        ids = torch.from_numpy(np.asarray(convert_aspect_ratios_to_ids_np(aspect_ratios, max_tiles), dtype=np.int64))
+        mask = torch.from_numpy(np.asarray(build_aspect_ratio_mask_np(aspect_ratios, max_tiles), dtype=np.int64))
+        return {"pixel_values": pixel_values, "aspect_ratio_ids": ids.to(x.device), "aspect_ratio_mask": mask.to(x.device)}
+
+    def processor_image(self, image: Any) -> np.ndarray:
+        """Not defined: Mllama tiles the image at its own aspect (attack it with resolution='image')."""
+        self.check_processor_resolution()
+        return super().processor_image(image)
+
+    # ------------------------------------------------------------------------------- features
+    def _vision_states(self, inputs: Mapping[str, Any]) -> torch.Tensor:
+        """The vision model's last hidden state of the real tiles of every image: ``(images, N, vision_output_dim)``.
+
+        Works on the view's inputs and on the image processor's output alike (``num_tiles`` and other
+        extra keys are ignored; a sample with several images gives one row per image).
+        """
+        pixel_values = inputs["pixel_values"]
+        ids = torch.as_tensor(inputs["aspect_ratio_ids"], device=pixel_values.device)
+        mask = torch.as_tensor(inputs["aspect_ratio_mask"], device=pixel_values.device)
+        states = self._vision_model()(pixel_values=pixel_values, aspect_ratio_ids=ids, aspect_ratio_mask=mask).last_hidden_state
+        # (samples, images, max_tiles, patches, dim) -> the images present (id 0 is a sample's
+        # padding image), then their real tiles, which pack_images puts first
+        states = states.flatten(0, 1)
+        present = ids.reshape(-1) > 0
+        states = states[present]
+        real = mask.reshape(-1, mask.shape[-1])[present].sum(dim=-1)
+        counts = sorted({int(n) for n in real.tolist()})
+        if len(counts) != 1:
+            raise VHXError(f"images of one batch gave different tile counts {counts}; batch equal sizes only")
+        return states[:, : counts[0]].flatten(1, 2)
+
+    def features(self, inputs: Mapping[str, Any]) -> torch.Tensor:
+        """The cross-attention states ``(B, N, D)`` of the real tiles (or :meth:`encoder_features` for ``target="encoder"``)."""
+        if self.target == "encoder":
+            return self.encoder_features(inputs)
+        return self._projector()(self._vision_states(inputs))
+
+    def encoder_features(self, inputs: Mapping[str, Any]) -> torch.Tensor:
+        """The vision model's last hidden state before ``multi_modal_projector`` (last + intermediate layers), real tiles only."""
+        return self._vision_states(inputs)
+
+
+def _stacked(feats: Any) -> torch.Tensor:
+    """Per-image feature tensors (a tuple or list, as several families return them) as one ``(B, N, D)`` tensor."""
+    if isinstance(feats, (list, tuple)):
+        lengths = {f.shape[0] for f in feats}
+        if len(lengths) != 1:
+            raise VHXError(f"images of one batch gave different token counts {sorted(lengths)}; batch equal sizes only")
+        return torch.stack(list(feats), dim=0)
+    return feats
+
+
+def _vision_tower(model: Any) -> Any:
+    """The model's vision tower, on the outer model or on its inner ``model``."""
+    tower = getattr(model, "vision_tower", None)
+    return tower if tower is not None else model.model.vision_tower
+
+
 # --------------------------------------------------------------------------------------------
 # Building views
 # --------------------------------------------------------------------------------------------
@@ -462,12 +728,7 @@ def image_features(model: Any, inputs: Mapping[str, torch.Tensor]) -> torch.Tens
     feats = getattr(out, "pooler_output", None)
     if feats is None:
         feats = out[1] if isinstance(out, tuple) else out
-    if isinstance(feats, (list, tuple)):
-        lengths = {f.shape[0] for f in feats}
-        if len(lengths) != 1:
-            raise VHXError(f"images of one batch gave different token counts {sorted(lengths)}; batch equal sizes only")
-        feats = torch.stack(list(feats), dim=0)
-    return feats
+    return _stacked(feats)
 
 
 def _default_model_id(model: Any) -> str:
@@ -548,7 +809,7 @@ def processor_features(view: VisionView, processor: Any, images: Sequence[Any]) 
     """
     image_processor = getattr(processor, "image_processor", processor)
     rgb = [im.convert("RGB") if getattr(im, "mode", "RGB") != "RGB" else im for im in images]
-    inputs = dict(image_processor(rgb, return_tensors="pt"))
+    inputs = dict(image_processor(rgb, return_tensors="pt", **view.image_processor_kwargs))
     inputs.pop("batch_num_images", None)
     inputs.update(view.extra_inputs(len(rgb)))
     inputs = {k: v.to(view.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
