@@ -624,7 +624,7 @@ def test_bad_inputs_are_refused() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("arch", ["llava", "qwen2_vl"])
+@pytest.mark.parametrize("arch", ["llava", "qwen2_vl", "mllama", "internvl", "paligemma"])
 def test_end_to_end_from_a_model_folder(arch: str, tmp_path) -> None:
     """A model folder as target: loaded once, scored (generate mode) and attacked through it."""
     pairs = make_pairs([("img-a", _texture(40, 60, 50), [False]), ("img-b", _texture(36, 36, 51), [False])])
