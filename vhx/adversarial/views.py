@@ -52,6 +52,7 @@ the query tokens extract from the image.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
@@ -701,6 +702,148 @@ class MllamaView(VisionView):
         return self._vision_states(inputs)
 
 
+@register_view("idefics3", "smolvlm")
+class Idefics3View(VisionView):
+    """Idefics3 / SmolVLM: row-major tiles of the image resized to tile multiples, then the global image.
+
+    Replays ``Idefics3ImageProcessorPil`` (``SmolVLMImageProcessorPil`` is the same code): the
+    longest edge resized to ``size["longest_edge"]`` (the other side evened), each side resized up
+    to a multiple of the tile side ``max_image_size["longest_edge"]``, the row-major tiles followed
+    by the global image (the tile-multiple image resized to one tile), rescale + normalise and the
+    ``pixel_attention_mask``; with ``do_image_splitting`` off, one square tile. The public
+    checkpoints resize with PIL's LANCZOS, which :func:`~vhx.adversarial.processing.resize` replays
+    with PIL's own weights (an antialiased bicubic stand-in missed the processor by up to 0.15 in
+    the model inputs and a token cosine of 0.993 on the tiny model).
+
+    The output is ``model.get_image_features`` (SigLIP, pixel shuffle, projection) of every tile of
+    an image, in the processor's order: ``(B, tiles * tokens, D)``, tiles = rows * cols + 1 (or 1
+    without splitting). ``target="encoder"`` gives the vision model's last hidden state before the
+    connector, ``(B, tiles * patches, vision_hidden)``.
+    """
+
+    family = "idefics3"
+    # Splitting (on by default) cuts the image into several tiles at its own aspect;
+    # each instance decides from its processor's settings (see __init__).
+    processor_resolution = False
+    feature_inputs = ("pixel_values", "pixel_attention_mask")
+
+    def __init__(self, model: Any, image_processor: Any, *, model_id: str | None = None) -> None:
+        super().__init__(model, image_processor, model_id=model_id)
+        self.tile = int(size_dict(image_processor.max_image_size)["longest_edge"])
+        self.splitting = bool(getattr(image_processor, "do_image_splitting", True))
+        self.settings.update(do_image_splitting=self.splitting, tile=self.tile)
+        # One tile the processor leaves as it is: no splitting, and a tile-sized image is not resized
+        # again (the longest-edge resize would otherwise take it to size["longest_edge"] and back).
+        self.processor_resolution = not self.splitting and self._target_size(self.tile, self.tile) == (self.tile, self.tile)
+
+    # ------------------------------------------------------------------------------- sizes
+    def _target_size(self, height: int, width: int) -> tuple[int, int]:
+        """Where the processor's ``size`` resize takes an image (longest edge, other side evened, 4k bound)."""
+        from transformers.models.idefics3.image_processing_pil_idefics3 import get_resize_output_image_size
+
+        ip = self.image_processor
+        if not getattr(ip, "do_resize", True):
+            return height, width
+        size = size_dict(ip.size)
+        if size.get("longest_edge"):
+            dummy = np.broadcast_to(np.zeros((), dtype=np.uint8), (3, height, width))
+            new_h, new_w = get_resize_output_image_size(dummy, resolution_max_side=int(size["longest_edge"]))
+            return int(new_h), int(new_w)
+        if size.get("height") and size.get("width"):
+            return int(size["height"]), int(size["width"])
+        raise VHXError(f"{self.arch}: unsupported image processor size {ip.size!r}")
+
+    def _tile_multiple(self, height: int, width: int) -> tuple[int, int]:
+        """``resize_for_vision_encoder``'s size: each side up to a multiple of the tile side (its own rounding)."""
+        tile = self.tile
+        aspect = width / height
+        if width >= height:
+            width = math.ceil(width / tile) * tile
+            height = math.ceil(int(width / aspect) / tile) * tile
+        else:
+            height = math.ceil(height / tile) * tile
+            width = math.ceil(int(height * aspect) / tile) * tile
+        return height, width
+
+    # ------------------------------------------------------------------------------- preprocessing
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` ``(B, tiles, 3, t, t)`` (tiles row-major, then the global image) and ``pixel_attention_mask``."""
+        ip = self.image_processor
+        tile, batch = self.tile, x.shape[0]
+        x = resize(x, self._target_size(x.shape[-2], x.shape[-1]), self.mode)
+        if self.splitting:
+            x = resize(x, self._tile_multiple(x.shape[-2], x.shape[-1]), self.mode)
+            height, width = x.shape[-2:]
+            if height > tile or width > tile:
+                rows, cols = height // tile, width // tile
+                tiles = x.reshape(batch, 3, rows, tile, cols, tile).permute(0, 2, 4, 1, 3, 5).reshape(batch, rows * cols, 3, tile, tile)
+                # the global image comes from the tile-multiple image, not the original
+                tiles = torch.cat([tiles, resize(x, (tile, tile), self.mode).unsqueeze(1)], dim=1)
+            else:
+                tiles = x.unsqueeze(1)
+        else:
+            tiles = resize(x, (tile, tile), self.mode).unsqueeze(1)
+        pixel_values = self.rescale_normalize(tiles.flatten(0, 1)).reshape(tiles.shape)
+        inputs = {"pixel_values": pixel_values}
+        if getattr(ip, "do_pad", True):
+            # every tile is tile x tile, so the processor's padding mask covers them whole
+            inputs["pixel_attention_mask"] = torch.ones(
+                (batch, tiles.shape[1], tiles.shape[-2], tiles.shape[-1]), dtype=torch.long, device=x.device
+            )
+        return inputs
+
+    # ------------------------------------------------------------------------------- the processor's image
+    def check_processor_resolution(self) -> None:
+        """Raise a :class:`VHXError` unless :meth:`processor_image` gives the one tile the model sees, unchanged."""
+        if self.splitting:
+            raise VHXError(
+                f"resolution='processor' is not defined for {self.arch} with do_image_splitting: its processor cuts the "
+                "image into several tiles at the image's own aspect (there is no single processor tile to attack); "
+                "use resolution='image'"
+            )
+        if not self.processor_resolution:
+            raise VHXError(
+                f"resolution='processor' is not defined for {self.arch} with size={size_dict(self.image_processor.size)} "
+                f"and a {self.tile} px tile: the processor resizes a tile-sized image again (to the longest edge and back), "
+                "so the tile is not the model's input as is; use resolution='image' or size longest_edge = the tile side"
+            )
+
+    def processor_image(self, image: Any) -> np.ndarray:
+        """The single tile (``do_image_splitting`` off) the processor makes of a PIL ``image``, 8-bit H x W x 3."""
+        self.check_processor_resolution()
+        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        # one list of images per sample: a flat list would be one sample
+        out = self.image_processor([[rgb]], do_rescale=False, do_normalize=False, return_tensors="np", **self.image_processor_kwargs)
+        arr = np.asarray(out["pixel_values"])
+        if arr.shape[:3] != (1, 1, 3):
+            raise VHXError(f"{type(self).__name__}: the processor does not give one image tile (got {arr.shape}); use resolution='image'")
+        return np.clip(np.rint(arr[0, 0].transpose(1, 2, 0)), 0, 255).astype(np.uint8)
+
+    # ------------------------------------------------------------------------------- features
+    def _real_tiles(self, pixel_values: torch.Tensor) -> torch.Tensor:
+        """How many tiles of each sample get_image_features keeps: it drops the all-zero (padding) tiles."""
+        flat = pixel_values.flatten(0, 1)
+        real = (flat == 0.0).sum(dim=(-1, -2, -3)) != flat.shape[1:].numel()
+        return real.view(pixel_values.shape[:2]).sum(dim=1)
+
+    def features(self, inputs: Mapping[str, Any]) -> torch.Tensor:
+        """The visual tokens of every tile of each sample, ``(B, tiles * tokens, D)`` (or :meth:`encoder_features`).
+
+        Takes the view's inputs and the image processor's output alike (``rows`` / ``cols`` and other
+        extra keys are ignored). The samples must hold equal tile counts (one image each, of one size).
+        """
+        if self.target == "encoder":
+            return self.encoder_features(inputs)
+        return super().features(inputs)
+
+    def encoder_features(self, inputs: Mapping[str, Any]) -> torch.Tensor:
+        """The vision model's last hidden state (post layer norm) of every real tile, before the connector's pixel shuffle."""
+        kept = {k: inputs[k] for k in self.feature_inputs if k in inputs}
+        states = self.model.get_image_features(**kept).last_hidden_state  # (real tiles, patches, dim)
+        counts = self._real_tiles(kept["pixel_values"]).tolist()
+        return _stacked([s.flatten(0, 1) for s in torch.split(states, counts)])
+
+
 def _stacked(feats: Any) -> torch.Tensor:
     """Per-image feature tensors (a tuple or list, as several families return them) as one ``(B, N, D)`` tensor."""
     if isinstance(feats, (list, tuple)):
@@ -794,7 +937,8 @@ def _drop_language_model(model: Any) -> None:
     for owner in (model, getattr(model, "model", None)):
         if owner is None:
             continue
-        for name in ("language_model", "lm_head"):
+        # Idefics3 / SmolVLM call their language model text_model
+        for name in ("language_model", "text_model", "lm_head"):
             if isinstance(getattr(owner, name, None), torch.nn.Module):
                 try:
                     setattr(owner, name, torch.nn.Module())
@@ -807,9 +951,13 @@ def processor_features(view: VisionView, processor: Any, images: Sequence[Any]) 
 
     The view's fixed inputs (InstructBLIP's Q-Former instruction) are added as the view adds them.
     """
+    from vhx.models.hf import NESTED_IMAGES_TYPES
+
     image_processor = getattr(processor, "image_processor", processor)
     rgb = [im.convert("RGB") if getattr(im, "mode", "RGB") != "RGB" else im for im in images]
-    inputs = dict(image_processor(rgb, return_tensors="pt", **view.image_processor_kwargs))
+    # processors that take one list of images per sample read a flat list as one sample of B images
+    batch: list[Any] = [[im] for im in rgb] if view.model.config.model_type in NESTED_IMAGES_TYPES else rgb
+    inputs = dict(image_processor(batch, return_tensors="pt", **view.image_processor_kwargs))
     inputs.pop("batch_num_images", None)
     inputs.update(view.extra_inputs(len(rgb)))
     inputs = {k: v.to(view.device) if isinstance(v, torch.Tensor) else v for k, v in inputs.items()}
