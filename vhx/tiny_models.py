@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 TINY_ARCHS: tuple[str, ...] = ("llava", "llava_next", "llava_onevision", "instructblip", "qwen2_vl", "qwen2_5_vl")
-#: Families whose processors take one list of images per sample (scoring only: no adversarial view
-#: or prefix sharing yet, so they stay out of :data:`TINY_ARCHS`). SmolVLM and LFM2-VL take the same
-#: path but their processors need torchvision (and SmolVLM's num2words) to be built at all.
+#: Families whose processors take one list of images per sample (scored and attacked, but no prefix
+#: sharing, so they stay out of :data:`TINY_ARCHS`). SmolVLM and LFM2-VL take the same path but their
+#: processors need torchvision (and SmolVLM's num2words) to be built at all.
 NESTED_IMAGE_ARCHS: tuple[str, ...] = ("mllama", "gemma3", "idefics3")
-#: Further families scored and attacked, whose processors take a flat list of images.
+#: Further families scored and attacked (no prefix sharing), whose processors take a flat list of images.
 MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
@@ -636,7 +636,7 @@ def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int
     """Build (or reuse from the cache) a tiny random ``arch`` model folder and return its path.
 
     Args:
-        arch: one of :data:`TINY_ARCHS` or :data:`NESTED_IMAGE_ARCHS`.
+        arch: one of :data:`TINY_ARCHS`, :data:`NESTED_IMAGE_ARCHS` or :data:`MORE_ARCHS`.
         path: where the folder should be; ``None`` returns the cached folder itself. A given path
             receives a copy of the cached build.
         seed: seed of the random weights (same seed, same weights).
