@@ -101,3 +101,22 @@ def test_jsonl_files_survive_a_crash_mid_line(tmp_path: Path):
     cache = JsonlCache(tmp_path / "cache.jsonl")
     cache.put("k", {"answer": "yes"}, model="m")
     assert JsonlCache(tmp_path / "cache.jsonl").get("k") == {"answer": "yes"} and "k" in cache
+
+
+def test_busy_run_folder_is_refused_before_the_model_loads(tmp_path: Path, monkeypatch):
+    """A second `vhx evaluate` on a folder in use stops at once: no model load (minutes for a 7B) first."""
+    from vhx import cli
+    from vhx.locking import LockBusy, exclusive_lock
+    from vhx.predict import LOCK_FILE
+
+    loaded = []
+    monkeypatch.setattr("vhx.models.load_model", lambda *a, **k: loaded.append(a))
+    out = tmp_path / "run"
+    with exclusive_lock(out / LOCK_FILE, timeout=0):
+        with pytest.raises(LockBusy, match="in use by another vhx process"):
+            cli.score_and_report(None, "some/model", {}, out)
+    assert loaded == []
+    # once the folder is free, the model is loaded (and the stand-in's missing predict ends the call)
+    with pytest.raises(Exception):
+        cli.score_and_report(None, "some/model", {}, out)
+    assert len(loaded) == 1

@@ -309,10 +309,17 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
                      limit: int | None = None, by: tuple[str, ...] = ("split",), report_step: str = "") -> dict[str, Path]:
     """Predict every case (resumable, incremental), then write the report under ``out/report``
     (``report_step``, when given, is printed before the report is written)."""
+    from vhx.locking import exclusive_lock
     from vhx.models import load_model
-    from vhx.predict import predict_dataset
+    from vhx.predict import LOCK_FILE, predict_dataset
     from vhx.report import report
+    from vhx.runtime import process_state
 
+    if process_state().is_main_process:
+        # refuse a busy run folder before loading the model (minutes for a 7B checkpoint), not after;
+        # predict_dataset takes the lock again for the run itself
+        with exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"):
+            pass
     model = load_model(model_spec, **options)
     predictions = predict_dataset(data, model, out, splits=splits, batch_size=options.get("batch_size", 8), limit=limit)
     print(f"predictions: {predictions}")
