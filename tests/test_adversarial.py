@@ -730,6 +730,10 @@ def test_one_run_per_attack_folder(tmp_path) -> None:
             adversarial_split(make_pairs([("img-a", _texture(40, 60, 3), [False])]), _view("llava"), vh_column="triggers_vh",
                               out_dir=tmp_path, progress=False, **FAST)  # fmt: skip
         assert counts["attacks"] == 0
+        # ... and before loading the target model
+        with mock.patch.object(adv_expand, "load_view", side_effect=AssertionError("model loaded")), pytest.raises(LockBusy):
+            adversarial_split(make_pairs([("img-a", _texture(40, 60, 3), [False])]), "some/model", vh_column="triggers_vh",
+                              out_dir=tmp_path, progress=False, **FAST)  # fmt: skip
     finally:
         holder.close()
     assert not list((tmp_path / "images").glob("*.tmp"))

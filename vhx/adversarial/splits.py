@@ -546,6 +546,9 @@ def adversarial_splits(
     rank, world = int(state.process_index), int(state.num_processes)
     if world > 1 and out_dir is None:
         raise VHXError("several processes need a shared out_dir to exchange their attacks")
+    if out_dir is not None:
+        # a busy attack folder is refused before the model loads (minutes for a 7B), not after
+        AttackStore(out_dir, rank=rank, world=world).close()
 
     view, scorer = _resolve(
         model_path_or_view,
