@@ -120,3 +120,20 @@ def test_busy_run_folder_is_refused_before_the_model_loads(tmp_path: Path, monke
     with pytest.raises(Exception):
         cli.score_and_report(None, "some/model", {}, out)
     assert len(loaded) == 1
+
+
+def test_share_prefix_flag_reaches_the_model(tmp_path: Path):
+    """`--no-share-prefix` turns prefix sharing off in the loaded model; left out, the model's default (on) stays."""
+    from vhx import cli
+    from vhx.models import load_model
+    from vhx.tiny_models import build_tiny_model
+
+    path = str(build_tiny_model("llava"))
+    parser = cli.build_parser()
+    off = cli._model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", path, "--mode", "logits", "--no-share-prefix"]))
+    default = cli._model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", path, "--mode", "logits"]))
+    assert off["share_prefix"] is False and "share_prefix" not in default
+    assert load_model(path, **off).share_prefix is False
+    assert load_model(path, **default).share_prefix is True
+    api = cli._model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", "openai:gpt-4o", "--share-prefix"]))
+    assert "share_prefix" not in api

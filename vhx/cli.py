@@ -288,6 +288,8 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")
     g.add_argument("--num-samples", type=int, help="generate mode: repetitions per case (majority vote)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
+    g.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=None,
+                   help="logits mode: encode each image's prompt prefix once for all its questions (default on where the architecture allows it)")
 
 
 def _model_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -296,11 +298,12 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
         "adapter": args.adapter, "prompt_template": args.prompt_template, "max_new_tokens": args.max_new_tokens,
         "temperature": args.gen_temperature, "top_p": args.top_p, "do_sample": args.do_sample,
         "num_samples": args.num_samples, "trust_remote_code": args.trust_remote_code or None,
+        "share_prefix": args.share_prefix,
     }
     options = {k: v for k, v in pairs.items() if v is not None}
     if args.model.startswith("openai:"):
         # The API backend has no local weights: device/dtype/adapter do not apply.
-        for key in ("dtype", "device", "adapter", "trust_remote_code"):
+        for key in ("dtype", "device", "adapter", "trust_remote_code", "share_prefix"):
             options.pop(key, None)
     return options
 
