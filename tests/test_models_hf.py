@@ -343,7 +343,7 @@ def test_p_yes_is_consistent_with_the_prediction_everywhere(tiny):
 
 
 # ----------------------------------------------------------------------------------- prefix sharing
-SHARED_ARCHS = [arch for arch in TINY_ARCHS if arch != "instructblip"]
+SHARED_ARCHS = [arch for arch in TINY_ARCHS if arch != "instructblip"] + ["qwen3_vl"]
 # Questions of different lengths (1 to 14 words), several per image.
 SHARED_QUESTIONS = [
     "Is there a dog in the image?",

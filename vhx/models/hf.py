@@ -85,9 +85,9 @@ _SPACE_MARKERS = ("▁", "Ġ", " ")
 
 #: Architectures whose image tokens depend on the image only and whose forward takes a KV cache plus
 #: new text tokens with explicit positions: ``logits`` mode shares one prefix per image for these.
-SHARED_PREFIX_TYPES = frozenset({"llava", "llava_next", "llava_onevision", "qwen2_vl", "qwen2_5_vl"})
+SHARED_PREFIX_TYPES = frozenset({"llava", "llava_next", "llava_onevision", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"})
 # Architectures with Qwen2-VL's 3-D rope positions (temporal, height, width) for image tokens.
-_MROPE_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl"})
+_MROPE_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "qwen3_vl"})
 # Two questions that differ from their first word: the common prefix of their prompts is the template's.
 _PROBE_QUESTIONS = ("Is there a dog in the image?", "What colour is the car on the left?")
 
