@@ -67,18 +67,14 @@ from vhx.models.base import Prediction
 from vhx.models.hf import load_processor
 from vhx.schema import FEATURES, loads, make_case, validate_dataset
 from vhx.tiny_models import MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
+from view_images import batch as _batch
+from view_images import texture as _texture
 
 # every tiny architecture with a view
 ARCHS = [*TINY_ARCHS, *NESTED_IMAGE_ARCHS, *MORE_ARCHS]
 
 
 # ----------------------------------------------------------------------------------- fixtures
-def _texture(h: int, w: int, seed: int) -> np.ndarray:
-    """A smooth pattern plus noise, clipped: saturated pixels included."""
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:h, 0:w]
-    base = np.stack([128 + 140 * np.sin(xx / (4 + c) + seed) * np.cos(yy / 6) for c in range(3)], -1)
-    return np.clip(base + rng.normal(0, 25, (h, w, 3)), 0, 255).astype(np.uint8)
 
 
 def _png(arr: np.ndarray) -> bytes:
@@ -95,10 +91,6 @@ def _view(arch: str):
     if arch not in _VIEWS:
         _VIEWS[arch] = load_view(build_tiny_model(arch), device="cpu")
     return _VIEWS[arch]
-
-
-def _batch(*arrays: np.ndarray) -> torch.Tensor:
-    return torch.from_numpy(np.stack(arrays)).permute(0, 3, 1, 2).contiguous()
 
 
 def make_pairs(spec: list[tuple[str, np.ndarray, list[bool]]]) -> datasets.Dataset:

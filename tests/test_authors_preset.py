@@ -28,6 +28,7 @@ from vhx.adversarial import adversarial_split, load_view
 from vhx.adversarial.attack import preset_options, random_start
 from vhx.schema import FEATURES, loads, make_case
 from vhx.tiny_models import build_tiny_model
+from view_images import texture as _texture
 
 EPSILON = 8 / 255
 NUM_STEPS = 500  # their --num_steps default (run_adversarial_training.sh)
@@ -148,11 +149,6 @@ def authors_blip(model, image_processor, img_rgb, method, hallucination_type, im
 
 
 # ------------------------------------------------------------------- the comparison
-def _texture(h: int, w: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:h, 0:w]
-    base = np.stack([128 + 140 * np.sin(xx / (4 + c) + seed) * np.cos(yy / 6) for c in range(3)], -1)
-    return np.clip(base + rng.normal(0, 25, (h, w, 3)), 0, 255).astype(np.uint8)
 
 
 def _pairs(images: dict[str, tuple[np.ndarray, bool]]) -> datasets.Dataset:
