@@ -364,24 +364,55 @@ def _build_instructblip(path: Path, sizes: dict[str, int]) -> None:
     _save(InstructBlipForConditionalGeneration(config), processor, path)
 
 
+_QWEN_SPECIALS = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
+
+
+def _qwen_tokenizer(system: str | None, **special_attrs: str) -> tuple[Any, str]:
+    """The Qwen-VL family's ChatML tokenizer (image between vision markers) and its chat template."""
+    template = _chatml_template("<|vision_start|><|image_pad|><|vision_end|>", system)
+    tok = build_tokenizer(_QWEN_SPECIALS, template, eos_token="<|im_end|>", image_token="<|image_pad|>", video_token="<|video_pad|>",
+                          **special_attrs)
+    return tok, template
+
+
+def _qwen_token_ids(tok: Any) -> dict[str, int]:
+    """The image, video and vision-marker token ids a Qwen-VL config names."""
+    names = {"image_token_id": "<|image_pad|>", "video_token_id": "<|video_pad|>",
+             "vision_start_token_id": "<|vision_start|>", "vision_end_token_id": "<|vision_end|>"}
+    return {key: tok.convert_tokens_to_ids(token) for key, token in names.items()}
+
+
+def _mrope_section(head_dim: int) -> list[int]:
+    # mrope splits the rotary half-dimension into (temporal, height, width) sections
+    half = head_dim // 2
+    return [half - 2 * (half // 3), half // 3, half // 3]
+
+
+def _qwen_image_processor(side: int, patch: int, merge: int, **extra: Any) -> Any:
+    """Qwen2-VL's PIL image processor with a pixel budget from one merged patch to 2 * side^2.
+
+    The aspect ratio is kept and the sides become multiples of patch * merge, so images of other
+    shapes give other numbers of image tokens.
+    """
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    return Qwen2VLImageProcessorPil(
+        size={"shortest_edge": (patch * merge) ** 2, "longest_edge": side * side * 2},
+        patch_size=patch, merge_size=merge, temporal_patch_size=2, **extra,
+    )
+
+
 def _build_qwen2_vl(path: Path, sizes: dict[str, int], *, v2_5: bool = False) -> None:
     import transformers
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
     prefix = "Qwen2_5_VL" if v2_5 else "Qwen2VL"
     config_cls = getattr(transformers, f"{prefix}Config")
     model_cls = getattr(transformers, f"{prefix}ForConditionalGeneration")
     processor_cls = getattr(transformers, f"{prefix}Processor")
 
-    specials = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-    template = _chatml_template("<|vision_start|><|image_pad|><|vision_end|>", "You are a helpful assistant.")
-    tok = build_tokenizer(specials, template, eos_token="<|im_end|>", image_token="<|image_pad|>", video_token="<|video_pad|>")
+    tok, template = _qwen_tokenizer("You are a helpful assistant.")
     side = sizes["image_size"]
     hidden = sizes["hidden"]
-    head_dim = hidden // sizes["heads"]
-    # mrope splits the rotary half-dimension into (temporal, height, width) sections
-    half = head_dim // 2
-    section = [half - 2 * (half // 3), half // 3, half // 3]
     patch, merge = _patch(sizes), 2
     vision: dict[str, Any] = {
         "depth": sizes["vision_layers"],
@@ -401,23 +432,13 @@ def _build_qwen2_vl(path: Path, sizes: dict[str, int], *, v2_5: bool = False) ->
         )
     else:
         vision.update(embed_dim=sizes["vision_hidden"], hidden_size=hidden, mlp_ratio=2)
-    rope = {"rope_type": "default", "mrope_section": section, "rope_theta": 10000.0}
+    rope = {"rope_type": "default", "mrope_section": _mrope_section(hidden // sizes["heads"]), "rope_theta": 10000.0}
     config = config_cls(
         vision_config=vision,
         text_config=_text_config(f"{'qwen2_5_vl' if v2_5 else 'qwen2_vl'}_text", tok, sizes, rope_parameters=rope),
-        image_token_id=tok.convert_tokens_to_ids("<|image_pad|>"),
-        video_token_id=tok.convert_tokens_to_ids("<|video_pad|>"),
-        vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
-        vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"),
+        **_qwen_token_ids(tok),
     )
-    # Pixel budget from one merged patch to 2 * side^2: the aspect ratio is kept and the sides become
-    # multiples of patch * merge, so images of other shapes give other numbers of image tokens.
-    image_processor = Qwen2VLImageProcessorPil(
-        size={"shortest_edge": (patch * merge) ** 2, "longest_edge": side * side * 2},
-        patch_size=patch,
-        merge_size=merge,
-        temporal_patch_size=2,
-    )
+    image_processor = _qwen_image_processor(side, patch, merge)
     processor = _image_only(processor_cls)(image_processor=image_processor, tokenizer=tok, chat_template=template)
     _save(model_cls(config), processor, path)
 
@@ -568,16 +589,10 @@ def _build_internvl(path: Path, sizes: dict[str, int]) -> None:
 
 def _build_qwen3_vl(path: Path, sizes: dict[str, int]) -> None:
     from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor
-    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
 
-    specials = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"]
-    template = _chatml_template("<|vision_start|><|image_pad|><|vision_end|>", None)
-    tok = build_tokenizer(specials, template, eos_token="<|im_end|>", image_token="<|image_pad|>", video_token="<|video_pad|>",
-                          vision_start_token="<|vision_start|>", vision_end_token="<|vision_end|>")
+    tok, template = _qwen_tokenizer(None, vision_start_token="<|vision_start|>", vision_end_token="<|vision_end|>")
     side, hidden, patch, merge = sizes["image_size"], sizes["hidden"], _patch(sizes), 2
     head_dim = hidden // sizes["heads"]
-    half = head_dim // 2
-    section = [half - 2 * (half // 3), half // 3, half // 3]
     vision = {
         "depth": max(2, sizes["vision_layers"]), "hidden_size": sizes["vision_hidden"], "intermediate_size": sizes["vision_hidden"] * 2,
         "num_heads": sizes["heads"], "patch_size": patch, "spatial_merge_size": merge, "temporal_patch_size": 2,
@@ -585,19 +600,13 @@ def _build_qwen3_vl(path: Path, sizes: dict[str, int]) -> None:
         # DeepStack: the merged output of this block is added to the LLM's first hidden states too
         "deepstack_visual_indexes": [0],
     }
-    rope = {"rope_type": "default", "mrope_section": section, "rope_theta": 10000.0, "mrope_interleaved": True}
+    rope = {"rope_type": "default", "mrope_section": _mrope_section(head_dim), "rope_theta": 10000.0, "mrope_interleaved": True}
     config = Qwen3VLConfig(
         vision_config=vision,
         text_config=_text_config("qwen3_vl_text", tok, sizes, head_dim=head_dim, rope_parameters=rope),
-        image_token_id=tok.convert_tokens_to_ids("<|image_pad|>"),
-        video_token_id=tok.convert_tokens_to_ids("<|video_pad|>"),
-        vision_start_token_id=tok.convert_tokens_to_ids("<|vision_start|>"),
-        vision_end_token_id=tok.convert_tokens_to_ids("<|vision_end|>"),
+        **_qwen_token_ids(tok),
     )
-    image_processor = Qwen2VLImageProcessorPil(
-        size={"shortest_edge": (patch * merge) ** 2, "longest_edge": side * side * 2},
-        patch_size=patch, merge_size=merge, temporal_patch_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3,
-    )
+    image_processor = _qwen_image_processor(side, patch, merge, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     processor = _image_only(Qwen3VLProcessor)(image_processor=image_processor, tokenizer=tok, chat_template=template)
     _save(Qwen3VLForConditionalGeneration(config), processor, path)
 
