@@ -71,6 +71,12 @@ def resample_mode(resample: Any) -> str:
     return _RESAMPLE_MODES.get(int(getattr(resample, "value", resample)), "bicubic")
 
 
+@functools.lru_cache(maxsize=64)
+def _filter_matrix(n_in: int, n_out: int, mode: str, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    # built once per size, dtype and device: an attack resizes at the same sizes on every step
+    return torch.from_numpy(pil_filter_weights(n_in, n_out, mode)).to(dtype=dtype, device=device)
+
+
 def resize(x: torch.Tensor, size: tuple[int, int], mode: str) -> torch.Tensor:
     """Resize ``(B, C, H, W)`` images in [0, 1] to ``size`` = (height, width), PIL-style.
 
@@ -91,14 +97,12 @@ def resize(x: torch.Tensor, size: tuple[int, int], mode: str) -> torch.Tensor:
 
     def rows(t: torch.Tensor) -> torch.Tensor:
         if mode in _PIL_FILTERS:
-            weights = torch.from_numpy(pil_filter_weights(t.shape[-2], height, mode)).to(dtype=t.dtype, device=t.device)
-            return (weights @ t).clamp(0.0, 1.0)
+            return (_filter_matrix(t.shape[-2], height, mode, t.dtype, t.device) @ t).clamp(0.0, 1.0)
         return F.interpolate(t, size=(height, t.shape[-1]), mode=mode, align_corners=False, antialias=True).clamp(0.0, 1.0)
 
     def cols(t: torch.Tensor) -> torch.Tensor:
         if mode in _PIL_FILTERS:
-            weights = torch.from_numpy(pil_filter_weights(t.shape[-1], width, mode)).to(dtype=t.dtype, device=t.device)
-            return (t @ weights.T).clamp(0.0, 1.0)
+            return (t @ _filter_matrix(t.shape[-1], width, mode, t.dtype, t.device).T).clamp(0.0, 1.0)
         return F.interpolate(t, size=(t.shape[-2], width), mode=mode, align_corners=False, antialias=True).clamp(0.0, 1.0)
 
     if in_h == height:

@@ -209,6 +209,7 @@ class VisionView(torch.nn.Module):
         saved image goes through the processor unchanged (no resize happens at its own size).
         Obtained from the image processor itself, with rescaling and normalisation switched off.
         """
+        self.check_processor_resolution()
         rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
         out = self.image_processor(
             rgb, do_rescale=False, do_normalize=False, return_tensors="np", **self.image_processor_kwargs
@@ -381,11 +382,6 @@ class AnyResView(VisionView):
         pixel_values = torch.cat([overview.unsqueeze(1), tiles], dim=1)
         image_sizes = torch.tensor([[height, width]] * batch, dtype=torch.long, device=x.device)
         return {"pixel_values": pixel_values, "image_sizes": image_sizes}
-
-    def processor_image(self, image: Any) -> np.ndarray:
-        """Not defined: anyres tiles the image at its own size (attack it with resolution='image')."""
-        self.check_processor_resolution()
-        return super().processor_image(image)
 
 
 @register_view("instructblip")
@@ -583,11 +579,6 @@ class InternVLView(VisionView):
         counts = torch.as_tensor(inputs["num_patches"]).reshape(-1).tolist()
         return _stacked([f.flatten(0, 1) for f in torch.split(feats, counts)])
 
-    def processor_image(self, image: Any) -> np.ndarray:
-        """Not defined: InternVL tiles the image at its own size (attack it with resolution='image')."""
-        self.check_processor_resolution()
-        return super().processor_image(image)
-
 
 @register_view("mllama")
 class MllamaView(VisionView):
@@ -663,11 +654,6 @@ class MllamaView(VisionView):
         ids = torch.from_numpy(np.asarray(convert_aspect_ratios_to_ids_np(aspect_ratios, max_tiles), dtype=np.int64))
         mask = torch.from_numpy(np.asarray(build_aspect_ratio_mask_np(aspect_ratios, max_tiles), dtype=np.int64))
         return {"pixel_values": pixel_values, "aspect_ratio_ids": ids.to(x.device), "aspect_ratio_mask": mask.to(x.device)}
-
-    def processor_image(self, image: Any) -> np.ndarray:
-        """Not defined: Mllama tiles the image at its own aspect (attack it with resolution='image')."""
-        self.check_processor_resolution()
-        return super().processor_image(image)
 
     # ------------------------------------------------------------------------------- features
     def _vision_states(self, inputs: Mapping[str, Any]) -> torch.Tensor:
