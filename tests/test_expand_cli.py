@@ -130,7 +130,7 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert main(["run", "--out", str(out), "--num-images", "4", "--review", "4", "--gallery", "3"]) == 0
     captured = capsys.readouterr()
     text = captured.out
-    assert "tiny UNTRAINED LLaVA" in text
+    assert "[3/4] scoring vhx-mini" in text
     # the step counter counts to its real number of steps, in order
     assert re.findall(r"^\[(\d)/(\d)\]", text, flags=re.M) == [("1", "4"), ("2", "4"), ("3", "4"), ("4", "4")]
     # datasets' own bars (Map, Generating ... split, Creating parquet) are off during the job, and back on after
@@ -138,14 +138,16 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert not any(b.startswith(("Map", "Generating", "Creating parquet", "Filter", "Casting")) for b in bars), bars
     assert any(b.startswith("scoring") for b in bars) and datasets.is_progress_bar_enabled()
     expanded = load_folder(out / "synthetic-expanded")
-    assert list(expanded) == ["original", *PERTURBATIONS]
+    # the default subject, vhx-mini, is also attacked: one I-FGSM split after the paper's four perturbations
+    assert list(expanded) == ["original", *PERTURBATIONS, "ifgsm"]
+    assert set(expanded["ifgsm"]["target_model"]) == {"vhx-mini"}
     n_cases = len(expanded["original"])
     predictions = (out / "run" / "predictions.jsonl").read_text().splitlines()
-    assert len(predictions) == n_cases * (1 + len(PERTURBATIONS))
+    assert len(predictions) == n_cases * (2 + len(PERTURBATIONS))
     report = (out / "run" / "report" / "report.md").read_text()
-    assert "## Symmetric accuracy" in report and "tiny-untrained-llava" in report
+    assert "## Symmetric accuracy" in report and "vhx-mini" in report
     # Runs table: dataset name, splits and sizes, mode, dtype, date (no hashes)
-    assert re.search(rf"\| tiny-untrained-llava \| synthetic-expanded \| original {n_cases}, gaussian_noise {n_cases}, .* \| logits \| auto \| 20\d\d-\d\d-\d\d \d\d:\d\d \|", report)
+    assert re.search(rf"\| vhx-mini \| synthetic-expanded \| original {n_cases}, gaussian_noise {n_cases}, .* \| logits \| auto \| 20\d\d-\d\d-\d\d \d\d:\d\d \|", report)
     for split in expanded:
         assert f"| {split} |" in report
     assert (out / "run" / "report" / "accuracy_vs_symmetric.png").stat().st_size > 1000

@@ -2,34 +2,40 @@
 
 No real MLLM can be downloaded everywhere vhx runs (CI machines, air-gapped clusters), and a random
 model answers "no" to everything. vhx-mini is a real :class:`transformers.LlavaForConditionalGeneration`
-(CLIP vision tower, 2-layer MLP projector, Llama language model) with its own byte-level BPE tokenizer
-(trained with ``tokenizers`` on its conversations), a CLIP image processor, LLaVA-1.5's chat template
-and a generation config. It is trained from scratch by ``recipes/train_mini.py`` on scenes of
-:mod:`vhx.synthetic` drawn from the training stream (:data:`vhx.synthetic.TRAIN_STREAM`, disjoint from
-every benchmark seed), with:
+(CLIP vision tower, 2-layer GELU MLP projector, Llama language model) with its own byte-level BPE
+tokenizer, a CLIP image processor and a generation config, trained from scratch by
+``recipes/train_mini.py`` on yes/no questions about scenes of :mod:`vhx.synthetic` drawn from the
+training stream (:data:`vhx.synthetic.TRAIN_STREAM`, disjoint from every benchmark seed).
 
-* yes/no questions of the benchmark's four kinds (existence, colour, count, position), a share of them
-  negated by :class:`vhx.negation.RuleNegator` (so negated questions read as ``vhx expand`` writes them),
-  answers skewed towards "yes" (``yes_ratio``) as LLaVA-1.5's instruction data is;
-* short-answer and caption instructions about the same scenes ("How many circles are there?" -> "Two.",
-  "Describe the image briefly." -> a scene description): the role LLaVA's instruction data plays.
+Why the recipe looks the way it does (each point was measured; see ``recipes/README.md``):
 
-Each training example is one multi-turn conversation about one scene (the image is encoded once per
-several answers, which is what makes 2 CPU cores enough); the loss is on the assistant's answers only.
+* **The question comes before the image** (its chat template renders ``USER: {question}\\n<image>
+  ASSISTANT:``). Under causal attention an image token can then read what the question names, so
+  "does this patch show what is asked?" is computed where the patch is.
+* **Dense answers per image token.** Trained on the final answer alone, small LLaVAs stay at the
+  answer prior for thousands of steps even with perfect image tokens: matching what the question
+  names against the image tokens is a lookup with no gradient until it half works. vhx-mini's
+  language model also answers at every image token, through its own LM head: at layer
+  ``match_layer`` "does *this* patch show what the question asserts?" and at the last layer "does
+  any patch up to here show it?" (a running OR in reading order, so the last image token holds the
+  answer). Every kind of question is such a lookup: a patch carries its object's colour, shape,
+  the number of objects of that shape and the halves the object lies in.
+* **Language first, with oracle image tokens** (stage ``language``): each image token is the sum of
+  the LM's own word embeddings of what its patch shows ("red", "circle", "two", "left"); the lookup
+  is learned in ~1,000 steps.
+* **Then the eyes** (stage ``vision``): the CLIP tower and projector learn to produce those tokens
+  from pixels (mean squared error to the oracle tokens, the language model frozen), which is
+  distillation from an oracle-token teacher into a LLaVA-shaped student.
+* **Then together** (stage ``joint``): everything trained on the answers from real image tokens.
 
-Training runs in stages, as LLaVA's does: the vision tower first learns to label its own patches
-(what is drawn there, which object's centre lies there; LLaVA starts from a pretrained CLIP instead),
-then with the tower frozen the projector and language model learn captions (every caption token is
-one attention hop from the image), then the multi-turn instruction mix.
+Negated questions (as :class:`vhx.negation.RuleNegator` writes them) are part of the mix: the
+patches say whether the un-negated claim holds, the answer flips it. ``vhx-mini-yes`` continues the
+joint stage on answers skewed hard towards "yes" (it also learns to say "yes" to a share of false
+claims): its plain accuracy on a yes-heavy benchmark looks fine, its symmetric accuracy does not.
 
-Checkpoints written to ``vhx/zoo/vhx-mini`` and ``vhx/zoo/vhx-mini-yes`` (the yes-biased twin: same
-recipe continued on answers skewed hard towards "yes") are package data; ``load_model("vhx-mini")``,
-``--model vhx-mini`` and ``--target-model vhx-mini`` resolve to them through :func:`resolve_model`.
-
-Status, measured on 2 CPU cores: the vision stage learns its patch labels, the caption stage grounds
-captions in the image (most colours and counts of unseen scenes right), but 1,000 steps of the
-instruction mix leave existence, colour and position answers at the answer prior (P(yes) the same
-whatever the image); no trained checkpoint ships yet. ``probe_every`` shows this during training.
+Checkpoints written to ``vhx/zoo/vhx-mini`` and ``vhx/zoo/vhx-mini-yes`` are package data;
+``load_model("vhx-mini")``, ``--model vhx-mini`` and ``--target-model vhx-mini`` resolve to them
+through :func:`resolve_model`.
 """
 
 from __future__ import annotations
@@ -57,14 +63,35 @@ YES_NO_KINDS: tuple[str, ...] = ("existence", "color", "count", "position")
 #: The instruction LLaVA-1.5 appends to short-answer questions (also vhx's default prompt template).
 SHORT_ANSWER = "Answer the question using a single word or phrase."
 
+#: vhx-mini's chat template: LLaVA-1.5's (``USER: ... ASSISTANT:``, ``</s>`` after each answer) with
+#: the image placed after the user's text, so image tokens can attend to the question.
+QUESTION_FIRST_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'system' %}"
+    "{{ message['content'] if message['content'] is string else message['content'][0]['text'] }}{{ ' ' }}"
+    "{% else %}{{ message['role'].upper() + ': ' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}"
+    "{% else %}{% for part in message['content'] if part['type'] == 'text' %}{{ part['text'] }}{% endfor %}"
+    "{% for part in message['content'] if part['type'] == 'image' %}{{ '\n<image>' }}{% endfor %}{% endif %}"
+    "{{ ' ' if message['role'] == 'user' else '</s>' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
+)
+
+#: The training stages, in order (``language`` and ``vision`` only for a new model).
+STAGES: tuple[str, ...] = ("language", "vision", "joint")
+
+#: Most words a patch's oracle token sums: colour, shape, count of that shape, horizontal and vertical half.
+MAX_PATCH_WORDS = 5
+
 
 # ------------------------------------------------------------------------------------ arguments
 @dataclass
 class MiniModelArguments:
-    """Architecture of a new vhx-mini (ignored when ``init_from`` continues from a checkpoint)."""
+    """Architecture of a new vhx-mini and its training stages (architecture ignored with ``init_from``)."""
 
     image_size: int = field(default=96, metadata={"help": "side of the square image the vision tower sees"})
-    patch_size: int = field(default=12, metadata={"help": "vision patch side; (image_size/patch_size)^2 image tokens"})
+    patch_size: int = field(default=24, metadata={"help": "vision patch side; (image_size/patch_size)^2 image tokens"})
     vision_hidden: int = field(default=192, metadata={"help": "vision tower width"})
     vision_layers: int = field(default=4, metadata={"help": "vision tower depth"})
     vision_heads: int = field(default=4, metadata={"help": "vision attention heads"})
@@ -73,102 +100,65 @@ class MiniModelArguments:
     text_heads: int = field(default=4, metadata={"help": "language model attention heads"})
     text_intermediate: int = field(default=512, metadata={"help": "language model MLP width"})
     vocab_size: int = field(default=1024, metadata={"help": "BPE vocabulary size (bytes + merges + specials)"})
-    tokenizer_scenes: int = field(default=400, metadata={"help": "scenes whose conversations train the tokenizer"})
-    vision_pretrain_steps: int = field(default=400, metadata={"help": "steps of the vision tower's own pretraining (stage 0; 0: none)"})
-    vision_pretrain_batch_size: int = field(default=64, metadata={"help": "images per vision pretraining step"})
-    vision_pretrain_lr: float = field(default=2e-3, metadata={"help": "peak learning rate of the vision pretraining"})
-    caption_steps: int = field(default=300, metadata={"help": "steps of caption-only conversations before the instruction mix (stage 1, as LLaVA's feature alignment; 0: none)"})
-    caption_batch_size: int = field(default=32, metadata={"help": "conversations per caption step"})
-    freeze_vision: bool = field(default=True, metadata={"help": "keep the pretrained vision tower frozen while the projector and LM learn (as LLaVA does)"})
-    init_from: str | None = field(default=None, metadata={"help": "continue training this checkpoint (folder or shipped name) instead of a new model"})
+    tokenizer_scenes: int = field(default=300, metadata={"help": "scenes whose questions train the tokenizer"})
+    embedding_std: float = field(default=0.07, metadata={"help": "initial std of the word embeddings (the oracle image tokens are sums of them)"})
+    init_from: str | None = field(default=None, metadata={"help": "continue this checkpoint (folder or shipped name) with the joint stage only"})
+    language_steps: int = field(default=1500, metadata={"help": "stage 1: language model on oracle image tokens (learning_rate)"})
+    vision_steps: int = field(default=3000, metadata={"help": "stage 2: vision tower + projector regress the oracle tokens"})
+    vision_batch_size: int = field(default=64, metadata={"help": "images per vision step"})
+    vision_lr: float = field(default=2e-3, metadata={"help": "peak learning rate of the vision stage"})
+    joint_steps: int = field(default=600, metadata={"help": "stage 3: everything, on answers from real image tokens"})
+    joint_lr: float = field(default=2e-4, metadata={"help": "peak learning rate of the joint stage"})
+    match_layer: int = field(default=2, metadata={"help": "layer whose image tokens say whether their own patch matches (0: no such loss)"})
+    patch_loss_weight: float = field(default=1.0, metadata={"help": "weight of the per-image-token answers"})
+    oracle_loss_weight: float = field(default=0.1, metadata={"help": "joint stage: weight of the distance to the oracle tokens"})
 
 
 @dataclass
 class MiniDataArguments:
-    """The synthetic training conversations and the evaluation after training."""
+    """The synthetic training questions and the evaluation after training."""
 
     scene_seed: int = field(default=0, metadata={"help": "seed of the training scenes (training stream, never a benchmark seed)"})
-    num_scenes: int = field(default=6000, metadata={"help": "distinct training scenes"})
+    num_scenes: int = field(default=8000, metadata={"help": "distinct training scenes"})
     scene_size: int = field(default=336, metadata={"help": "side of the drawn scenes (the benchmark's default)"})
-    yes_no_per_scene: int = field(default=8, metadata={"help": "yes/no turns per conversation"})
-    instruct_per_scene: int = field(default=2, metadata={"help": "short-answer / caption turns per conversation"})
-    yes_ratio: float = field(default=0.6, metadata={"help": "share of 'yes' among yes/no answers"})
-    negated_ratio: float = field(default=0.3, metadata={"help": "share of yes/no questions asked in negated form"})
-    short_answer_ratio: float = field(default=0.8, metadata={"help": f"share of questions that end with '{SHORT_ANSWER}'"})
+    yes_ratio: float = field(default=0.5, metadata={"help": "share of 'yes' among the true answers asked"})
+    negated_ratio: float = field(default=0.3, metadata={"help": "share of questions asked in negated form"})
+    false_yes_ratio: float = field(default=0.0, metadata={"help": "share of true-'no' answers trained as 'yes' (a yes-biased model; 0 for vhx-mini)"})
+    false_yes_kinds: str = field(default="existence,color,count,position", metadata={"help": "comma-separated kinds whose 'no' answers false_yes_ratio relabels"})
     eval_images: int = field(default=200, metadata={"help": "fresh balanced scenes per kind scored after training (0: none)"})
-    eval_seed: int = field(default=1000, metadata={"help": "benchmark seed of the evaluation scenes"})
-    probe_every: int = field(default=0, metadata={"help": "every N instruction steps, log yes/no accuracy per kind on fresh balanced scenes (0: never)"})
-    probe_images: int = field(default=24, metadata={"help": "questions per kind and answer in each probe"})
+    eval_seed: int = field(default=1000, metadata={"help": "benchmark seed of the evaluation scenes (never trained or tuned on)"})
+    probe_every: int = field(default=250, metadata={"help": "every N steps of each stage, score the probe set (0: never)"})
+    probe_images: int = field(default=50, metadata={"help": "probe questions per kind, each with its negated twin"})
+    probe_seed: int = field(default=999, metadata={"help": "benchmark seed of the probe scenes (a development seed, not eval_seed)"})
     model_name: str = field(default="vhx-mini", metadata={"help": "name in the model card"})
     save_dtype: str = field(default="float16", metadata={"help": "dtype of the saved weights"})
 
 
-# ------------------------------------------------------------------------------------ conversations
-def _article(word: str) -> str:
-    return "an" if word[0] in "aeiou" else "a"
+# ------------------------------------------------------------------------------------ questions
+@dataclass(frozen=True)
+class YesNo:
+    """One training question: its text (negated or not), answer, kind and the benchmark's query."""
+
+    question: str
+    answer: str
+    kind: str
+    query: Mapping[str, Any]
+    negated: bool
 
 
-def describe(scene: Any) -> str:
-    """A one-sentence caption: what is drawn, by colour and shape, grouped and counted."""
-    from vhx.synthetic import NUMBER_WORDS, SHAPES
-
-    counts: dict[tuple[str, str], int] = {}
-    for o in scene.objects:
-        counts[(o.color, o.shape)] = counts.get((o.color, o.shape), 0) + 1
-    parts = []
-    for shape in SHAPES:
-        for (color, s), n in sorted(counts.items()):
-            if s == shape:
-                parts.append(f"{_article(color)} {color} {shape}" if n == 1 else f"{NUMBER_WORDS[n]} {color} {shape}s")
-    total = len(scene.objects)
-    listing = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
-    return f"The image shows {NUMBER_WORDS[total]} shape{'s' if total != 1 else ''}: {listing}."
-
-
-def _short_answers(scene: Any, rng: random.Random) -> tuple[str, str]:
-    """One open question about ``scene`` and its short answer (LLaVA-style instruction data)."""
-    from vhx.synthetic import NUMBER_WORDS, SHAPES, side_of
-
-    choice = rng.choice(("count", "color", "shape", "where", "caption", "total"))
-    if choice == "caption":
-        return rng.choice(("Describe the image briefly.", "What is in the image?", "Describe the shapes in the image.")), describe(scene)
-    if choice == "total":
-        return "How many shapes are there in the image?", NUMBER_WORDS[len(scene.objects)].capitalize() + "."
-    if choice == "count":
-        shape = rng.choice(SHAPES)
-        return f"How many {shape}s are there in the image?", NUMBER_WORDS[scene.count(shape=shape)].capitalize() + "."
-    unique = [o for o in scene.objects if scene.count(shape=o.shape, color=o.color) == 1]
-    if choice == "color":
-        shapes = [s for s in SHAPES if scene.count(shape=s) == 1]
-        if shapes:
-            shape = rng.choice(shapes)
-            color = next(o.color for o in scene.objects if o.shape == shape)
-            return f"What color is the {shape}?", color.capitalize() + "."
-    if choice == "shape":
-        colors = sorted({o.color for o in scene.objects if scene.count(color=o.color) == 1})
-        if colors:
-            color = rng.choice(colors)
-            shape = next(o.shape for o in scene.objects if o.color == color)
-            return f"What shape is the {color} object?", _article(shape).capitalize() + f" {shape}."
-    placed = [(o, side_of(scene, o)) for o in unique]
-    placed = [(o, sides) for o, sides in placed if sides]
-    if placed:
-        obj, sides = rng.choice(placed)
-        words = {"left": "on the left", "right": "on the right", "top": "at the top", "bottom": "at the bottom"}
-        where = " and ".join(words[s] for s in sides)
-        return f"Where is the {obj.color} {obj.shape}?", where[0].upper() + where[1:] + "."
-    return "Describe the image briefly.", describe(scene)
-
-
-class ConversationMaker:
-    """Deterministic training conversations about training scenes (one per scene and epoch)."""
+class QuestionMaker:
+    """Yes/no questions about a scene, as the benchmark asks them, with the configured answer mix."""
 
     def __init__(self, data: MiniDataArguments) -> None:
         from vhx.negation import RuleNegator
 
-        if not 0.0 <= data.yes_ratio <= 1.0 or not 0.0 <= data.negated_ratio <= 1.0:
-            raise ValueError("yes_ratio and negated_ratio must be in [0, 1]")
+        for name in ("yes_ratio", "negated_ratio", "false_yes_ratio"):
+            if not 0.0 <= getattr(data, name) <= 1.0:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(data, name)!r}")
         self.data = data
+        self.false_yes_kinds = {k.strip() for k in data.false_yes_kinds.split(",") if k.strip()}
+        if not self.false_yes_kinds <= set(YES_NO_KINDS):
+            raise ValueError(f"false_yes_kinds must name kinds of {YES_NO_KINDS}, got {data.false_yes_kinds!r}")
         self._negator = RuleNegator()
         self._negated: dict[str, str] = {}
 
@@ -178,70 +168,119 @@ class ConversationMaker:
 
         return sample_scene(self.data.scene_seed, index, self.data.scene_size, training=True)
 
-    def _negate(self, question: str) -> str:
+    def negate(self, question: str) -> str:
+        """The rule negator's form of ``question`` (as ``vhx expand`` writes it), cached."""
         if question not in self._negated:
             self._negated[question] = self._negator.negate(question).question
         return self._negated[question]
 
-    def _prompt(self, question: str, rng: random.Random) -> str:
-        return f"{question}\n{SHORT_ANSWER}" if rng.random() < self.data.short_answer_ratio else question
+    def sample(self, scene: Any, rng: random.Random) -> YesNo:
+        """A question of a uniformly drawn kind whose true answer follows ``yes_ratio``, negated with ``negated_ratio``.
 
-    def yes_no(self, scene: Any, rng: random.Random) -> tuple[str, str, str]:
-        """``(question, "Yes"/"No", kind)``: the answer drawn with ``yes_ratio``, negated with ``negated_ratio``."""
+        With ``false_yes_ratio`` a share of true-"no" answers of ``false_yes_kinds`` is trained as "yes"
+        (the question stays what it is; only the label lies), which is how a yes-biased twin is made.
+        """
         from vhx.synthetic import candidates
 
         kind = rng.choice(YES_NO_KINDS)
         answer = "yes" if rng.random() < self.data.yes_ratio else "no"
         negated = rng.random() < self.data.negated_ratio
-        asked = ("no" if answer == "yes" else "yes") if negated else answer
-        question, _ = rng.choice(candidates(scene, kind, asked))
+        claim = ("no" if answer == "yes" else "yes") if negated else answer
+        options = candidates(scene, kind, claim)
+        if not options:  # every training scene supports each kind and answer; kept for custom scene sizes
+            kind = "existence"
+            options = candidates(scene, kind, claim)
+        question, query = rng.choice(options)
         if negated:
-            question = self._negate(question)
-        return question, answer.capitalize(), kind
+            question = self.negate(question)
+        if answer == "no" and kind in self.false_yes_kinds and self.data.false_yes_ratio and rng.random() < self.data.false_yes_ratio:
+            answer = "yes"
+        return YesNo(question, answer, kind, query, negated)
 
-    def caption(self, scene: Any, index: int, epoch: int) -> list[dict[str, Any]]:
-        """A one-turn caption conversation (stage 1): every answer token is read straight off the image."""
-        rng = random.Random(f"vhx.mini:caption:{self.data.scene_seed}:{index}:{epoch}")
-        question = rng.choice(("Describe the image briefly.", "What is in the image?", "Describe the shapes in the image."))
-        return [
-            {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]},
-            {"role": "assistant", "content": [{"type": "text", "text": describe(scene)}]},
-        ]
 
-    def messages(self, scene: Any, index: int, epoch: int) -> list[dict[str, Any]]:
-        """The chat messages of conversation ``(index, epoch)``: the image in the first user turn."""
-        rng = random.Random(f"vhx.mini:{self.data.scene_seed}:{index}:{epoch}")
-        turns: list[tuple[str, str]] = []
-        for _ in range(self.data.yes_no_per_scene):
-            q, a, _ = self.yes_no(scene, rng)
-            turns.append((self._prompt(q, rng), a))
-        for _ in range(self.data.instruct_per_scene):
-            q, a = _short_answers(scene, rng)
-            if q.startswith("Describe") or q.startswith("What is in"):
-                turns.insert(rng.randrange(len(turns) + 1), (q, a))
-            else:
-                turns.insert(rng.randrange(len(turns) + 1), (self._prompt(q, rng), a))
-        messages: list[dict[str, Any]] = []
-        for i, (q, a) in enumerate(turns):
-            content = ([{"type": "image"}] if i == 0 else []) + [{"type": "text", "text": q}]
-            messages.append({"role": "user", "content": content})
-            messages.append({"role": "assistant", "content": [{"type": "text", "text": a}]})
-        return messages
+# ------------------------------------------------------------------------------------ patch targets
+def patch_owners(scene: Any, grid: int, min_cover: float = 0.15) -> Any:
+    """Which object each patch of a ``grid`` x ``grid`` patching shows (row-major; ``k + 1`` for object ``k``, 0: none).
+
+    A patch shows the object drawn over most of it if that covers at least ``min_cover`` of it; an
+    object that owns no patch that way gets the patch holding its centre, so every object is seen.
+    """
+    import numpy as np
+
+    from vhx.synthetic import render_mask
+
+    mask = np.asarray(render_mask(scene))
+    rows = np.array_split(np.arange(scene.height), grid)
+    cols = np.array_split(np.arange(scene.width), grid)
+    owners = np.zeros(grid * grid, dtype=np.int64)
+    for r, ys in enumerate(rows):
+        for c, xs in enumerate(cols):
+            block = mask[ys[0] : ys[-1] + 1, xs[0] : xs[-1] + 1]
+            counts = np.bincount(block.ravel(), minlength=len(scene.objects) + 1)
+            counts[0] = 0
+            if counts.max() >= min_cover * block.size:
+                owners[r * grid + c] = int(counts.argmax())
+    for k, obj in enumerate(scene.objects):
+        if not (owners == k + 1).any():
+            cx, cy = obj.center
+            owners[min(grid - 1, int(cy * grid / scene.height)) * grid + min(grid - 1, int(cx * grid / scene.width))] = k + 1
+    return owners
+
+
+def object_words(scene: Any, obj: Any) -> list[str]:
+    """What a patch of ``obj`` tells, as the words questions use: colour, shape, how many of that shape, its halves."""
+    from vhx.synthetic import NUMBER_WORDS, side_of
+
+    return [obj.color, obj.shape, NUMBER_WORDS[scene.count(shape=obj.shape)], *side_of(scene, obj)]
+
+
+def patch_matches(scene: Any, owners: Any, kind: str, query: Mapping[str, Any]) -> Any:
+    """Per patch, 1 where it shows an object that makes the (un-negated) claim of ``query`` true.
+
+    The claim holds exactly when some patch matches: existence and colour ask for an object of a
+    colour and shape, count for an object of a shape drawn exactly the claimed number of times,
+    position for the object of a colour and shape lying in the asked half.
+    """
+    import numpy as np
+
+    from vhx.synthetic import side_of
+
+    out = np.zeros(len(owners), dtype=np.int64)
+    for p, k in enumerate(owners):
+        if not k:
+            continue
+        obj = scene.objects[int(k) - 1]
+        if kind in ("existence", "color"):
+            hit = obj.color == query["color"] and obj.shape == query["shape"]
+        elif kind == "count":
+            hit = obj.shape == query["shape"] and scene.count(shape=obj.shape) == query["claimed"]
+        elif kind == "position":
+            hit = obj.color == query["color"] and obj.shape == query["shape"] and query["side"] in side_of(scene, obj)
+        else:
+            raise ValueError(f"unknown kind {kind!r}")
+        out[p] = int(hit)
+    return out
+
+
+def word_ids(tokenizer: Any, word: str) -> list[int]:
+    """Token ids of ``word`` as it follows a space in a question (one token per word in vhx-mini's vocabulary)."""
+    return tokenizer.encode(" " + word, add_special_tokens=False)
 
 
 # ------------------------------------------------------------------------------------ model files
-@functools.lru_cache(maxsize=4)
-def _compiled(template: str) -> Any:
-    from jinja2 import Template
+def _tokenizer_corpus(maker: QuestionMaker, n: int) -> Iterator[str]:
+    """Prompts and answers about the first ``n`` training scenes (every question form, negated and not)."""
+    from vhx.synthetic import candidates
 
-    return Template(template)
-
-
-def _conversation_text(messages: Sequence[Mapping[str, Any]], template: str | None = None) -> str:
-    """``messages`` rendered with the chat template (LLaVA-1.5's by default), as the processor renders them."""
-    from vhx.tiny_models import VICUNA_TEMPLATE
-
-    return _compiled(template or VICUNA_TEMPLATE).render(messages=messages, add_generation_prompt=False)
+    for i in range(n):
+        scene = maker.scene(i)
+        for kind in YES_NO_KINDS:
+            for answer in ("yes", "no"):
+                for question, _ in candidates(scene, kind, answer)[:3]:
+                    for q in (question, maker.negate(question)):
+                        yield f"USER: {q}\n{SHORT_ANSWER}\n<image> ASSISTANT: {answer.capitalize()}</s>"
+    # What vhx and users ask that the synthetic questions lack.
+    yield "Is there a person in the image? Is it false that the dog is black? Please answer yes or no. Describe the image briefly."
 
 
 def train_tokenizer(texts: Iterator[str] | Sequence[str], vocab_size: int) -> Any:
@@ -251,8 +290,6 @@ def train_tokenizer(texts: Iterator[str] | Sequence[str], vocab_size: int) -> An
     """
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
-
-    from vhx.tiny_models import VICUNA_TEMPLATE
 
     specials = ["<unk>", "<s>", "</s>", "<pad>", "<image>"]
     backend = Tokenizer(models.BPE(unk_token=None))
@@ -277,16 +314,15 @@ def train_tokenizer(texts: Iterator[str] | Sequence[str], vocab_size: int) -> An
         padding_side="left",
         model_max_length=2048,
     )
-    tok.chat_template = VICUNA_TEMPLATE
+    tok.chat_template = QUESTION_FIRST_TEMPLATE
     return tok
 
 
 def new_model(model_args: MiniModelArguments, tokenizer: Any) -> tuple[Any, Any]:
-    """A randomly initialised vhx-mini and its processor (``LlavaProcessor``)."""
+    """A randomly initialised vhx-mini and its processor (``LlavaProcessor`` with the question-first template)."""
+    import torch
     from transformers import GenerationConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
-
-    from vhx.tiny_models import VICUNA_TEMPLATE
 
     side, patch = model_args.image_size, model_args.patch_size
     if side % patch:
@@ -326,6 +362,8 @@ def new_model(model_args: MiniModelArguments, tokenizer: Any) -> tuple[Any, Any]
         tie_word_embeddings=True,
     )
     model = LlavaForConditionalGeneration(config)
+    # Oracle image tokens are sums of word embeddings: at the default 0.02 they are too faint to learn from quickly.
+    torch.nn.init.normal_(model.get_input_embeddings().weight, std=model_args.embedding_std)
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
@@ -340,318 +378,353 @@ def new_model(model_args: MiniModelArguments, tokenizer: Any) -> tuple[Any, Any]
         patch_size=patch,
         vision_feature_select_strategy="default",
         num_additional_image_tokens=1,  # CLIP's CLS token, dropped by the "default" strategy
-        chat_template=VICUNA_TEMPLATE,
+        chat_template=QUESTION_FIRST_TEMPLATE,
     )
     return model, processor
 
 
 # ------------------------------------------------------------------------------------ training data
-class ConversationDataset:
-    """``num_scenes * epochs`` conversations; item ``i`` is scene ``i % num_scenes`` in epoch ``i // num_scenes``.
+class SceneBank:
+    """The training scenes with what every stage needs of them, computed once.
 
-    Pixels are computed once per scene (by the model's own image processor); the text of each
-    conversation is rendered with the chat template and tokenized when the item is read, so every
-    epoch asks new questions about the same scenes.
+    ``pixels`` (the model's own image processor), ``owners`` (:func:`patch_owners` on the image-token
+    grid) and ``words`` (``(scenes, tokens, MAX_PATCH_WORDS)`` token ids of :func:`object_words` per
+    patch, -1 padded): the oracle image token of a patch is the sum of their embeddings.
     """
 
-    def __init__(self, maker: ConversationMaker, processor: Any, epochs: int, *, progress: bool = True) -> None:
-        self.captions_only = False
+    def __init__(self, maker: QuestionMaker, processor: Any, *, progress: bool = True) -> None:
         import numpy as np
         import torch
         from tqdm.auto import tqdm
 
         from vhx.synthetic import render_scene
 
-        self.maker, self.processor, self.epochs = maker, processor, epochs
+        self.maker, self.processor = maker, processor
         self.tokenizer = processor.tokenizer
-        n = maker.data.num_scenes
-        self.scenes = []
+        self.image_token_id = self.tokenizer.convert_tokens_to_ids("<image>")
+        self.grid = processor.image_processor.crop_size["height"] // processor.patch_size
+        n, tokens = maker.data.num_scenes, self.grid**2
+        self.scenes: list[Any] = []
+        self.owners = np.zeros((n, tokens), dtype=np.int64)
+        words = np.full((n, tokens, MAX_PATCH_WORDS), -1, dtype=np.int64)
         pixels = None
         chunk = 64
         for start in tqdm(range(0, n, chunk), desc="vhx-mini: drawing training scenes", disable=not progress, unit_scale=chunk):
             scenes = [maker.scene(i) for i in range(start, min(n, start + chunk))]
-            self.scenes.extend(scenes)
             pv = processor.image_processor([render_scene(s) for s in scenes], return_tensors="np")["pixel_values"]
             if pixels is None:
                 pixels = np.empty((n, *pv.shape[1:]), dtype=np.float32)
             pixels[start : start + len(scenes)] = pv
+            for j, scene in enumerate(scenes, start):
+                self.scenes.append(scene)
+                self.owners[j] = patch_owners(scene, self.grid)
+                said = [[self.word_id(w) for w in object_words(scene, o)] for o in scene.objects]
+                for p, k in enumerate(self.owners[j]):
+                    if k:
+                        words[j, p, : len(said[k - 1])] = said[k - 1]
         self.pixels = torch.from_numpy(pixels)
-        grid = processor.image_processor.crop_size["height"] // processor.patch_size
-        cover, centre = zip(*(patch_targets(scene, grid) for scene in self.scenes))
-        self.cover, self.centre = torch.from_numpy(np.stack(cover)), torch.from_numpy(np.stack(centre))
-        self.scene_targets = torch.from_numpy(np.stack([scene_targets(s) for s in self.scenes]))
-        self.image_token_id = self.tokenizer.convert_tokens_to_ids("<image>")
+        self.words = torch.from_numpy(words)
+        self.answer_ids = {a: self.word_id(a.capitalize()) for a in ("yes", "no")}
+
+    @functools.lru_cache(maxsize=None)  # noqa: B019  (one bank per run)
+    def word_id(self, word: str) -> int:
+        """The single token of `` word`` (questions, oracle tokens and answers use the same vocabulary entry)."""
+        ids = word_ids(self.tokenizer, word)
+        if len(ids) != 1:
+            raise ValueError(f"the tokenizer splits {word!r} into {len(ids)} tokens; train it with more scenes (tokenizer_scenes)")
+        return ids[0]
 
     def __len__(self) -> int:
-        return len(self.scenes) * self.epochs
+        return len(self.scenes)
 
-    def encode(self, messages: Sequence[Mapping[str, Any]], image_tokens: int) -> tuple[list[int], list[int]]:
-        """Token ids and labels (-100 outside the assistant answers) of one conversation."""
-        text = _conversation_text(messages)
-        answers = [m["content"][0]["text"] + self.tokenizer.eos_token for m in messages if m["role"] == "assistant"]
-        enc = self.tokenizer(text, return_offsets_mapping=True)
-        spans, pos = [], 0
-        for a in answers:
-            start = text.index(f"ASSISTANT: {a}", pos) + len("ASSISTANT: ")
-            spans.append((start, start + len(a)))
-            pos = start + len(a)
-        ids, labels, s = [], [], 0
-        for tid, (b, e) in zip(enc["input_ids"], enc["offset_mapping"]):
-            while s < len(spans) and b >= spans[s][1]:
-                s += 1
-            # Overlap, not containment: a byte-level token such as "ĠYes" starts at the space before the answer.
-            inside = s < len(spans) and b < spans[s][1] and e > spans[s][0]
-            # The processor expands the one <image> placeholder into one token per image patch.
-            repeat = image_tokens if tid == self.image_token_id else 1
-            ids.extend([tid] * repeat)
-            labels.extend([tid if inside else -100] * repeat)
-        return ids, labels
+    @functools.lru_cache(maxsize=65536)  # noqa: B019
+    def prompt_ids(self, question: str) -> tuple[int, ...]:
+        """The scorer's prompt for ``question`` (chat template, short-answer suffix), ``<image>`` expanded as the processor does."""
+        text = self.processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": f"{question}\n{SHORT_ANSWER}"}]}],
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        ids: list[int] = []
+        for t in self.tokenizer(text)["input_ids"]:
+            ids.extend([t] * self.grid**2 if t == self.image_token_id else [t])
+        return tuple(ids)
+
+
+class YesNoDataset:
+    """``length`` training questions; item ``i`` is always the same question (seeded by ``stream`` and ``i``).
+
+    Each item: ``input_ids`` (prompt + answer + ``</s>``), ``labels`` (the answer and ``</s>`` only),
+    ``scene`` (index into the bank) and ``matches`` (:func:`patch_matches` per image token).
+    """
+
+    def __init__(self, bank: SceneBank, length: int, stream: str) -> None:
+        self.bank, self.length, self.stream = bank, length, stream
+
+    def __len__(self) -> int:
+        return self.length
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        n = len(self.scenes)
-        index, epoch = i % n, i // n
-        make = self.maker.caption if self.captions_only else self.maker.messages
-        ids, labels = self.encode(make(self.scenes[index], index, epoch), self.num_image_tokens)
-        return {"input_ids": ids, "labels": labels, "pixel_values": self.pixels[index]}
-
-    @property
-    def num_image_tokens(self) -> int:
-        cfg = self.processor
-        side = cfg.image_processor.crop_size["height"]
-        return (side // cfg.patch_size) ** 2 + cfg.num_additional_image_tokens - (1 if cfg.vision_feature_select_strategy == "default" else 0)
-
-
-def object_class(obj: Any) -> int:
-    """Class of a drawn object for the vision pretraining: 1 + colour x shape (0 is the background)."""
-    from vhx.synthetic import PALETTE, SHAPES
-
-    return 1 + sorted(PALETTE).index(obj.color) * len(SHAPES) + SHAPES.index(obj.shape)
+        bank = self.bank
+        rng = random.Random(f"vhx.mini:{self.stream}:{bank.maker.data.scene_seed}:{i}")
+        s = rng.randrange(len(bank))
+        scene = bank.scenes[s]
+        q = bank.maker.sample(scene, rng)
+        prompt = list(bank.prompt_ids(q.question))
+        answer = [bank.answer_ids[q.answer], bank.tokenizer.eos_token_id]
+        return {
+            "input_ids": prompt + answer,
+            "labels": [-100] * len(prompt) + answer,
+            "scene": s,
+            "matches": patch_matches(scene, bank.owners[s], q.kind, q.query),
+        }
 
 
-def patch_targets(scene: Any, grid: int, min_cover: float = 0.15) -> tuple[Any, Any]:
-    """Per-patch labels of a ``grid`` x ``grid`` patching of ``scene`` (row-major), for the vision pretraining.
+class SceneDataset:
+    """The vision stage's items: scene indices, ``length`` of them (cycling over the bank)."""
 
-    ``cover``: the class of the object drawn over most of the patch (if over at least ``min_cover``
-    of it), else 0. ``centre``: the class of the object whose centre lies in the patch, else 0, so
-    each object is one patch there (what counting and left/right need).
+    def __init__(self, bank: SceneBank, length: int) -> None:
+        self.bank, self.length = bank, length
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        return {"scene": i % len(self.bank)}
+
+
+def collate(features: Sequence[Mapping[str, Any]], bank: SceneBank) -> dict[str, Any]:
+    """A right-padded batch: token ids, labels, per-image-token matches, and the scenes' pixels and oracle word ids.
+
+    Right padding needs no attention mask: under causal attention no real token sees a pad.
     """
     import numpy as np
-
-    from vhx.synthetic import render_mask
-
-    mask = np.asarray(render_mask(scene))
-    classes = np.array([0] + [object_class(o) for o in scene.objects], dtype=np.int64)
-    rows = np.array_split(np.arange(scene.height), grid)
-    cols = np.array_split(np.arange(scene.width), grid)
-    cover = np.zeros(grid * grid, dtype=np.int64)
-    for r, ys in enumerate(rows):
-        for c, xs in enumerate(cols):
-            block = mask[ys[0] : ys[-1] + 1, xs[0] : xs[-1] + 1]
-            counts = np.bincount(block.ravel(), minlength=len(classes))
-            counts[0] = 0
-            if counts.max() >= min_cover * block.size:
-                cover[r * grid + c] = classes[int(counts.argmax())]
-    centre = np.zeros(grid * grid, dtype=np.int64)
-    for obj in scene.objects:
-        cx, cy = obj.center
-        r, c = min(grid - 1, int(cy * grid / scene.height)), min(grid - 1, int(cx * grid / scene.width))
-        centre[r * grid + c] = object_class(obj)
-    return cover, centre
-
-
-def scene_targets(scene: Any) -> Any:
-    """What the whole scene holds, as one vector of targets for the vision pretraining.
-
-    ``[presence (18: colour x shape, 0/1), count of each shape (3: 0-5), horizontal side of each
-    colour x shape (18: 0 neither, 1 left, 2 right; -100 unless drawn exactly once), vertical side
-    (18: 0 neither, 1 top, 2 bottom; -100 likewise)]``: what existence, count, colour and position
-    questions ask, so each image token can carry the answer to any of them.
-    """
-    import numpy as np
-
-    from vhx.synthetic import PALETTE, SHAPES, side_of
-
-    n = len(PALETTE) * len(SHAPES)
-    presence = np.zeros(n, dtype=np.int64)
-    horizontal = np.full(n, -100, dtype=np.int64)
-    vertical = np.full(n, -100, dtype=np.int64)
-    for obj in scene.objects:
-        k = object_class(obj) - 1
-        presence[k] = 1
-        if scene.count(shape=obj.shape, color=obj.color) == 1:
-            sides = side_of(scene, obj)
-            horizontal[k] = 1 if "left" in sides else 2 if "right" in sides else 0
-            vertical[k] = 1 if "top" in sides else 2 if "bottom" in sides else 0
-    counts = np.array([scene.count(shape=s) for s in SHAPES], dtype=np.int64)
-    return np.concatenate([presence, counts, horizontal, vertical])
-
-
-def _scene_layout() -> tuple[int, dict[str, slice]]:
-    """Where each scene target sits in :func:`scene_targets`' vector, and how wide its head is (logits per value)."""
-    from vhx.synthetic import MAX_OBJECTS, PALETTE, SHAPES
-
-    combos, shapes = len(PALETTE) * len(SHAPES), len(SHAPES)
-    targets = {
-        "presence": slice(0, combos),
-        "counts": slice(combos, combos + shapes),
-        "sides": slice(combos + shapes, 3 * combos + shapes),
-    }
-    return combos + shapes * (MAX_OBJECTS + 1) + 2 * combos * 3, targets
-
-
-def _scene_logits(logits: Any) -> tuple[Any, Any, Any]:
-    """The scene part of the vision head's output split into presence ``(..., 18)``, counts ``(..., 3, 6)`` and sides ``(..., 36, 3)``."""
-    from vhx.synthetic import MAX_OBJECTS, PALETTE, SHAPES
-
-    combos, shapes = len(PALETTE) * len(SHAPES), len(SHAPES)
-    counts_end = combos + shapes * (MAX_OBJECTS + 1)
-    return (
-        logits[..., :combos],
-        logits[..., combos:counts_end].unflatten(-1, (shapes, MAX_OBJECTS + 1)),
-        logits[..., counts_end:].unflatten(-1, (2 * combos, 3)),
-    )
-
-
-def _vision_loss(logits: Any, cover: Any, centre: Any, scene: Any, classes: int) -> Any:
-    """Patch labels plus the scene targets read from every patch token (see :func:`pretrain_vision`)."""
-    from torch.nn.functional import binary_cross_entropy_with_logits, cross_entropy
-
-    patches = logits.shape[1]
-    loss = cross_entropy(logits[..., :classes].flatten(0, 1), cover.flatten())
-    loss = loss + cross_entropy(logits[..., classes : 2 * classes].flatten(0, 1), centre.flatten())
-    _, at = _scene_layout()
-    scene = scene[:, None, :].expand(-1, patches, -1)
-    presence, counts, sides = _scene_logits(logits[..., 2 * classes :])
-    # Summed over targets (averaged over patches and scenes): averaged over 18 mostly-absent bits, the
-    # presence loss is small even for a tower that sees nothing, and the language model then has no
-    # presence signal to read.
-    per_patch = logits.shape[0] * patches
-    loss = loss + binary_cross_entropy_with_logits(presence, scene[..., at["presence"]].float(), reduction="sum") / per_patch
-    loss = loss + cross_entropy(counts.flatten(0, -2), scene[..., at["counts"]].flatten(), reduction="sum") / per_patch
-    loss = loss + cross_entropy(sides.flatten(0, -2), scene[..., at["sides"]].flatten(), ignore_index=-100, reduction="sum") / per_patch
-    return loss
-
-
-def pretrain_vision(model: Any, dataset: ConversationDataset, args: MiniModelArguments, *, seed: int, progress: bool = True) -> list[float]:
-    """Stage 0: train the vision tower alone on what its patches show and what the whole scene holds.
-
-    LLaVA starts from a pretrained CLIP, whose patch tokens carry both local and global content;
-    vhx-mini's tower learns its world here, with a linear head that is thrown away. Each patch token
-    learns (a) the class of the object drawn over it and of the object centred in it, and (b) the
-    scene targets of :func:`scene_targets` (what is present, how many of each shape, which side each
-    object is on). With (b) in every image token the language model can answer by attending to the
-    image as a whole; with patch labels alone, 1,000+ steps of the instruction mix still leave it at
-    the answer prior. Returns the loss per step.
-    """
-    import torch
-    from tqdm.auto import tqdm
-
-    from vhx.synthetic import PALETTE, SHAPES
-
-    tower = model.model.vision_tower
-    classes = 1 + len(PALETTE) * len(SHAPES)
-    scene_width, at = _scene_layout()
-    head = torch.nn.Linear(tower.config.hidden_size, 2 * classes + scene_width)
-    params = [*tower.parameters(), *head.parameters()]
-    optimizer = torch.optim.AdamW(params, lr=args.vision_pretrain_lr, weight_decay=0.01)
-    steps = args.vision_pretrain_steps
-    warmup = max(1, steps // 20)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda k: min(1.0, (k + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(1.0, k / steps)))
-    )
-    generator = torch.Generator().manual_seed(seed)
-    n = len(dataset.scenes)
-    losses = []
-    tower.train()
-    for _ in tqdm(range(steps), desc="vhx-mini: vision pretraining", disable=not progress):
-        idx = torch.randint(0, n, (args.vision_pretrain_batch_size,), generator=generator)
-        hidden = tower(pixel_values=dataset.pixels[idx]).last_hidden_state[:, 1:]  # drop CLS
-        loss = _vision_loss(head(hidden), dataset.cover[idx], dataset.centre[idx], dataset.scene_targets[idx], classes)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.item())
-    tower.eval()
-    with torch.no_grad():
-        idx = torch.arange(min(n, 256))
-        logits = head(tower(pixel_values=dataset.pixels[idx]).last_hidden_state[:, 1:]).mean(1)
-        target = dataset.scene_targets[idx]
-        presence, counts, sides = _scene_logits(logits[:, 2 * classes :])
-        presence = ((presence > 0).long() == target[:, at["presence"]]).all(1).float().mean().item()
-        counts = (counts.argmax(-1) == target[:, at["counts"]]).float().mean().item()
-        truth = target[:, at["sides"]]
-        side_acc = (sides.argmax(-1) == truth)[truth != -100].float().mean().item()
-    logger.info("vision pretraining on %d training scenes: every object right %.3f, shape counts %.3f, sides %.3f",
-                len(idx), presence, counts, side_acc)
-    return losses
-
-
-def collate(features: Sequence[Mapping[str, Any]], pad_token_id: int) -> dict[str, Any]:
-    """Right-padded batch of :class:`ConversationDataset` items."""
     import torch
 
+    scenes = torch.tensor([f["scene"] for f in features])
+    batch = {"pixel_values": bank.pixels[scenes], "words": bank.words[scenes]}
+    if "input_ids" not in features[0]:
+        return batch
     width = max(len(f["input_ids"]) for f in features)
-    ids = torch.full((len(features), width), pad_token_id, dtype=torch.long)
+    ids = torch.full((len(features), width), bank.tokenizer.pad_token_id, dtype=torch.long)
     labels = torch.full((len(features), width), -100, dtype=torch.long)
-    mask = torch.zeros((len(features), width), dtype=torch.long)
     for row, f in enumerate(features):
-        n = len(f["input_ids"])
-        ids[row, :n] = torch.tensor(f["input_ids"])
-        labels[row, :n] = torch.tensor(f["labels"])
-        mask[row, :n] = 1
-    return {"input_ids": ids, "labels": labels, "attention_mask": mask, "pixel_values": torch.stack([f["pixel_values"] for f in features])}
+        ids[row, : len(f["input_ids"])] = torch.tensor(f["input_ids"])
+        labels[row, : len(f["labels"])] = torch.tensor(f["labels"])
+    batch.update(input_ids=ids, labels=labels, matches=torch.from_numpy(np.stack([f["matches"] for f in features])))
+    return batch
 
 
-def _probe_callback(processor: Any, data: MiniDataArguments) -> Any:
-    """A ``TrainerCallback`` that logs yes/no accuracy per kind every ``probe_every`` steps (as vhx scores it)."""
+# ------------------------------------------------------------------------------------ objective
+def oracle_tokens(model: Any, words: Any) -> Any:
+    """``(B, tokens, hidden)`` oracle image tokens: per patch, the sum of the LM's embeddings of its words."""
+    present = (words >= 0).unsqueeze(-1)
+    return (model.get_input_embeddings()(words.clamp(min=0)) * present).sum(-2)
+
+
+def image_tokens(model: Any, pixel_values: Any) -> Any:
+    """``(B, tokens, hidden)`` image tokens of ``pixel_values``: tower + projector, as LLaVA's forward computes them."""
+    from vhx.adversarial.views import image_features
+
+    return image_features(model, {"pixel_values": pixel_values.to(model.dtype)})
+
+
+def _balanced_yes_no(logits: Any, at: Any, target: Any, yes: int, no: int) -> Any:
+    """Cross-entropy of the Yes/No logits at positions ``at`` against ``target``, positives and negatives weighted equally.
+
+    Matching patches are a few percent of all image tokens; unweighted, "no everywhere" is a
+    comfortable minimum the lookup never leaves.
+    """
+    import torch.nn.functional as F
+
+    ce = F.cross_entropy(logits[..., [no, yes]][at], target, reduction="none")
+    pos, neg = target == 1, target == 0
+    if pos.any() and neg.any():
+        return (ce[pos].mean() + ce[neg].mean()) / 2
+    return ce.mean()
+
+
+def stage_loss(model: Any, batch: Mapping[str, Any], stage: str, args: MiniModelArguments, yes: int, no: int) -> tuple[Any, dict[str, float]]:
+    """The loss of one batch in ``stage`` and its parts (see the module docs).
+
+    ``language``: answers from oracle image tokens. ``vision``: squared distance of the tower's image
+    tokens to the oracle tokens (per token, summed over the hidden size). ``joint``: answers from real
+    image tokens, plus ``oracle_loss_weight`` times the vision loss.
+    """
     import torch
+    import torch.nn.functional as F
+
+    oracle = oracle_tokens(model, batch["words"])
+    parts: dict[str, float] = {}
+    if stage != "language":
+        seen = image_tokens(model, batch["pixel_values"]).float()
+        distance = F.mse_loss(seen, oracle.detach().float()) * seen.shape[-1]
+        parts["oracle"] = distance.item()
+        if stage == "vision":
+            return distance, parts
+    ids = batch["input_ids"]
+    embeds = model.get_input_embeddings()(ids)
+    at = ids == model.config.image_token_id
+    tokens = oracle if stage == "language" else seen.to(embeds.dtype)
+    embeds = embeds.masked_scatter(at.unsqueeze(-1), tokens.reshape(-1, tokens.shape[-1]))
+    lm = model.model.language_model
+    out = lm(inputs_embeds=embeds, output_hidden_states=bool(args.match_layer))
+    logits = model.lm_head(out.last_hidden_state).float()
+    labels = batch["labels"]
+    answer = F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
+    matches = batch["matches"].to(ids.device)
+    # The running OR over the image tokens in reading order: the last one holds the answer to the claim.
+    seen_so_far = torch.cummax(matches, dim=1).values
+    patch = _balanced_yes_no(logits, at, seen_so_far.flatten(), yes, no)
+    if args.match_layer:
+        mid = model.lm_head(lm.norm(out.hidden_states[args.match_layer])).float()
+        patch = patch + _balanced_yes_no(mid, at, matches.flatten(), yes, no)
+    loss = answer + args.patch_loss_weight * patch
+    parts.update(answer=answer.item(), patch=patch.item())
+    if stage == "joint" and args.oracle_loss_weight:
+        loss = loss + args.oracle_loss_weight * distance
+    return loss, parts
+
+
+@functools.lru_cache(maxsize=1)
+def _objective_class() -> type:
+    import torch
+
+    class _StageObjective(torch.nn.Module):
+        """The LLaVA model plus one stage's loss; what the Trainer (and under DDP, its wrapper) calls."""
+
+        def __init__(self, model: Any, stage: str, args: MiniModelArguments, yes: int, no: int) -> None:
+            super().__init__()
+            self.model, self.stage, self.args, self.yes, self.no = model, stage, args, yes, no
+            self.parts: dict[str, float] = {}
+
+        def forward(self, **batch: Any) -> dict[str, Any]:
+            loss, self.parts = stage_loss(self.model, batch, self.stage, self.args, self.yes, self.no)
+            return {"loss": loss}
+
+    return _StageObjective
+
+
+# ------------------------------------------------------------------------------------ probes
+class Probe:
+    """Held-aside benchmark cases (seed ``probe_seed``, balanced, each with its negated twin) scored during training.
+
+    Scores what the stage trains: from oracle image tokens in the ``language`` stage, from pixels
+    after it. Per kind: accuracy, symmetric accuracy, and the P(yes) gap (mean P(yes) on true-"yes"
+    cases minus on true-"no" cases; 0 when the answers ignore the image).
+    """
+
+    def __init__(self, bank: SceneBank, data: MiniDataArguments) -> None:
+        import torch
+
+        from vhx.synthetic import SyntheticConfig, describe_scene, generate_synthetic
+
+        self.bank = bank
+        source = generate_synthetic(SyntheticConfig(num_images=data.probe_images, yes_ratio=0.5, seed=data.probe_seed, image_size=data.scene_size))
+        self.items: dict[str, list[tuple[str, bool, int]]] = {}
+        pixels, words = [], []
+        for kind in YES_NO_KINDS:
+            rows = []
+            for row in source[kind]:
+                scene = describe_scene(row)
+                owners = patch_owners(scene, bank.grid)
+                said = [[bank.word_id(w) for w in object_words(scene, o)] for o in scene.objects]
+                w = torch.full((bank.grid**2, MAX_PATCH_WORDS), -1, dtype=torch.long)
+                for p, k in enumerate(owners):
+                    if k:
+                        w[p, : len(said[k - 1])] = torch.tensor(said[k - 1])
+                pixels.append(bank.processor.image_processor([row["image"].convert("RGB")], return_tensors="pt")["pixel_values"][0])
+                words.append(w)
+                truth = row["answer"] == "yes"
+                rows.append((row["question"], truth, len(pixels) - 1))
+                rows.append((bank.maker.negate(row["question"]), not truth, len(pixels) - 1))
+            self.items[kind] = rows
+        self.pixels, self.words = torch.stack(pixels), torch.stack(words)
+
+    def __call__(self, model: Any, *, oracle: bool, batch_size: int = 64) -> dict[str, dict[str, float]]:
+        """Per kind ``{"accuracy", "symmetric_accuracy", "gap"}`` of ``model`` (left-padded prompts, as the scorer pads)."""
+        import torch
+
+        from vhx.models.hf import yes_no_token_ids
+
+        bank, pad = self.bank, self.bank.tokenizer.pad_token_id
+        # Every spelling of yes / no, as the scorer sums them (logits mode).
+        yes, no = yes_no_token_ids(bank.tokenizer)
+        was_training = model.training
+        model.eval()
+        report = {}
+        with torch.no_grad():
+            for kind, rows in self.items.items():
+                p_yes = []
+                for start in range(0, len(rows), batch_size):
+                    chunk = rows[start : start + batch_size]
+                    prompts = [bank.prompt_ids(q) for q, _, _ in chunk]
+                    width = max(map(len, prompts))
+                    ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+                    for r, p in enumerate(prompts):
+                        ids[r, width - len(p) :] = torch.tensor(p)
+                    at = [i for _, _, i in chunk]
+                    device = model.device
+                    tokens = oracle_tokens(model, self.words[at].to(device)) if oracle else image_tokens(model, self.pixels[at].to(device))
+                    embeds = model.get_input_embeddings()(ids.to(device))
+                    embeds = embeds.masked_scatter((ids == model.config.image_token_id).to(device).unsqueeze(-1), tokens.reshape(-1, tokens.shape[-1]).to(embeds.dtype))
+                    hidden = model.model.language_model(inputs_embeds=embeds, attention_mask=(ids != pad).long().to(device)).last_hidden_state[:, -1]
+                    logprobs = torch.log_softmax(model.lm_head(hidden).float(), -1)
+                    p_yes.extend(torch.sigmoid(logprobs[:, yes].logsumexp(-1) - logprobs[:, no].logsumexp(-1)).tolist())
+                right = [(p > 0.5) == truth for p, (_, truth, _) in zip(p_yes, rows)]
+                on = [p for p, (_, truth, _) in zip(p_yes, rows) if truth]
+                off = [p for p, (_, truth, _) in zip(p_yes, rows) if not truth]
+                report[kind] = {
+                    "accuracy": round(sum(right) / len(right), 4),
+                    "symmetric_accuracy": round(sum(right[i] and right[i + 1] for i in range(0, len(right), 2)) / (len(right) // 2), 4),
+                    "gap": round(sum(on) / len(on) - sum(off) / len(off), 4),
+                }
+        model.train(was_training)
+        return report
+
+
+def _probe_callback(probe: Probe, model: Any, stage: str, every: int, offset: int, curves: list[dict[str, Any]]) -> Any:
+    """A ``TrainerCallback`` that appends the probe's scores to ``curves`` every ``every`` steps and at the stage's end."""
     from transformers import TrainerCallback
 
-    from vhx.adversarial.views import image_features
-    from vhx.models.hf import HFModel
-    from vhx.synthetic import candidates, render_scene, sample_scene
-
-    rng = random.Random(f"vhx.mini:probe:{data.eval_seed}")
-    items: dict[str, list[tuple[Any, str, str]]] = {k: [] for k in YES_NO_KINDS}
-    index = 0
-    while any(len(v) < 2 * data.probe_images for v in items.values()):
-        scene = sample_scene(data.eval_seed, index, data.scene_size)
-        index += 1
-        for kind in YES_NO_KINDS:
-            for answer in ("yes", "no"):
-                options = candidates(scene, kind, answer)
-                if options and sum(a == answer for _, _, a in items[kind]) < data.probe_images:
-                    items[kind].append((render_scene(scene), rng.choice(options)[0], answer))
-
-    class YesNoProbe(TrainerCallback):
-        def on_step_end(self, args: Any, state: Any, control: Any, model: Any = None, **_: Any) -> None:
-            if not data.probe_every or state.global_step % data.probe_every:
+    class ProbeCallback(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+            if not state.is_world_process_zero or (state.global_step % every and state.global_step != state.max_steps):
                 return
-            scorer = HFModel(model, processor, spec=data.model_name, mode="logits", batch_size=32)
-            model.eval()
-            report = {}
-            with torch.no_grad():
-                for kind, rows in items.items():
-                    preds = scorer.predict([r[0] for r in rows], [r[1] for r in rows])
-                    report[kind] = round(sum(p.pred == r[2] for p, r in zip(preds, rows)) / len(rows), 3)
-                    report[f"{kind}_yes"] = round(sum(p.pred == "yes" for p in preds) / len(rows), 3)
-                    # P(yes) on true-"yes" minus true-"no" cases: above 0 as soon as the image counts at all.
-                    on = [p.p_yes for p, r in zip(preds, rows) if r[2] == "yes"]
-                    off = [p.p_yes for p, r in zip(preds, rows) if r[2] == "no"]
-                    report[f"{kind}_gap"] = round(sum(on) / len(on) - sum(off) / len(off), 3)
-                # The scale of image tokens against word embeddings: image tokens that grow far above
-                # the words drown the question in the residual stream.
-                pixels = processor.image_processor([r[0] for r in items["existence"][:8]], return_tensors="pt")["pixel_values"]
-                feats = image_features(model, {"pixel_values": pixels.to(model.device, model.dtype)})
-                report["image_token_norm"] = round(feats.reshape(-1, feats.shape[-1]).norm(dim=-1).mean().item(), 3)
-                report["word_norm"] = round(model.get_input_embeddings().weight.norm(dim=-1).mean().item(), 3)
-            model.train()
-            logger.info("probe at step %d: %s", state.global_step, report)
-            state.log_history.append({"step": state.global_step, "probe": report})
+            report = probe(model, oracle=stage == "language")
+            curves.append({"stage": stage, "step": state.global_step, "total_step": offset + state.global_step, "probe": report})
+            logger.info("probe, %s stage step %d: %s", stage, state.global_step,
+                        ", ".join(f"{k} {v['accuracy']:.3f}/{v['symmetric_accuracy']:.3f}" for k, v in report.items()))
 
-    return YesNoProbe()
+    return ProbeCallback()
+
+
+def plot_learning_curves(curves: Sequence[Mapping[str, Any]], path: str | os.PathLike, title: str = "vhx-mini") -> Path:
+    """Probe accuracy (solid) and symmetric accuracy (dashed) per kind against the training step, stages marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    for i, kind in enumerate(YES_NO_KINDS):
+        xs = [c["total_step"] for c in curves]
+        colour = f"C{i}"
+        ax.plot(xs, [c["probe"][kind]["accuracy"] for c in curves], "-", color=colour, label=f"{kind} accuracy")
+        ax.plot(xs, [c["probe"][kind]["symmetric_accuracy"] for c in curves], "--", color=colour, alpha=0.6, label=f"{kind} symmetric")
+    for stage in dict.fromkeys(c["stage"] for c in curves):
+        first = min(c["total_step"] for c in curves if c["stage"] == stage)
+        last = max(c["total_step"] for c in curves if c["stage"] == stage)
+        ax.axvspan(first, last, alpha=0.06, color="k" if stage == "vision" else "w")
+        ax.text(first, 1.02, stage + (" (oracle tokens)" if stage == "language" else ""), fontsize=8, va="bottom")
+    ax.set(xlabel="training step (all stages)", ylabel="held-aside probe score", ylim=(0, 1.08), title=title)
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.legend(fontsize=7, ncol=2, loc="lower right")
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
 
 
 # ------------------------------------------------------------------------------------ training
@@ -664,14 +737,6 @@ class MiniResult:
     evaluation: list[dict[str, Any]]
 
 
-def _tokenizer_corpus(maker: ConversationMaker, n: int) -> Iterator[str]:
-    # Conversations of the first scenes, plus what vhx and users ask that the conversations lack.
-    for i in range(n):
-        yield _conversation_text(maker.messages(maker.scene(i), i, 0))
-    yield SHORT_ANSWER
-    yield "Is there a person in the image? Is it false that the dog is black? Please answer yes or no."
-
-
 def _hardware() -> str:
     import torch
 
@@ -681,19 +746,43 @@ def _hardware() -> str:
     return f"CPU only: {cores} cores, {platform.processor() or platform.machine()}, torch {torch.__version__} with {torch.get_num_threads()} threads"
 
 
+def _stage_plan(model_args: MiniModelArguments, training_args: Any) -> list[tuple[str, int, float, int]]:
+    """``(stage, steps, peak lr, batch size)`` of each stage to run."""
+    batch = training_args.per_device_train_batch_size
+    plan = [
+        ("language", model_args.language_steps, training_args.learning_rate, batch),
+        ("vision", model_args.vision_steps, model_args.vision_lr, model_args.vision_batch_size),
+        ("joint", model_args.joint_steps, model_args.joint_lr, batch),
+    ]
+    if model_args.init_from:
+        plan = plan[2:]
+    return [p for p in plan if p[1] > 0]
+
+
+def _trainable(model: Any, stage: str) -> None:
+    """Train what ``stage`` trains; freeze the rest (frozen parts stay out of the optimizer and of DDP)."""
+    vision = [model.model.vision_tower, model.model.multi_modal_projector]
+    model.requires_grad_(stage == "joint")
+    if stage == "language":
+        model.model.language_model.requires_grad_(True)  # embeddings included (tied to the LM head)
+    elif stage == "vision":
+        for part in vision:
+            part.requires_grad_(True)
+
+
 def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, training_args: Any) -> MiniResult:
     """Train vhx-mini (or continue ``init_from``), save it with ``save_pretrained``, evaluate it, write its card.
 
-    ``training_args`` is a :class:`transformers.TrainingArguments`; its ``num_train_epochs`` counts passes
-    over the scenes, each pass with new questions about them.
+    ``training_args`` is a :class:`transformers.TrainingArguments`: its ``learning_rate`` and
+    ``per_device_train_batch_size`` are the language stage's (and the joint stage's batch size); each
+    stage runs its own :class:`~transformers.Trainer` for its number of steps.
     """
-    import torch
     from transformers import Trainer, set_seed
 
     start = time.time()
     set_seed(training_args.seed)
     out = Path(training_args.output_dir)
-    maker = ConversationMaker(data_args)
+    maker = QuestionMaker(data_args)
     if model_args.init_from:
         from vhx.models.loading import load_pretrained
 
@@ -703,79 +792,68 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     else:
         tokenizer = train_tokenizer(_tokenizer_corpus(maker, model_args.tokenizer_scenes), model_args.vocab_size)
         model, processor = new_model(model_args, tokenizer)
-    epochs = max(1, math.ceil(training_args.num_train_epochs))
-    dataset = ConversationDataset(maker, processor, epochs, progress=not training_args.disable_tqdm)
-    vision_losses: list[float] = []
-    if model_args.vision_pretrain_steps and not model_args.init_from:
-        vision_losses = pretrain_vision(model, dataset, model_args, seed=training_args.seed, progress=not training_args.disable_tqdm)
-        logger.info("vision pretraining: loss %.3f -> %.3f", vision_losses[0], vision_losses[-1])
-    if model_args.freeze_vision:
-        model.model.vision_tower.requires_grad_(False)
-    pad = processor.tokenizer.pad_token_id
-    if model_args.caption_steps and not model_args.init_from:
-        # Stage 1: captions only; each caption token is one attention hop from the image, which
-        # teaches the language model to read the image tokens before it must match them to a question.
-        dataset.captions_only = True
-        stage1 = copy.deepcopy(training_args)
-        stage1.max_steps, stage1.per_device_train_batch_size = model_args.caption_steps, model_args.caption_batch_size
-        stage1.remove_unused_columns = False
-        Trainer(model=model, args=stage1, train_dataset=dataset, data_collator=lambda f: collate(f, pad)).train()
-        dataset.captions_only = False
-    # Trainer sees one pass over scenes x epochs; the epochs are inside the dataset.
-    training_args.num_train_epochs = 1
-    training_args.remove_unused_columns = False
-    trainer = Trainer(
-        model=model,
-        args=training_args,
-        train_dataset=dataset,
-        data_collator=lambda features: collate(features, pad),
-        callbacks=[_probe_callback(processor, data_args)] if data_args.probe_every else None,
-    )
-    train_output = trainer.train()
+    progress = not training_args.disable_tqdm
+    bank = SceneBank(maker, processor, progress=progress)
+    probe = Probe(bank, data_args) if data_args.probe_every else None
+    objective_cls = _objective_class()
+    curves: list[dict[str, Any]] = []
+    stages: list[dict[str, Any]] = []
+    offset = 0
+    for stage, steps, lr, batch in _stage_plan(model_args, training_args):
+        _trainable(model, stage)
+        args = copy.deepcopy(training_args)
+        args.max_steps, args.learning_rate, args.per_device_train_batch_size = steps, lr, batch
+        args.num_train_epochs, args.remove_unused_columns, args.save_strategy = 1, False, "no"
+        length = steps * batch * max(1, args.gradient_accumulation_steps) * max(1, args.world_size)
+        dataset = SceneDataset(bank, length) if stage == "vision" else YesNoDataset(bank, length, stream=stage)
+        objective = objective_cls(model, stage, model_args, bank.answer_ids["yes"], bank.answer_ids["no"])
+        callbacks = [_probe_callback(probe, model, stage, data_args.probe_every, offset, curves)] if probe else None
+        trainer = Trainer(model=objective, args=args, train_dataset=dataset,
+                          data_collator=functools.partial(collate, bank=bank), callbacks=callbacks)
+        t0 = time.time()
+        output = trainer.train()
+        losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+        stages.append({"stage": stage, "steps": output.global_step, "batch_size": batch, "learning_rate": lr,
+                       "seconds": round(time.time() - t0, 1), "first_loss": losses[0] if losses else None,
+                       "final_loss": losses[-1] if losses else None, "losses": losses})
+        offset += output.global_step
+        del trainer, objective
     train_seconds = time.time() - start
-    model = trainer.model
+    model.requires_grad_(True)
     model.eval()
-    dtype = getattr(torch, data_args.save_dtype)
-    model.to(dtype)
+    model.to(getattr(__import__("torch"), data_args.save_dtype))
     model.config.use_cache = True
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     processor.save_pretrained(out)
-    for stale in ("training_args.bin",):
-        (out / stale).unlink(missing_ok=True)
-    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    (out / "training_args.bin").unlink(missing_ok=True)
+    if curves:
+        plot_learning_curves(curves, out / "learning_curves.png", title=f"{data_args.model_name}: held-aside probe during training")
     record = {
         "name": data_args.model_name,
         "model": asdict(model_args),
         "data": asdict(data_args),
         "training": {
             "seed": training_args.seed,
-            "epochs": epochs,
-            "conversations": len(dataset),
-            "steps": train_output.global_step,
-            "batch_size": training_args.per_device_train_batch_size * max(1, training_args.gradient_accumulation_steps),
-            "learning_rate": training_args.learning_rate,
+            "stages": stages,
+            "steps": sum(s["steps"] for s in stages),
             "lr_scheduler": str(training_args.lr_scheduler_type),
             "warmup_steps": training_args.warmup_steps,
             "weight_decay": training_args.weight_decay,
-            "final_loss": losses[-1] if losses else None,
-            "first_loss": losses[0] if losses else None,
-            "vision_pretrain_steps": len(vision_losses),
-            "vision_pretrain_loss": [vision_losses[0], vision_losses[-1]] if vision_losses else None,
-            "freeze_vision": model_args.freeze_vision,
-            "caption_steps": model_args.caption_steps if not model_args.init_from else 0,
+            "max_grad_norm": training_args.max_grad_norm,
         },
+        "learning_curves": curves,
         "parameters": sum(p.numel() for p in model.parameters()),
         "hardware": _hardware(),
         "train_seconds": round(train_seconds, 1),
         "versions": _versions(),
     }
-    del trainer, model
+    del model
     evaluation: list[dict[str, Any]] = []
     if data_args.eval_images:
         evaluation = evaluate_mini(out, num_images=data_args.eval_images, seed=data_args.eval_seed)
         record["eval_seconds"] = round(time.time() - start - train_seconds, 1)
-    record["size_bytes"] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name != "training_record.json")
+    record["size_bytes"] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name not in ("training_record.json", "README.md"))
     (out / "training_record.json").write_text(json.dumps({**record, "evaluation": evaluation}, indent=2) + "\n", encoding="utf-8")
     write_card(out, record, evaluation)
     return MiniResult(out, record, evaluation)
@@ -869,17 +947,29 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mapping[str, Any]]) -> Path:
-    """The model card (README.md): what the model is, its data, config, seed, hardware, time and scores."""
+    """The model card (README.md): what the model is, its data, stages, seed, hardware, time, scores and learning curves."""
     from importlib import resources
 
     data, model_args, training = record["data"], record["model"], record["training"]
     template = resources.files("vhx.hub_cards").joinpath("vhx_mini_card.md").read_text(encoding="utf-8")
     init = model_args.get("init_from")
+    stage_rows = "\n".join(
+        f"| {s['stage']} | {s['steps']} | {s['batch_size']} | {s['learning_rate']:g} | {s['seconds'] / 60:.1f} | "
+        + (f"{s['first_loss']:.4f} -> {s['final_loss']:.4f}" if s.get("final_loss") is not None else "-") + " |"
+        for s in training["stages"]
+    )
+    curves = record.get("learning_curves") or []
+    curve_rows = "\n".join(
+        f"| {c['stage']} | {c['step']} | " + " | ".join(
+            f"{c['probe'][k]['accuracy']:.3f} / {c['probe'][k]['symmetric_accuracy']:.3f} / {c['probe'][k]['gap']:.2f}" for k in YES_NO_KINDS
+        ) + " |"
+        for c in curves
+    )
     values = {
         "name": record["name"],
         "origin": (
             f"Continued from `{init}`: same architecture, tokenizer and processor." if init
-            else "Trained from scratch (random initialisation, tokenizer trained on the same conversations)."
+            else "Trained from scratch (random initialisation, tokenizer trained on the same questions)."
         ),
         "parameters": f"{record['parameters'] / 1e6:.2f}M",
         "size_mb": f"{record['size_bytes'] / 1e6:.1f}",
@@ -891,24 +981,22 @@ def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mappin
         "text": f"{model_args['text_layers']} layers x {model_args['text_hidden']}",
         "num_scenes": data["num_scenes"],
         "scene_seed": data["scene_seed"],
-        "epochs": training["epochs"],
-        "conversations": training["conversations"],
-        "yes_no": data["yes_no_per_scene"],
-        "instruct": data["instruct_per_scene"],
         "yes_ratio": data["yes_ratio"],
         "negated_ratio": data["negated_ratio"],
+        "false_yes_ratio": data["false_yes_ratio"],
+        "stages": stage_rows,
         "steps": training["steps"],
-        "batch_size": training["batch_size"],
-        "learning_rate": training["learning_rate"],
         "lr_scheduler": training["lr_scheduler"],
         "seed": training["seed"],
-        "final_loss": f"{training['final_loss']:.4f}" if training.get("final_loss") is not None else "-",
         "hardware": record["hardware"],
         "train_minutes": f"{record['train_seconds'] / 60:.1f}",
+        "probe_images": data["probe_images"],
+        "probe_seed": data["probe_seed"],
+        "curves": curve_rows or "| - | - | - | - | - | - |",
         "eval_images": data["eval_images"],
         "eval_seed": data["eval_seed"],
         "evaluation": format_table(evaluation) if evaluation else "(not evaluated)",
-        "config": json.dumps({"model": model_args, "data": data, "training": training}, indent=2),
+        "config": json.dumps({"model": model_args, "data": data, "training": {k: v for k, v in training.items() if k != "stages"}}, indent=2),
         "versions": ", ".join(f"{k} {v}" for k, v in record["versions"].items()),
     }
     path = out / "README.md"
@@ -917,22 +1005,35 @@ def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mappin
 
 
 __all__ = [
+    "MAX_PATCH_WORDS",
+    "QUESTION_FIRST_TEMPLATE",
     "SHIPPED",
-    "ConversationDataset",
-    "ConversationMaker",
+    "SHORT_ANSWER",
+    "STAGES",
     "MiniDataArguments",
     "MiniModelArguments",
     "MiniResult",
+    "Probe",
+    "QuestionMaker",
+    "SceneBank",
+    "SceneDataset",
+    "YesNo",
+    "YesNoDataset",
     "collate",
-    "describe",
     "evaluate_mini",
     "format_table",
+    "image_tokens",
     "new_model",
-    "patch_targets",
-    "pretrain_vision",
+    "object_words",
+    "oracle_tokens",
     "parse_mini_args",
+    "patch_matches",
+    "patch_owners",
+    "plot_learning_curves",
     "resolve_model",
+    "stage_loss",
     "train_mini",
     "train_tokenizer",
+    "word_ids",
     "write_card",
 ]
