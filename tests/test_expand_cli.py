@@ -14,7 +14,7 @@ from vhx.cli import main
 from vhx.hub import load_folder
 from vhx.errors import DataError
 from vhx.pipeline import expand
-from vhx.perturbations import PERTURBATIONS
+from vhx.perturbations.registry import default_perturbations
 from vhx.schema import flip_answer, validate_dataset
 from vhx.synthetic import SyntheticConfig, generate_synthetic
 
@@ -139,11 +139,11 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert any(b.startswith("scoring") for b in bars) and datasets.is_progress_bar_enabled()
     expanded = load_folder(out / "synthetic-expanded")
     # the default subject, vhx-mini, is also attacked: one I-FGSM split after the paper's four perturbations
-    assert list(expanded) == ["original", *PERTURBATIONS, "ifgsm"]
+    assert list(expanded) == ["original", *default_perturbations(), "ifgsm"]
     assert set(expanded["ifgsm"]["target_model"]) == {"vhx-mini"}
     n_cases = len(expanded["original"])
     predictions = (out / "run" / "predictions.jsonl").read_text().splitlines()
-    assert len(predictions) == n_cases * (2 + len(PERTURBATIONS))
+    assert len(predictions) == n_cases * (2 + len(default_perturbations()))
     report = (out / "run" / "report" / "report.md").read_text()
     assert "## Symmetric accuracy" in report and "vhx-mini" in report
     # Runs table: dataset name, splits and sizes, mode, dtype, date (no hashes)

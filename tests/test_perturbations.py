@@ -27,6 +27,7 @@ from PIL import Image, ImageDraw
 
 from vhx import perturbations as P
 from vhx.perturbations import dataset as perturb_dataset
+from vhx.perturbations.registry import default_perturbations
 from vhx.perturbations import pixels
 from vhx.errors import DataError
 from vhx.schema import FEATURES, ORIGINAL, loads, make_case, validate_dataset
@@ -215,7 +216,8 @@ def test_gaussian_noise_paper_default_statistics() -> None:
 
 
 def test_registry_holds_the_paper_defaults_and_reference_severities() -> None:
-    assert list(P.PERTURBATIONS) == ["gaussian_noise", "brightness", "defocus_blur", "jpeg_compression"]
+    assert list(P.PERTURBATIONS) == ["gaussian_noise", "brightness", "defocus_blur", "jpeg_compression", "blank"]
+    assert default_perturbations() == ["gaussian_noise", "brightness", "defocus_blur", "jpeg_compression"]
     resolved = {name: p.resolve() for name, p in P.PERTURBATIONS.items()}
     assert resolved["gaussian_noise"] == {"sigma": 0.08, "rounding": "truncate"}
     assert resolved["brightness"] == {"c": 0.5, "rounding": "truncate"}
@@ -316,8 +318,10 @@ def test_threaded_bands_equal_one_pass() -> None:
 
 
 def test_parse_perturb_option() -> None:
-    everything = list(P.PERTURBATIONS)
+    everything = ["gaussian_noise", "brightness", "defocus_blur", "jpeg_compression"]  # "all" is the paper's four
     assert P.parse_perturb_option("all") == (everything, {})
+    assert P.parse_perturb_option("all,blank") == ([*everything, "blank"], {})
+    assert P.parse_perturb_option("blank:fill=grey:level=90") == (["blank"], {"blank": {"fill": "grey", "level": 90}})
     assert P.parse_perturb_option("none") == ([], {})
     assert P.parse_perturb_option(" brightness , jpeg_compression ") == (["brightness", "jpeg_compression"], {})
     assert P.parse_perturb_option("brightness:c=0.3") == (["brightness"], {"brightness": {"c": 0.3}})
@@ -361,6 +365,35 @@ def test_unknown_names_give_clear_errors() -> None:
 
 
 # --------------------------------------------------------------------------------------------
+def test_blank_is_one_uniform_colour_of_the_same_size() -> None:
+    image = np.zeros((5, 4, 3), dtype=np.uint8)
+    image[:2] = (200, 10, 30)  # 8 of 20 pixels
+    image[2:] = (100, 110, 0)
+    out = P.apply("blank", image, seed_key="x")
+    # mean colour, computed by hand: 0.4 * 200 + 0.6 * 100 = 140, 0.4 * 10 + 0.6 * 110 = 70, 0.4 * 30 = 12
+    assert out.shape == image.shape and out.dtype == np.uint8
+    assert (out == np.array([140, 70, 12], dtype=np.uint8)).all()
+    grey = P.apply("blank", IMAGES["natural-224x224"], seed_key="x", fill="grey")
+    assert grey.shape == (224, 224, 3) and (grey == 128).all()
+    assert (P.apply("blank", image, seed_key="x", fill="grey", level=7) == 7).all()
+    with pytest.raises(P.PerturbationError, match="blank: fill='pink' must be one of"):
+        P.apply("blank", image, seed_key="x", fill="pink")
+    with pytest.raises(P.PerturbationError, match="level=300 must be in"):
+        P.apply("blank", image, seed_key="x", fill="grey", level=300)
+
+
+def test_blank_split_images_hold_one_colour_each(pairs: datasets.Dataset, tmp_path: Path) -> None:
+    out = P.perturb_splits(pairs, ["blank"], image_dir=tmp_path / "blank")
+    assert list(out) == ["blank"] and len(out["blank"]) == len(pairs)
+    for row, source in zip(out["blank"], pairs):
+        pixels = np.asarray(row["image"].convert("RGB"))
+        assert len(np.unique(pixels.reshape(-1, 3), axis=0)) == 1
+        original = np.asarray(source["image"].convert("RGB"))
+        assert pixels.shape == original.shape
+        assert np.abs(pixels[0, 0].astype(int) - original.reshape(-1, 3).mean(0)).max() <= 0.5
+        assert row["transform"] == "blank" and row["question"] == source["question"]
+
+
 # perturb_splits: one split per perturbation, each image perturbed once
 # --------------------------------------------------------------------------------------------
 
@@ -435,8 +468,8 @@ def splits(pairs: datasets.Dataset, image_dir: Path, tmp_path_factory: pytest.Te
 
 def test_each_image_is_perturbed_once(pairs: datasets.Dataset, splits: dict) -> None:
     n_images = len(set(pairs["image_id"]))
-    assert splits["_calls"] == {name: n_images for name in P.PERTURBATIONS}
-    for name in P.PERTURBATIONS:
+    assert splits["_calls"] == {name: n_images for name in default_perturbations()}
+    for name in default_perturbations():
         files = splits[name].cast_column("image", datasets.Image(decode=False))
         by_image: dict[str, set[bytes]] = {}
         for image_id, image in zip(files["image_id"], files["image"]):
@@ -451,7 +484,7 @@ def test_rerun_reuses_files_and_perturbs_nothing(
     with counting_perturbations(tmp_path / "calls") as calls:
         again = P.perturb_splits(pairs, seed=7, params={"brightness": {"c": 0.3}}, image_dir=image_dir)
         assert sum(calls().values()) == 0
-        for name in P.PERTURBATIONS:
+        for name in default_perturbations():
             assert again[name].cast_column("image", datasets.Image(decode=False))["image"] == \
                 splits[name].cast_column("image", datasets.Image(decode=False))["image"]
         # another seed is another noise image, so gaussian noise is computed again (and only it)
@@ -467,7 +500,7 @@ def test_split_rows_ids_and_transform_fields(pairs: datasets.Dataset, splits: di
         "jpeg_compression": {"quality": 30},
     }
     source = pairs.remove_columns("image").to_list()
-    for name in P.PERTURBATIONS:
+    for name in default_perturbations():
         split = splits[name]
         validate_dataset(split)
         assert split.features == FEATURES
@@ -488,7 +521,7 @@ def test_split_rows_ids_and_transform_fields(pairs: datasets.Dataset, splits: di
 
 def test_split_images_are_the_perturbed_pixels(pairs: datasets.Dataset, splits: dict) -> None:
     originals = {row["image_id"]: np.asarray(row["image"]) for row in pairs.select(range(0, len(pairs), 6))}
-    for name in P.PERTURBATIONS:
+    for name in default_perturbations():
         files = splits[name].cast_column("image", datasets.Image(decode=False))
         for image_id, image in zip(files["image_id"], files["image"]):
             data = _file_bytes(image)
@@ -539,7 +572,7 @@ def test_parallel_workers_write_the_files_perturb_file_makes(tmp_path: Path, wor
     ds = original_split(n_images=5, questions=2, size=(96, 64))
     out = P.perturb_splits(ds, seed=2, params={"brightness": {"c": 0.4}}, image_dir=tmp_path / "files", workers=workers)
     sources = {row["image_id"]: row["image"] for row in ds.cast_column("image", datasets.Image(decode=False))}
-    for name in P.PERTURBATIONS:
+    for name in default_perturbations():
         rows = out[name].cast_column("image", datasets.Image(decode=False))
         assert rows["id"] == [f"{i}@{name}" for i in ds["id"]]  # the source's row order
         params = {"c": 0.4} if name == "brightness" else {}

@@ -64,16 +64,20 @@ YES_NO_KINDS: tuple[str, ...] = ("existence", "color", "count", "position")
 SHORT_ANSWER = "Answer the question using a single word or phrase."
 
 #: vhx-mini's chat template: LLaVA-1.5's (``USER: ... ASSISTANT:``, ``</s>`` after each answer) with
-#: the image placed after the user's text, so image tokens can attend to the question.
+#: the image placed after the user's text, so image tokens can attend to the question. The
+#: ``{% generation %}`` markers let TRL's collator train on the answers only (``vhx.finetune``).
 QUESTION_FIRST_TEMPLATE = (
     "{% for message in messages %}"
     "{% if message['role'] == 'system' %}"
     "{{ message['content'] if message['content'] is string else message['content'][0]['text'] }}{{ ' ' }}"
+    "{% elif message['role'] == 'assistant' %}{{ 'ASSISTANT: ' }}{% generation %}"
+    "{{ message['content'] if message['content'] is string else message['content'][0]['text'] }}{{ '</s>' }}"
+    "{% endgeneration %}"
     "{% else %}{{ message['role'].upper() + ': ' }}"
     "{% if message['content'] is string %}{{ message['content'] }}"
     "{% else %}{% for part in message['content'] if part['type'] == 'text' %}{{ part['text'] }}{% endfor %}"
     "{% for part in message['content'] if part['type'] == 'image' %}{{ '\n<image>' }}{% endfor %}{% endif %}"
-    "{{ ' ' if message['role'] == 'user' else '</s>' }}{% endif %}"
+    "{{ ' ' }}{% endif %}"
     "{% endfor %}"
     "{% if add_generation_prompt %}{{ 'ASSISTANT:' }}{% endif %}"
 )

@@ -76,7 +76,8 @@ def training_chat_template(processor: Any, override: str | None = None) -> tuple
 
     Candidates, in order: ``override`` (a Jinja file or template text, must have
     ``{% generation %}`` markers); vhx's :func:`vicuna_training_template` (with the BOS token in
-    front, then without); the model's own template if it has generation markers; TRL's training
+    front, then without); the model's own template if it has generation markers (BOS in front, then
+    as it is); TRL's training
     variant of the model's template (``trl.chat_template_utils.get_training_chat_template``). The first
     that passes :func:`_template_problem` wins; failing that, the first whose only fault is a missing
     BOS (with a warning). Otherwise :class:`VHXError`.
@@ -101,6 +102,9 @@ def training_chat_template(processor: Any, override: str | None = None) -> tuple
             candidates.append((vicuna_training_template(bos, eos), "vhx-vicuna-v1+bos"))
         candidates.append((vicuna_training_template("", eos), "vhx-vicuna-v1"))
         if own and has_generation_markers(own):
+            # The scorer's tokenizer adds BOS itself; TRL's collator renders the text without special tokens.
+            if bos:
+                candidates.append(("{{ bos_token }}" + own, "model+bos"))
             candidates.append((own, "model"))
         try:
             patched = get_training_chat_template(processor)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from vhx.perturbations.pixels import ROUNDINGS, brightness, defocus_blur, gaussian_noise, jpeg_compression
+from vhx.perturbations.pixels import BLANK_FILLS, ROUNDINGS, blank, brightness, defocus_blur, gaussian_noise, jpeg_compression
 from vhx.perturbations.registry import Param, register_perturbation
 
 
@@ -100,3 +100,18 @@ register_perturbation(
     severities=[{"quality": q} for q in (25, 18, 15, 10, 7)],
     file_format="JPEG",
 )
+
+register_perturbation(
+    "blank",
+    blank,
+    summary="every image replaced by one uniform image of the same size (its mean colour, or grey)",
+    params={
+        "fill": Param(str, lambda v: None if v in BLANK_FILLS else f"must be one of {list(BLANK_FILLS)}", "'mean': the source's mean colour; 'grey': a fixed grey"),
+        "level": Param(int, lambda v: None if 0 <= v <= 255 else "must be in [0, 255]", "the grey level of fill=grey"),
+    },
+    defaults={"fill": "mean", "level": 128},
+    severities=[],
+    notes="a blind baseline, not one of the paper's perturbations: --perturb all leaves it out; --perturb blank adds it",
+    in_all=False,
+)
+

@@ -28,7 +28,7 @@ from tqdm.auto import tqdm
 from vhx.errors import DataError
 from vhx.images import DECODE_ERRORS, decode_error, strict_decoding
 from vhx.perturbations.encoding import to_rgb_array
-from vhx.perturbations.registry import PERTURBATIONS, PerturbationError, get_perturbation, perturb_file, seed_key_for
+from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of
 
 
@@ -196,7 +196,7 @@ def perturb_splits(
 
     Args:
         ds: the source cases, all with ``transform == "original"``.
-        names: perturbations to apply (default: all of :data:`PERTURBATIONS`).
+        names: perturbations to apply (default: :func:`~vhx.perturbations.registry.default_perturbations`, the paper's four).
         seed: seed of the random perturbations.
         params: per-perturbation parameter overrides, e.g. ``{"brightness": {"c": 0.3}}``.
         num_proc: worker processes for the ``map`` that joins the images to the cases.
@@ -205,7 +205,7 @@ def perturb_splits(
         workers: processes that perturb and encode images (default ``num_proc``, else one per
             available core; 1 perturbs in this process). The files do not depend on it.
     """
-    selected = list(PERTURBATIONS) if names is None else list(dict.fromkeys(get_perturbation(n).name for n in names))
+    selected = default_perturbations() if names is None else list(dict.fromkeys(get_perturbation(n).name for n in names))
     overrides = dict(params or {})
     for key in overrides:
         get_perturbation(key)

@@ -420,3 +420,22 @@ def defocus_blur(image: np.ndarray, *, radius: int, alias_blur: float, rounding:
 def jpeg_compression(image: np.ndarray, *, quality: int) -> np.ndarray:
     """Re-encode ``image`` as JPEG at ``quality`` and decode it again."""
     return decode(jpeg_bytes(image, quality=quality))
+
+
+#: What :func:`blank` fills an image with.
+BLANK_FILLS: tuple[str, ...] = ("mean", "grey")
+
+
+def blank(image: np.ndarray, *, fill: str = "mean", level: int = 128) -> np.ndarray:
+    """One uniform image of the same size: the source's mean colour (``fill="mean"``, rounded per
+    channel) or grey ``level`` (``fill="grey"``). Not an ImageNet-C corruption: a blind baseline,
+    what a model answers when there is nothing to see.
+    """
+    if fill == "mean":
+        colour = np.rint(image.reshape(-1, image.shape[-1]).mean(axis=0, dtype=np.float64)).astype(np.uint8)
+    elif fill == "grey":
+        colour = np.full(image.shape[-1], level, dtype=np.uint8)
+    else:
+        raise ValueError(f"fill must be one of {list(BLANK_FILLS)}, got {fill!r}")
+    return np.broadcast_to(colour, image.shape).copy()
+

@@ -53,7 +53,9 @@ class Perturbation:
     ``severity=k`` parameter selects one). ``file_format`` is how
     :func:`~vhx.perturbations.dataset.perturb_splits` stores the result: ``"PNG"`` (lossless) or
     ``"JPEG"`` (the compressed file itself, encoded at the ``quality`` parameter). ``notes`` is one
-    line for documentation (how the defaults were chosen, how the result is checked).
+    line for documentation (how the defaults were chosen, how the result is checked). ``in_all``:
+    whether ``--perturb all`` (and :func:`~vhx.perturbations.dataset.perturb_splits` without names)
+    runs it; the paper's four do, diagnostics such as ``blank`` do not.
     """
 
     name: str
@@ -65,6 +67,7 @@ class Perturbation:
     random: bool = False
     file_format: str = "PNG"
     notes: str = ""
+    in_all: bool = True
 
     def resolve(self, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The effective, validated parameters: paper defaults, or ``severity=k``, then ``overrides``.
@@ -133,8 +136,14 @@ class Perturbation:
 
 
 #: The registered perturbations by name, in registration order (the paper's order for vhx's own).
-#: ``--perturb all`` and :func:`~vhx.perturbations.dataset.perturb_splits` without names use this order.
+#: ``--perturb all`` and :func:`~vhx.perturbations.dataset.perturb_splits` without names use this
+#: order, skipping entries registered with ``in_all=False`` (see :func:`default_perturbations`).
 PERTURBATIONS: dict[str, Perturbation] = {}
+
+
+def default_perturbations() -> list[str]:
+    """What ``--perturb all`` runs: every registered perturbation with ``in_all``, in registration order."""
+    return [name for name, p in PERTURBATIONS.items() if p.in_all]
 
 
 def register_perturbation(
@@ -148,6 +157,7 @@ def register_perturbation(
     random: bool = False,
     file_format: str = "PNG",
     notes: str = "",
+    in_all: bool = True,
 ) -> Perturbation:
     """Add a perturbation to :data:`PERTURBATIONS` (after those already there) and return it.
 
@@ -174,6 +184,7 @@ def register_perturbation(
         random=random,
         file_format=file_format,
         notes=notes,
+        in_all=in_all,
     )
     perturbation.resolve()
     for level in range(1, len(perturbation.severities) + 1):
