@@ -390,3 +390,44 @@ def test_perturbations_keep_every_colour_name(name: str, severity: int | None) -
             assert colour_name(median) == obj.color, (name, severity, i, obj, median)
             checked += 1
     assert checked >= 40
+
+
+# ------------------------------------------------------------------------------------ no answer from text alone
+_SUBJECT_WORDS = re.compile(r"\b(?:red|orange|yellow|green|blue|purple|circles?|squares?|triangles?)\b")
+
+
+def _best_fixed_answer(questions: list[str], answers: list[str], key=lambda q: _SUBJECT_WORDS.sub("X", q)) -> float:
+    """Accuracy of answering each template (the question with its colour and shape words masked) with its majority answer."""
+    by: dict[str, Counter] = {}
+    for q, a in zip(questions, answers):
+        by.setdefault(key(q), Counter())[a] += 1
+    return sum(max(c.values()) for c in by.values()) / len(questions)
+
+
+@pytest.mark.parametrize("seed", [424242, 77])
+def test_question_text_does_not_predict_the_answer(seed: int) -> None:
+    """On unseen seeds, the best fixed answer per template scores <= 0.55 for every kind, plain and negated."""
+    from vhx.negation import RuleNegator
+
+    negator = RuleNegator()
+    data = generate_synthetic(SyntheticConfig(num_images=300, yes_ratio=0.5, seed=seed))
+    for kind in KINDS:
+        questions, answers = data[kind]["question"], data[kind]["answer"]
+        assert _best_fixed_answer(questions, answers) <= 0.55, kind
+        negated = [negator.negate(q).question for q in questions]
+        flipped = ["no" if a == "yes" else "yes" for a in answers]
+        assert _best_fixed_answer(negated, flipped) <= 0.55, kind
+        # no single colour or shape word gives the answer away either
+        for word in ("red", "blue", "circle", "triangle"):
+            with_word = [(q, a) for q, a in zip(questions, answers) if word in q]
+            if len(with_word) >= 40:
+                assert abs(sum(a == "yes" for _, a in with_word) / len(with_word) - 0.5) <= 0.1, (kind, word)
+
+
+def test_other_yes_ratios_hold_per_template() -> None:
+    data = generate_synthetic(SyntheticConfig(num_images=300, yes_ratio=0.7, seed=9))
+    for kind in KINDS:
+        questions, answers = data[kind]["question"], data[kind]["answer"]
+        assert sum(a == "yes" for a in answers) == 210  # exactly the asked ratio overall
+        # every template's own yes share is the asked one, so its majority answer is no better than the ratio
+        assert _best_fixed_answer(questions, answers) <= 0.72, kind

@@ -63,7 +63,7 @@ SIDES: dict[str, str] = {
 }
 _OPPOSITE = {"left": "right", "right": "left", "top": "bottom", "bottom": "top"}
 
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 # Rejection sampling is bounded; with the default limits a scene is accepted within a few tries.
 _MAX_SCENE_ATTEMPTS = 2000
 _MAX_PLACEMENT_ATTEMPTS = 200
@@ -411,6 +411,71 @@ def _candidates(scene: Scene, kind: str, answer: str) -> list[_Question]:
     return out
 
 
+def balance_keys(kind: str, query: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """What a question's text says besides its subject, per kind: the keys whose answers are balanced.
+
+    Count questions name a number, position questions a half; every kind names a colour and/or a
+    shape. A model that reads only these words must learn nothing about the answer.
+    """
+    if kind == "count":
+        return (("claimed", query["claimed"]), ("shape", query["shape"]))
+    if kind == "position":
+        return (("side", query["side"]), ("color", query["color"]), ("shape", query["shape"]))
+    return (("color", query["color"]), ("shape", query["shape"]))
+
+
+#: Weight of a kind's main template key (the number of a count question, the half of a position
+#: question) against the colour and shape words when balancing.
+_MAIN_KEY_WEIGHT = 4.0
+
+
+def _balanced_questions(
+    scenes: Sequence[Scene], kind: str, answers: Sequence[str], q: int, yes_ratio: float, rng: random.Random
+) -> list[_Question]:
+    """One question per answer slot (``q`` slots per scene), chosen so that no question word predicts the answer.
+
+    For every key of :func:`balance_keys` the share of "yes" among the questions naming it is kept at
+    ``yes_ratio``: first every "yes" slot takes a random true question (few exist per scene), then
+    every "no" slot takes, among its scene's false questions, the one that brings the keys closest to
+    ``yes_ratio`` (ties broken at random). Questions about one image stay distinct. The scenes
+    themselves are not touched.
+    """
+    yes_tally: dict[tuple[str, Any], int] = {}
+    no_tally: dict[tuple[str, Any], int] = {}
+    r = yes_ratio
+
+    def weight(key: tuple[str, Any]) -> float:
+        return _MAIN_KEY_WEIGHT if key[0] in ("claimed", "side") else 1.0
+
+    def imbalance(key: tuple[str, Any], extra_yes: int, extra_no: int) -> float:
+        return abs(r * (no_tally.get(key, 0) + extra_no) - (1 - r) * (yes_tally.get(key, 0) + extra_yes))
+
+    chosen: list[_Question | None] = [None] * len(answers)
+    used: list[set[str]] = [set() for _ in scenes]
+    for answer in ("yes", "no"):
+        tally = yes_tally if answer == "yes" else no_tally
+        for slot, given in enumerate(answers):
+            if given != answer:
+                continue
+            i = slot // q
+            options = [c for c in _candidates(scenes[i], kind, answer) if c.text not in used[i]]
+            rng.shuffle(options)
+            if answer == "yes":
+                pick = options[0]
+            else:
+                def cost(c: _Question) -> float:
+                    return sum(
+                        weight(key) * (imbalance(key, 0, 1) - imbalance(key, 0, 0)) for key in balance_keys(kind, c.query)
+                    )
+
+                pick = min(options, key=cost)
+            used[i].add(pick.text)
+            chosen[slot] = pick
+            for key in balance_keys(kind, pick.query):
+                tally[key] = tally.get(key, 0) + 1
+    return [c for c in chosen if c is not None]
+
+
 def _yes_count(n: int, yes_ratio: float) -> int:
     # Round half up, so 0.5 of an odd n is not subject to banker's rounding surprises.
     return int(math.floor(n * yes_ratio + 0.5))
@@ -465,17 +530,13 @@ def generate_synthetic(
         n_yes = _yes_count(n, config.yes_ratio)
         answers = ["yes"] * n_yes + ["no"] * (n - n_yes)
         rng.shuffle(answers)
+        chosen = _balanced_questions(scenes, kind, answers, q, config.yes_ratio, rng)
         rows: list[dict[str, Any]] = []
         for i, scene in enumerate(scenes):
             slot_answers = answers[i * q : (i + 1) * q]
-            # Sampling without replacement keeps the questions about one image distinct; the scene
-            # sampler guaranteed at least q candidates for either answer.
-            picked = {
-                a: iter(rng.sample(_candidates(scene, kind, a), slot_answers.count(a))) for a in ("yes", "no")
-            }
             scene_json = scene.to_dict()
             for j, answer in enumerate(slot_answers):
-                question = next(picked[answer])
+                question = chosen[i * q + j]
                 rows.append(
                     make_case(
                         source="synthetic",
