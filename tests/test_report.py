@@ -354,3 +354,28 @@ def test_scatter_names_coincident_points_once(tmp_path: Path, monkeypatch: pytes
     ])
     report_module.plot_accuracy_scatter(scores, ["split"], ["const", "other"], tmp_path / "s.png")
     assert texts == [["all 3 splits"]]  # one label for the pile, none for the points that stand alone
+
+
+def test_blank_split_shows_what_text_alone_gives(tmp_path: Path):
+    """Blind accuracy and the successes that need no sight, hand-counted (model-a's answers on original images as above)."""
+    run = tmp_path / "run-blind"
+    run.mkdir()
+    blank = {"p1": ("yes", "no"), "p2": ("yes", "yes"), "p3": ("yes", "yes"), "p4": ("yes", "yes")}
+    write_jsonl(run / "predictions.jsonl", model_rows("model-a", {"original": MODEL_A["original"], "blank": blank}))
+    (run / "run.json").write_text(json.dumps({"model": "model-a", "settings": {}, "dataset": "vhx/pope-expanded"}))
+    paths = report([run], tmp_path / "out")
+    md = paths["markdown"].read_text(encoding="utf-8")
+    # with the image 5 of 8 right (p1 both, p2 and p3's source questions, p3's twin); blank: p1 both, p2, p3 twin, p4 twin.
+    # right both ways: p1 (2), p2, p3 twin -> 4 of 8; pairs right with the image p1 and p3, and p1 also right blind.
+    assert table_lines(md, "What text alone gives (blank split)") == [
+        "| model-a | random | 0.625 | 0.625 | 4 of 8 (50%) | 2 of 4 (50%) | 1 of 2 (50%) |"
+    ]
+    assert "**blind accuracy**" in md.split("## Definitions", 1)[1]
+    blind = pd.read_csv(paths["blind_csv"])
+    assert blind[["n", "n_right_blind", "n_pairs", "n_pairs_right", "n_pairs_right_blind"]].values.tolist() == [[8, 4, 4, 2, 1]]
+
+
+def test_no_blank_split_no_blind_section(runs: list[Path], tmp_path: Path):
+    paths = report(runs, tmp_path / "out")
+    md = paths["markdown"].read_text(encoding="utf-8")
+    assert "What text alone gives" not in md and "blind accuracy" not in md and "blind_csv" not in paths

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vhx.scoring.blind import blind_scores
 from vhx.scoring import (
     METRICS,
     MME_COGNITION,
@@ -409,6 +410,25 @@ DEFINITIONS = """\
   image) answered with a definite wrong yes/no.
 - Intervals: Wilson score intervals (cases, or pairs for symmetric accuracy, treated as independent)."""
 
+BLIND_DEFINITION = """- **blind accuracy** (runs with a `blank` split): accuracy on the same questions with every image replaced
+  by one uniform colour. A case (or pair) right both with and without its image is a success the question
+  text alone explains: it says nothing about whether the model sees."""
+
+
+def _blind_section(blind: pd.DataFrame, keys: list[str]) -> str:
+    """The blind-baseline table: per model and group, accuracy with and without the image, and the successes that need no sight."""
+    def share(k: int, n: int) -> str:
+        return f"{k:,} of {n:,} ({k / n:.0%})" if n else "-"
+
+    rows = [
+        [r["model"], *[str(r[k]) for k in keys], f"{r['accuracy']:.3f}", f"{r['blind_accuracy']:.3f}",
+         share(int(r["n_right_blind"]), int(r["n"])), share(int(r["n_pairs_right"]), int(r["n_pairs"])),
+         share(int(r["n_pairs_right_blind"]), int(r["n_pairs_right"]))]
+        for _, r in blind.iterrows()
+    ]
+    header = ["model", *keys, "accuracy", "blind accuracy", "right without the image", "pairs right", "of those, right without the image"]
+    return _md_table(header, rows)
+
 
 def report(
     run_dirs: RunDirs,
@@ -425,7 +445,8 @@ def report(
     """Score the runs and write the report files into ``out_dir``; returns ``{kind: path}``.
 
     Kinds: ``markdown``, ``csv``, ``json``, and where they apply ``compare_csv`` (exactly two
-    models), ``mme_csv`` (MME rows present), ``pope_csv`` (POPE rows present), ``bars_png`` and
+    models), ``mme_csv`` (MME rows present), ``pope_csv`` (POPE rows present), ``blind_csv`` (a
+    ``blank`` split scored: :func:`vhx.scoring.blind.blind_scores`), ``bars_png`` and
     ``scatter_png`` (``plots`` and matplotlib installed). ``bootstrap`` > 0 adds image-level bootstrap intervals to the CSV/JSON;
     ``compare_boot`` is the number of pair resamples of the two-model comparison.
     """
@@ -504,6 +525,24 @@ def report(
         pope.to_csv(paths["pope_csv"], index=False)
         doc["pope"] = {"variant": variants, "scores": _records(pope)}
 
+    blind_keys = ["subset"] if "subset" in main.columns else []
+    blind = blind_scores(main, blind_keys) if len(main) else pd.DataFrame()
+    if len(blind):
+        md += [
+            "## What text alone gives (blank split)",
+            "",
+            "The original cases asked again with every image replaced by one uniform colour (`--perturb blank`). "
+            "Accuracy and blind accuracy are over the cases that have both; *right without the image* counts the "
+            "cases answered right both ways, *of those, right without the image* the pairs (case and negated twin) "
+            "right both ways: successes the question text explains.",
+            "",
+            _blind_section(blind, blind_keys),
+            "",
+        ]
+        paths["blind_csv"] = out / "blind.csv"
+        blind.to_csv(paths["blind_csv"], index=False)
+        doc["blind"] = _records(blind)
+
     if len(mme_rows):
         mme = mme_scores(mme_rows)
         md += ["## MME", "", "Score per subtask = 100 x accuracy + 100 x accuracy+ (both questions of an image right).", "", _mme_section(mme), ""]
@@ -529,7 +568,7 @@ def report(
                 "",
             ]
 
-    md += ["## Definitions", "", DEFINITIONS, ""]
+    md += ["## Definitions", "", DEFINITIONS + ("\n" + BLIND_DEFINITION if len(blind) else ""), ""]
 
     paths["markdown"] = out / "report.md"
     paths["markdown"].write_text("\n".join(md), encoding="utf-8")

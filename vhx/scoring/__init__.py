@@ -11,10 +11,12 @@ The package is split by job; everything public is importable from ``vhx.scoring`
 * :mod:`vhx.scoring.compare`: :func:`compare`, two models on the same pairs; :func:`same_content`, which
   cases two runs scored on the same content.
 * :mod:`vhx.scoring.mme`: MME scores.
+* :mod:`vhx.scoring.blind`: :func:`blind_scores`, what a model answers on the ``blank`` split beside its real answers.
 * :mod:`vhx.scoring.pope`: POPE's metrics per subset, their mean F1, and which POPE variant was scored.
 """
 
 from vhx.schema import MME_COGNITION, MME_PERCEPTION
+from vhx.scoring.blind import BLANK, blind_scores
 from vhx.scoring.compare import CONTENT_FIELDS, ContentMatch, compare, content_digests, same_content
 from vhx.scoring.metrics import (
     METRICS,
@@ -57,6 +59,7 @@ from vhx.scoring.stats import (
 )
 
 __all__ = [
+    "BLANK",
     "CONTENT_FIELDS",
     "ContentMatch",
     "METRICS",
@@ -74,6 +77,7 @@ __all__ = [
     "SymmetricAccuracy",
     "Table",
     "accuracy",
+    "blind_scores",
     "bootstrap_ratio_ci",
     "cluster_bootstrap_ci",
     "compare",
