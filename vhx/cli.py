@@ -118,7 +118,13 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     dsd = build_source(args)
     repo_id = args.repo_id or f"vhx/{args.source}"
-    write_hub_folder(dsd, args.out, repo_id=repo_id, overwrite=args.overwrite, summary=f"Test cases of `{args.source}` built by vhx.")
+    if args.source == "synthetic":
+        from vhx.synthetic import card_summary
+
+        summary = card_summary(_synthetic_config(args))
+    else:
+        summary = f"Test cases of `{args.source}` built by vhx."
+    write_hub_folder(dsd, args.out, repo_id=repo_id, overwrite=args.overwrite, summary=summary)
     print(f"wrote {args.out}")
     _print_stats(args.out)
     return 0
@@ -398,7 +404,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.synthetic import SyntheticConfig, card_summary, generate_synthetic
 
     root = Path(args.out)
     args.overwrite = True  # the demo job owns its output folder: a rerun replaces it
@@ -406,7 +412,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"[1/4] building the synthetic benchmark ({config.num_images} drawn scenes, yes-ratio {config.yes_ratio})")
     dsd = generate_synthetic(config)
     write_hub_folder(dsd, root / "synthetic", repo_id="vhx/synthetic", overwrite=args.overwrite,
-                     summary="The vhx embedded synthetic VH benchmark: drawn shapes with known colours, counts and positions.")
+                     summary=card_summary(config))
     _print_stats(root / "synthetic")
     model_spec = args.model or DEFAULT_RUN_MODEL
     if args.attack is None:

@@ -562,6 +562,23 @@ def generate_synthetic(
     return datasets.DatasetDict(splits)
 
 
+def card_summary(config: SyntheticConfig) -> str:
+    """The dataset card's summary of a generated benchmark: what it is, and how its answers are balanced."""
+    r = float(config.yes_ratio)
+    balance = (
+        "so the best fixed answer per question template is 0.5 and the text alone predicts nothing"
+        if r == 0.5 else
+        f"not 0.5: every template keeps the overall ratio rather than a 50/50 split, so answering each template's "
+        f"majority answer scores {max(r, 1 - r):.2f}, exactly what a constant answer scores, and the text adds nothing"
+    )
+    return (
+        f"The vhx embedded synthetic VH benchmark (generator version {GENERATOR_VERSION}, seed {config.seed}): "
+        f"{config.num_images} drawn scenes of circles, squares and triangles with known colours, counts and positions. "
+        f"Answers are balanced within each question template: for every number a count question names, every half a "
+        f"position question names and every colour and shape word, the share of 'yes' is the yes-ratio {r:g}, {balance}."
+    )
+
+
 def describe_scene(case: Mapping[str, Any] | str) -> Scene:
     """The ground-truth :class:`Scene` of a synthetic case (a row, or its ``provenance`` string)."""
     provenance = loads(case if isinstance(case, str) else case["provenance"])
@@ -586,7 +603,9 @@ __all__ = [
     "Scene",
     "SceneObject",
     "TRAIN_STREAM",
+    "balance_keys",
     "candidates",
+    "card_summary",
     "side_of",
     "SyntheticConfig",
     "describe_scene",
