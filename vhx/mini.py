@@ -717,8 +717,9 @@ def plot_learning_curves(curves: Sequence[Mapping[str, Any]], path: str | os.Pat
         ax.plot(xs, [c["probe"][kind]["accuracy"] for c in curves], "-", color=colour, label=f"{kind} accuracy")
         ax.plot(xs, [c["probe"][kind]["symmetric_accuracy"] for c in curves], "--", color=colour, alpha=0.6, label=f"{kind} symmetric")
     for stage in dict.fromkeys(c["stage"] for c in curves):
-        first = min(c["total_step"] for c in curves if c["stage"] == stage)
-        last = max(c["total_step"] for c in curves if c["stage"] == stage)
+        points = [c for c in curves if c["stage"] == stage]
+        first = points[0]["total_step"] - points[0]["step"]  # where the stage began, not its first probe
+        last = max(c["total_step"] for c in points)
         ax.axvspan(first, last, alpha=0.06, color="k" if stage == "vision" else "w")
         ax.text(first, 1.02, stage + (" (oracle tokens)" if stage == "language" else ""), fontsize=8, va="bottom")
     ax.set(xlabel="training step (all stages)", ylabel="held-aside probe score", ylim=(0, 1.08), title=title)
@@ -783,6 +784,8 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     """
     from transformers import Trainer, set_seed
 
+    from vhx.synthetic import GENERATOR_VERSION
+
     start = time.time()
     set_seed(training_args.seed)
     out = Path(training_args.output_dir)
@@ -841,7 +844,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
             "seed": training_args.seed,
             "stages": stages,
             "steps": sum(s["steps"] for s in stages),
-            "lr_scheduler": str(training_args.lr_scheduler_type),
+            "lr_scheduler": str(getattr(training_args.lr_scheduler_type, "value", training_args.lr_scheduler_type)),
             "warmup_steps": training_args.warmup_steps,
             "weight_decay": training_args.weight_decay,
             "max_grad_norm": training_args.max_grad_norm,
@@ -857,6 +860,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     if data_args.eval_images:
         evaluation = evaluate_mini(out, num_images=data_args.eval_images, seed=data_args.eval_seed)
         record["eval_seconds"] = round(time.time() - start - train_seconds, 1)
+        record["eval_generator_version"] = GENERATOR_VERSION
     record["size_bytes"] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name not in ("training_record.json", "README.md"))
     (out / "training_record.json").write_text(json.dumps({**record, "evaluation": evaluation}, indent=2) + "\n", encoding="utf-8")
     write_card(out, record, evaluation)
@@ -999,6 +1003,7 @@ def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mappin
         "curves": curve_rows or "| - | - | - | - | - | - |",
         "eval_images": data["eval_images"],
         "eval_seed": data["eval_seed"],
+        "generator_version": record.get("eval_generator_version", "-"),
         "evaluation": format_table(evaluation) if evaluation else "(not evaluated)",
         "config": json.dumps({"model": model_args, "data": data, "training": {k: v for k, v in training.items() if k != "stages"}}, indent=2),
         "versions": ", ".join(f"{k} {v}" for k, v in record["versions"].items()),
