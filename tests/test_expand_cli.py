@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import csv
 import html
 import re
@@ -150,6 +152,10 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert re.search(rf"\| vhx-mini \| synthetic-expanded \| original {n_cases}, gaussian_noise {n_cases}, .* \| logits \| auto \| 20\d\d-\d\d-\d\d \d\d:\d\d \|", report)
     for split in expanded:
         assert f"| {split} |" in report
+    # vhx-mini sees the scenes, and I-FGSM takes a good part of its symmetric accuracy away
+    scores = {r["split"]: r for r in json.loads((out / "run" / "report" / "scores.json").read_text())["scores"]}
+    assert scores["original"]["symmetric_accuracy"] >= 0.8
+    assert scores["ifgsm"]["symmetric_accuracy"] <= scores["original"]["symmetric_accuracy"] - 0.15
     assert (out / "run" / "report" / "accuracy_vs_symmetric.png").stat().st_size > 1000
     # rerunning resumes: nothing is predicted twice
     assert main(["run", "--out", str(out), "--num-images", "4", "--review", "0", "--gallery", "3"]) == 0
