@@ -421,14 +421,22 @@ class SceneBank:
             pixels[start : start + len(scenes)] = pv
             for j, scene in enumerate(scenes, start):
                 self.scenes.append(scene)
-                self.owners[j] = patch_owners(scene, self.grid)
-                said = [[self.word_id(w) for w in object_words(scene, o)] for o in scene.objects]
-                for p, k in enumerate(self.owners[j]):
-                    if k:
-                        words[j, p, : len(said[k - 1])] = said[k - 1]
+                self.owners[j], words[j] = self.patch_words(scene)
         self.pixels = torch.from_numpy(pixels)
         self.words = torch.from_numpy(words)
         self.answer_ids = {a: self.word_id(a.capitalize()) for a in ("yes", "no")}
+
+    def patch_words(self, scene: Any) -> tuple[Any, Any]:
+        """``(owners, words)`` of ``scene``: :func:`patch_owners` and, per patch, the token ids of its object's words (-1 padded)."""
+        import numpy as np
+
+        owners = patch_owners(scene, self.grid)
+        said = [[self.word_id(w) for w in object_words(scene, o)] for o in scene.objects]
+        words = np.full((self.grid**2, MAX_PATCH_WORDS), -1, dtype=np.int64)
+        for p, k in enumerate(owners):
+            if k:
+                words[p, : len(said[k - 1])] = said[k - 1]
+        return owners, words
 
     @functools.lru_cache(maxsize=None)  # noqa: B019  (one bank per run)
     def word_id(self, word: str) -> int:
@@ -630,15 +638,9 @@ class Probe:
         for kind in YES_NO_KINDS:
             rows = []
             for row in source[kind]:
-                scene = describe_scene(row)
-                owners = patch_owners(scene, bank.grid)
-                said = [[bank.word_id(w) for w in object_words(scene, o)] for o in scene.objects]
-                w = torch.full((bank.grid**2, MAX_PATCH_WORDS), -1, dtype=torch.long)
-                for p, k in enumerate(owners):
-                    if k:
-                        w[p, : len(said[k - 1])] = torch.tensor(said[k - 1])
+                _, w = bank.patch_words(describe_scene(row))
                 pixels.append(bank.processor.image_processor([row["image"].convert("RGB")], return_tensors="pt")["pixel_values"][0])
-                words.append(w)
+                words.append(torch.from_numpy(w))
                 truth = row["answer"] == "yes"
                 rows.append((row["question"], truth, len(pixels) - 1))
                 rows.append((bank.maker.negate(row["question"]), not truth, len(pixels) - 1))
