@@ -411,8 +411,9 @@ DEFINITIONS = """\
 - Intervals: Wilson score intervals (cases, or pairs for symmetric accuracy, treated as independent)."""
 
 BLIND_DEFINITION = """- **blind accuracy** (runs with a `blank` split): accuracy on the same questions with every image replaced
-  by one uniform colour. A case (or pair) right both with and without its image is a success the question
-  text alone explains: it says nothing about whether the model sees."""
+  by one uniform colour. A case (or pair) right both with and without its image is a success that needs no
+  sight (the question text, or what the model says of an empty image, explains it): it says nothing about
+  whether the model sees. A model that sees still gets the "no" of "Is there a ...?" right on an empty image."""
 
 
 def _blind_section(blind: pd.DataFrame, keys: list[str]) -> str:
