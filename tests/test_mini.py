@@ -168,7 +168,6 @@ def test_joint_loss_reads_the_model_as_llava_does(small) -> None:
     model.eval()
     with torch.no_grad():
         reference = model(input_ids=batch["input_ids"], pixel_values=batch["pixel_values"], labels=batch["labels"])
-        parts = {}
         loss, parts = stage_loss(model, batch, "joint", SMALL, bank.answer_ids["yes"], bank.answer_ids["no"])
     # stage_loss's answer term is the same next-token cross-entropy on the same logits
     assert parts["answer"] == pytest.approx(reference.loss.item(), rel=1e-5)

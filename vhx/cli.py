@@ -416,7 +416,7 @@ def _run(args: argparse.Namespace) -> int:
     _print_stats(root / "synthetic")
     model_spec = args.model or DEFAULT_RUN_MODEL
     if args.attack is None:
-        # vhx-mini is small enough to attack on a CPU in a minute or two; another model is attacked only on request.
+        # vhx-mini is small enough to attack on a CPU (a few minutes for the default 60 scenes); another model only on request.
         args.attack = "ifgsm" if args.model is None else "none"
     if args.attack not in (None, "none") and not args.target_model:
         args.target_model = model_spec  # attack the model that is scored

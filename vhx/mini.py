@@ -44,7 +44,6 @@ import copy
 import functools
 import json
 import logging
-import math
 import os
 import platform
 import random
@@ -784,6 +783,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     ``per_device_train_batch_size`` are the language stage's (and the joint stage's batch size); each
     stage runs its own :class:`~transformers.Trainer` for its number of steps.
     """
+    import torch
     from transformers import Trainer, set_seed
 
     from vhx.synthetic import GENERATOR_VERSION
@@ -830,7 +830,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     train_seconds = time.time() - start
     model.requires_grad_(True)
     model.eval()
-    model.to(getattr(__import__("torch"), data_args.save_dtype))
+    model.to(getattr(torch, data_args.save_dtype))
     model.config.use_cache = True
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)

@@ -447,10 +447,10 @@ def _balanced_questions(
     def weight(key: tuple[str, Any]) -> float:
         return _MAIN_KEY_WEIGHT if key[0] in ("claimed", "side") else 1.0
 
-    def imbalance(key: tuple[str, Any], extra_yes: int, extra_no: int) -> float:
-        return abs(r * (no_tally.get(key, 0) + extra_no) - (1 - r) * (yes_tally.get(key, 0) + extra_yes))
+    def imbalance(key: tuple[str, Any], extra_no: int) -> float:
+        return abs(r * (no_tally.get(key, 0) + extra_no) - (1 - r) * yes_tally.get(key, 0))
 
-    chosen: list[_Question | None] = [None] * len(answers)
+    chosen: list[_Question] = [None] * len(answers)  # type: ignore[list-item]  (every slot is filled below)
     used: list[set[str]] = [set() for _ in scenes]
     for answer in ("yes", "no"):
         tally = yes_tally if answer == "yes" else no_tally
@@ -465,7 +465,7 @@ def _balanced_questions(
             else:
                 def cost(c: _Question) -> float:
                     return sum(
-                        weight(key) * (imbalance(key, 0, 1) - imbalance(key, 0, 0)) for key in balance_keys(kind, c.query)
+                        weight(key) * (imbalance(key, 1) - imbalance(key, 0)) for key in balance_keys(kind, c.query)
                     )
 
                 pick = min(options, key=cost)
@@ -473,7 +473,7 @@ def _balanced_questions(
             chosen[slot] = pick
             for key in balance_keys(kind, pick.query):
                 tally[key] = tally.get(key, 0) + 1
-    return [c for c in chosen if c is not None]
+    return chosen
 
 
 def _yes_count(n: int, yes_ratio: float) -> int:

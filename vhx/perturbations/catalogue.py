@@ -114,4 +114,3 @@ register_perturbation(
     notes="a blind baseline, not one of the paper's perturbations: --perturb all leaves it out; --perturb blank adds it",
     in_all=False,
 )
-

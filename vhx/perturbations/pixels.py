@@ -438,4 +438,3 @@ def blank(image: np.ndarray, *, fill: str = "mean", level: int = 128) -> np.ndar
     else:
         raise ValueError(f"fill must be one of {list(BLANK_FILLS)}, got {fill!r}")
     return np.broadcast_to(colour, image.shape).copy()
-
