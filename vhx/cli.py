@@ -443,6 +443,121 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_replicate(sub: argparse._SubParsersAction) -> None:
+    from vhx.adversarial.options import fraction
+    from vhx.replicate import PAPER_ABLATION, STAGES
+
+    p = sub.add_parser(
+        "replicate",
+        help="the paper's study (Tables 3-8) for a list of models, beside its published numbers",
+        description="Build, expand (negation + 4 common perturbations), attack (I-FGSM, PGD), score every model, run "
+        "the attack ablation (Table 6), fine-tune the first model with LoRA on original vs expanded cases and score "
+        "it again (held-out cases and MME), then write OUT/tables.md and OUT/tables.json: each table in the paper's "
+        "layout with the paper's numbers beside ours, and one line per finding saying whether it held, with its "
+        "interval. Every stage resumes: a rerun skips what is done. --quick runs it all offline on a CPU in minutes.",
+    )
+    p.add_argument("--quick", action="store_true",
+                   help="vhx-mini on 24 drawn scenes, attacks at a tenth of the paper's updates, a LoRA fine-tune of a few "
+                        "steps and MME's format on drawn scenes (offline, a few minutes on 2 cores)")
+    p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default with --quick: vhx-mini")
+    p.add_argument("--benchmarks", default="synthetic",
+                   help="comma-separated Hub folders written by `vhx build` (pope, mmvp, vhtest...), or 'synthetic' (default)")
+    p.add_argument("--mme", help="MME Hub folder (`vhx build mme`) for Table 8 (with --quick: MME's format on drawn scenes)")
+    p.add_argument("--out", default="vhx-replicate", help="study folder (default vhx-replicate)")
+    p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated stages to run (default all: {','.join(STAGES)})")
+    p.add_argument("--num-images", type=int, help="scenes of the synthetic benchmark (default 60; --quick 24)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic benchmark, perturbations, attacks and fine-tuning")
+    p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
+    _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
+    g = p.add_argument_group("attacks (defaults: the paper's; --quick a tenth of its updates)")
+    g.add_argument("--preset", choices=["paper", "authors"], default="paper", help="attack preset, as in `vhx expand`")
+    g.add_argument("--eps", type=fraction, help="L-inf radius, e.g. 8/255")
+    g.add_argument("--step", type=fraction, help="step size, e.g. 0.5/255")
+    g.add_argument("--steps-vh", type=int, help="updates on pairs the target gets wrong (paper 100)")
+    g.add_argument("--steps-nonvh", type=int, help="updates on pairs it answers right (paper 500)")
+    g.add_argument("--attack-batch-size", type=int, help="images per attack batch")
+    g.add_argument("--ablation", action="append", default=[], metavar="NAME=V1,V2,...",
+                   help=f"Table 6 values of one setting ({', '.join(PAPER_ABLATION)}; eps and step in 1/255); repeatable. "
+                        "'none' skips the ablation")
+    g = p.add_argument_group("scoring")
+    g.add_argument("--mode", choices=["generate", "logits"], default="generate", help="generate a reply and parse it (the paper's), or compare P(yes) and P(no)")
+    g.add_argument("--batch-size", type=int, default=8, help="cases per batch")
+    g.add_argument("--dtype", help="auto, float32, bfloat16, float16")
+    g.add_argument("--device", help="cpu, cuda, ... (default: the accelerate process's device)")
+    g = p.add_argument_group("fine-tuning (recipes/finetune.py)")
+    g.add_argument("--finetune-config", help="recipe file or bundled name (default llava15_lora; --quick: tiny)")
+    g.add_argument("--finetune-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="recipe field override, e.g. instruct_data=/data/llava_v1_5_mix665k.json (repeatable)")
+    g.add_argument("--finetune-model", help="model fine-tuned (default: the first of --models)")
+    p.set_defaults(func=cmd_replicate)
+
+
+def _ablation_option(items: Sequence[str], base: dict[str, tuple[float, ...]]) -> dict[str, tuple[float, ...]]:
+    if any(item == "none" for item in items):
+        return {}
+    out = dict(base)
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep:
+            raise VHXError(f"--ablation {item!r}: expected NAME=V1,V2,...")
+        try:
+            out[key.strip()] = tuple(float(v) for v in values.split(",") if v.strip())
+        except ValueError as exc:
+            raise VHXError(f"--ablation {item!r}: values must be numbers") from exc
+    return out
+
+
+def cmd_replicate(args: argparse.Namespace) -> int:
+    """``vhx replicate``: the paper's tables from one command."""
+    import datasets
+
+    from vhx.replicate import PAPER_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ReplicateConfig, quick_config, replicate
+
+    models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
+    if not models and not args.quick:
+        raise VHXError("--models is required (or --quick, which defaults to vhx-mini)")
+    attack = dict(QUICK_ATTACK if args.quick else PAPER_ATTACK_DEFAULTS)
+    for key, value in (("eps", args.eps), ("step", args.step)):
+        if value is not None:
+            attack[key] = value * 255
+    for key in ("steps_vh", "steps_nonvh"):
+        if getattr(args, key) is not None:
+            attack[key] = getattr(args, key)
+    attack_options = {k: v for k, v in (("preset", args.preset), ("batch_size", args.attack_batch_size), ("device", args.device)) if v is not None}
+    eval_options = {k: v for k, v in (("mode", args.mode), ("batch_size", args.batch_size), ("dtype", args.dtype), ("device", args.device)) if v is not None}
+    fields: dict[str, Any] = dict(
+        benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()], stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()),
+        mme=args.mme, seed=args.seed, attack=attack, attack_options=attack_options, eval_options=eval_options,
+        ablation=_ablation_option(args.ablation, QUICK_ABLATION if args.quick else PAPER_ABLATION),
+        negator=make_negator(args), finetune_model=args.finetune_model,
+    )
+    if args.num_images is not None:
+        fields["num_images"] = args.num_images
+    if args.finetune_config:
+        fields["finetune_config"] = args.finetune_config
+    try:
+        if args.quick:
+            config = quick_config(args.out, models or None, **fields)
+            config.finetune_overrides = (*config.finetune_overrides, *args.finetune_option)
+        else:
+            config = ReplicateConfig(out=args.out, models=models, finetune_overrides=tuple(args.finetune_option), **fields)
+    except ValueError as exc:
+        raise VHXError(str(exc)) from exc
+    was_on = datasets.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # one vhx bar per stage
+    try:
+        paths = replicate(config)
+    finally:
+        if was_on:
+            datasets.enable_progress_bars()
+    for kind, path in paths.items():
+        print(f"{kind:<9} {path}")
+    if "markdown" in paths:
+        print()
+        print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``vhx`` command."""
     parser = argparse.ArgumentParser(
@@ -547,6 +662,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--revision", help="branch to push to")
     p.add_argument("--message", help="commit message")
     p.set_defaults(func=cmd_push)
+
+    _add_replicate(sub)
     return parser
 
 

@@ -611,9 +611,55 @@ __all__ = [
     "describe_scene",
     "encode_png",
     "generate_synthetic",
+    "generate_synthetic_mme",
     "image_name",
     "render_mask",
     "render_scene",
     "sample_scene",
     "scene_summary",
 ]
+
+
+def generate_synthetic_mme(config: SyntheticConfig | None = None) -> datasets.DatasetDict:
+    """MME's format on drawn scenes: the perception subtasks existence, count, position and color.
+
+    As in MME, every image gets two questions per subtask, one answered "yes" and one "no" (so
+    accuracy+ asks for both), and rows carry ``source="mme"`` with the subtask as ``subset`` and
+    split, which :func:`vhx.scoring.mme_scores` scores as MME (out of 800: 4 of MME's 10 perception
+    subtasks, no cognition). A stand-in for a general-ability check offline, not MME itself: the
+    card and every table that shows it say so. ``config.yes_ratio`` and ``questions_per_image`` are
+    ignored (MME's pairs fix them).
+    """
+    config = config or SyntheticConfig()
+    seed = config.seed
+    scenes = [
+        sample_scene(seed, i, config.size, min_objects=config.min_objects, max_objects=config.max_objects, kinds=KINDS)
+        for i in range(config.num_images)
+    ]
+    images = [{"bytes": encode_png(render_scene(scene)), "path": f"synthetic_mme_{seed}_{i:05d}.png"} for i, scene in enumerate(scenes)]
+    splits: dict[str, datasets.Dataset] = {}
+    for kind in KINDS:
+        rng = _rng(seed, "mme", kind)
+        answers: list[str] = []
+        for _ in scenes:
+            pair = ["yes", "no"]
+            rng.shuffle(pair)
+            answers.extend(pair)
+        chosen = _balanced_questions(scenes, kind, answers, 2, 0.5, rng)
+        rows = [
+            make_case(
+                source="mme",
+                subset=kind,
+                source_id=f"synthetic-{seed}-{i:05d}-{j}",
+                image=images[i],
+                image_id=f"synthetic-mme:{seed}/{i:05d}",
+                question=chosen[2 * i + j].text,
+                answer=answers[2 * i + j],
+                provenance={"generator": "vhx.synthetic.generate_synthetic_mme", "generator_version": GENERATOR_VERSION,
+                            "seed": seed, "image_index": i, "kind": kind, "query": chosen[2 * i + j].query},
+            )
+            for i in range(len(scenes))
+            for j in range(2)
+        ]
+        splits[kind] = datasets.Dataset.from_dict({name: [row[name] for row in rows] for name in FEATURES}, features=FEATURES)
+    return datasets.DatasetDict(splits)
