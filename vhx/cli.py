@@ -11,9 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.errors import VHXError
-
-#: What `vhx run` scores (and attacks with I-FGSM) unless --model says otherwise: the shipped vhx-mini.
-DEFAULT_RUN_MODEL = "vhx-mini"
+from vhx.zoo import DEFAULT_MODEL as DEFAULT_RUN_MODEL  # what `vhx run` scores (and attacks) unless --model says otherwise
 
 EPILOG = """\
 examples:
@@ -509,8 +507,6 @@ def _ablation_option(items: Sequence[str], base: dict[str, tuple[float, ...]]) -
 
 def cmd_replicate(args: argparse.Namespace) -> int:
     """``vhx replicate``: the paper's tables from one command."""
-    import datasets
-
     from vhx.replicate import PAPER_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ReplicateConfig, quick_config, replicate
 
     models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
@@ -543,13 +539,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
             config = ReplicateConfig(out=args.out, models=models, finetune_overrides=tuple(args.finetune_option), **fields)
     except ValueError as exc:
         raise VHXError(str(exc)) from exc
-    was_on = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()  # one vhx bar per stage
-    try:
-        paths = replicate(config)
-    finally:
-        if was_on:
-            datasets.enable_progress_bars()
+    paths = replicate(config)
     for kind, path in paths.items():
         print(f"{kind:<9} {path}")
     if "markdown" in paths:

@@ -34,6 +34,7 @@ import json
 import logging
 import math
 import re
+import shutil
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,10 +157,10 @@ class ReplicateConfig:
 def quick_config(out: str | Path, models: Sequence[str] | None = None, **overrides: Any) -> ReplicateConfig:
     """``--quick``: vhx-mini (or ``models``) on 24 drawn scenes, attacks and ablation at a tenth of the
     paper's updates, a LoRA fine-tune of a few steps, MME's format on drawn scenes; minutes on 2 cores."""
-    from vhx.cli import DEFAULT_RUN_MODEL
+    from vhx.zoo import DEFAULT_MODEL
 
     fields = dict(
-        out=Path(out), models=list(models or [DEFAULT_RUN_MODEL]), benchmarks=["synthetic"], quick=True,
+        out=Path(out), models=list(models or [DEFAULT_MODEL]), benchmarks=["synthetic"], quick=True,
         num_images=24, attack=dict(QUICK_ATTACK), ablation=dict(QUICK_ABLATION), finetune_config="tiny",
         finetune_overrides=QUICK_FINETUNE_OVERRIDES,
     )
@@ -190,7 +191,12 @@ def paper_model(spec: str) -> str | None:
 def model_slug(spec: str) -> str:
     """A folder name for a model: its Hub id with ``/`` as ``__``, a local folder's last component."""
     path = Path(spec)
-    text = path.name if path.is_absolute() or spec.startswith(".") else spec.replace("/", "__")
+    if ":" in spec:  # openai:NAME[@URL], vhx-tiny:...
+        text = spec
+    elif path.is_absolute() or spec.startswith(".") or path.is_dir():
+        text = path.name
+    else:
+        text = spec.replace("/", "__")
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", text).strip("._") or "model"
 
 
@@ -222,6 +228,17 @@ def _mark_done(folder: Path, params: Mapping[str, Any]) -> None:
     tmp = folder / (DONE_FILE + ".tmp")
     tmp.write_text(json.dumps({"params": params}, indent=1, default=str) + "\n", encoding="utf-8")
     tmp.replace(folder / DONE_FILE)
+
+
+def _fingerprint(folder: Path) -> str:
+    """Names, sizes and modification times of a Hub folder's files: a unit built on it is redone when it changes."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name != DONE_FILE and ".cache" not in p.parts):
+        stat = path.stat()
+        h.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
 
 
 def _state() -> Any:
@@ -303,8 +320,11 @@ class Study:
         return models[0] if models else None
 
     @property
-    def finetune_model(self) -> str:
-        return self.config.finetune_model or self.config.models[0]
+    def finetune_model(self) -> str | None:
+        """The model fine-tuned: as configured, else the first with local weights (an API model has none)."""
+        if self.config.finetune_model:
+            return self.config.finetune_model
+        return next((m for m in self.config.models if not m.startswith("openai:")), None)
 
 
 def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
@@ -331,7 +351,8 @@ def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: M
     from vhx.pipeline import expand
 
     cfg = study.config
-    params = {"model": model, "source": str(study.expanded(bench)), "methods": list(methods), **_attack_settings(settings),
+    params = {"model": model, "source": str(study.expanded(bench)), "source_files": _fingerprint(study.expanded(bench)),
+              "methods": list(methods), **_attack_settings(settings),
               **{k: v for k, v in cfg.attack_options.items() if k not in ("device", "batch_size")}}
     if _done(out, params):
         return
@@ -352,9 +373,14 @@ def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any
 
     if _done(run, params):
         return
+    state = _state()
+    if (run / DONE_FILE).is_file():
+        # finished with other settings or data: score afresh (an unfinished run, without the marker, resumes)
+        if state.is_main_process:
+            shutil.rmtree(run)
+        state.wait_for_everyone()
     predict_dataset(str(data), model_obj, run, splits=list(splits) if splits else None,
                     batch_size=int(params.get("options", {}).get("batch_size", 8)), progress=False)
-    state = _state()
     if state.is_main_process:
         _mark_done(run, params)
     state.wait_for_everyone()
@@ -409,7 +435,8 @@ def stage_expand(study: Study) -> None:
             if not (source / "README.md").is_file():
                 raise VHXError(f"{source}: not a Hub dataset folder (build it with `vhx build`, or run the build stage)")
             negator = cfg.negator or RuleNegator()
-            params = {"source": str(source.resolve()), "negator": type(negator).__name__, "perturb": list(COMMON), "seed": cfg.seed}
+            params = {"source": str(source.resolve()), "source_files": _fingerprint(source), "negator": type(negator).__name__,
+                      "perturb": list(COMMON), "seed": cfg.seed}
             if state.is_main_process and not _done(out, params):
                 expanded = expand(load_folder_by_reference(source), negator=negator, perturb=list(COMMON), seed=cfg.seed)
                 write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-expanded", overwrite=True,
@@ -444,9 +471,10 @@ def stage_evaluate(study: Study) -> None:
                 if (study.attacked(model, bench) / "README.md").is_file():
                     jobs.append((study.attacked(model, bench), study.run(model, bench, "adversarial"), ATTACKS))
                 for data, run, splits in jobs:
-                    params = {"model": model, "data": str(data), "options": cfg.eval_options, "splits": splits}
+                    params = {"model": model, "data": str(data), "data_files": _fingerprint(data), "options": cfg.eval_options, "splits": splits}
                     if not _done(run, params):
-                        loaded = loaded or _load(model, cfg.eval_options)
+                        if loaded is None:
+                            loaded = _load(model, cfg.eval_options)
                         _score(loaded, data, run, params, splits=splits)
                 bar.update()
             del loaded
@@ -479,7 +507,8 @@ def stage_ablation(study: Study) -> None:
                 for rep in reps:
                     run = study.ablation(model, bench, f"temperature={temp:.1f}") / f"seed{rep}"
                     options = {**cfg.eval_options, **_decoding(temp), "seed": rep}
-                    params = {"model": model, "data": str(study.attacked(model, bench)), "options": options}
+                    params = {"model": model, "data": str(study.attacked(model, bench)), "data_files": _fingerprint(study.attacked(model, bench)),
+                              "options": options}
                     if not _done(run, params):
                         _score(_load(model, options), study.attacked(model, bench), run, params, splits=["ifgsm"])
                         _free()
@@ -491,9 +520,10 @@ def stage_ablation(study: Study) -> None:
                 continue  # the default cell is the main I-FGSM split (Table 5's)
             folder = study.ablation(model, bench, _setting_name(key, value))
             _expand_attacks(study, model, bench, folder / "data", settings, ("ifgsm",))
-            params = {"model": model, "data": str(folder / "data"), "options": cfg.eval_options}
+            params = {"model": model, "data": str(folder / "data"), "data_files": _fingerprint(folder / "data"), "options": cfg.eval_options}
             if not _done(folder / "run", params):
-                loaded = loaded or _load(model, cfg.eval_options)
+                if loaded is None:
+                    loaded = _load(model, cfg.eval_options)
                 _score(loaded, folder / "data", folder / "run", params, splits=["ifgsm"])
             bar.update()
         del loaded
@@ -522,6 +552,9 @@ def stage_finetune(study: Study) -> None:
     from vhx.finetune.config import recipe_path
 
     cfg, model = study.config, study.finetune_model
+    if model is None:
+        logger.warning("finetune: every model is an API model; Tables 7 and 8 are left out")
+        return
     sources = []
     for bench in cfg.benchmarks:
         attacked = study.attacked(model, bench)
@@ -551,9 +584,10 @@ def stage_finetune(study: Study) -> None:
                 if data is None:
                     continue
                 run = study.finetune_run(model, arm, kind)
-                params = {"model": base, "data": str(data), "options": options}
+                params = {"model": base, "data": str(data), "data_files": _fingerprint(Path(data)), "options": options}
                 if not _done(run, params):
-                    loaded = loaded or _load(base, options)
+                    if loaded is None:
+                        loaded = _load(base, options)
                     _score(loaded, data, run, params)
             del loaded
             _free()
@@ -743,6 +777,8 @@ def _table6(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str | N
                 cell["paper"] = paper_value
             cells.append({"setting": name, "value": value, "cell": cell})
         parts.append({"part": ABLATION_PARTS[key], "parameter": key, "title": ABLATION_TITLES[key], "cells": cells})
+    if not any(c["cell"] for part in parts for c in part["cells"]):
+        return None  # the ablation stage has not run
     return {"table": 6, "title": f"Ablation of I-FGSM: symmetric accuracy of {model} on {benchmark_name(bench)}",
             "model": model, "benchmark": benchmark_name(bench), "parts": parts}
 
@@ -759,6 +795,8 @@ def _tables78(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str |
     from vhx.finetune.training import read_record
 
     cfg, model = study.config, study.finetune_model
+    if model is None:
+        return None, None
     runs = {arm: _rows(study.finetune_run(model, arm, "vh")) for arm in FINETUNE_ARMS}
     if any(r is None for r in runs.values()):
         return None, None
@@ -891,7 +929,7 @@ def _findings(study: Study, datasets_of: Mapping[str, str | None]) -> list[dict[
 
     # 5./6. fine-tuning
     model = study.finetune_model
-    arms = {arm: _rows(study.finetune_run(model, arm, "vh")) for arm in FINETUNE_ARMS}
+    arms = {arm: _rows(study.finetune_run(model, arm, "vh")) if model else None for arm in FINETUNE_ARMS}
     raise_evidence, beat_evidence = [], []
     if all(r is not None for r in arms.values()):
         for split in sorted(arms["before"]["split"].unique()):
@@ -905,7 +943,7 @@ def _findings(study: Study, datasets_of: Mapping[str, str | None]) -> list[dict[
         status = "not tested (no fine-tuning)" if not evidence else ("held" if all(e["ci"][0] > 0 for e in evidence) else "not held")
         out.append(_finding(claim, status, evidence,
                             "held when the 95% Newcombe interval of the paired difference on the held-out cases lies above 0 in every held-out split"))
-    mme = {arm: _rows(study.finetune_run(model, arm, "mme")) for arm in ("before", "finetuned_expanded")}
+    mme = {arm: _rows(study.finetune_run(model, arm, "mme")) if model else None for arm in ("before", "finetuned_expanded")}
     if all(r is not None for r in mme.values()):
         d = _mme_difference(mme["finetuned_expanded"], mme["before"], seed=cfg.seed)
         margin = MME_MARGIN * d["before"]
@@ -1080,13 +1118,16 @@ STAGE_FUNCTIONS: dict[str, Callable[[Study], Any]] = {
 
 def replicate(config: ReplicateConfig) -> dict[str, Path]:
     """Run the study's stages in order (each skips what an earlier run finished); returns the tables' paths."""
+    import datasets
     import transformers
 
     study = Study(config)
     config.out.mkdir(parents=True, exist_ok=True)
-    # one bar per stage: transformers' weight-loading bars are off meanwhile
+    # one bar per stage: datasets' and transformers' own bars are off meanwhile
     bars_on = transformers.utils.logging.is_progress_bar_enabled()
+    datasets_bars_on = datasets.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
+    datasets.disable_progress_bars()
     try:
         for stage in STAGES:
             if stage in config.stages and stage != "tables":
@@ -1095,3 +1136,5 @@ def replicate(config: ReplicateConfig) -> dict[str, Path]:
     finally:
         if bars_on:
             transformers.utils.logging.enable_progress_bar()
+        if datasets_bars_on:
+            datasets.enable_progress_bars()

@@ -19,6 +19,8 @@ SHIPPED: dict[str, str] = {"vhx-mini": "vhx-mini", "vhx-mini-yes": "vhx-mini-yes
 
 #: Where the shipped checkpoints live (this package's folder).
 ZOO_DIR = Path(__file__).resolve().parent
+#: The model offline commands score when none is named (`vhx run`, `vhx replicate --quick`).
+DEFAULT_MODEL = "vhx-mini"
 
 
 def resolve_model(spec: str) -> str:

@@ -1,0 +1,198 @@
+"""`vhx replicate`: the paper's numbers as transcribed, the paired statistics, and the tables read
+back from the predictions a run wrote (recomputed here by hand)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vhx.replicate import (
+    ReplicateConfig,
+    Study,
+    _mme_difference,
+    _mme_tallies,
+    _paired,
+    _perception_from_tallies,
+    model_slug,
+    paper_model,
+    paper_numbers,
+    replicate,
+)
+from vhx.scoring.stats import newcombe_paired_interval
+
+
+# --------------------------------------------------------------------------------------------------
+# the paper's numbers
+
+
+def test_paper_numbers_have_every_printed_cell_once() -> None:
+    paper = paper_numbers()
+    # Table 3: 3 datasets x 3 rows x 7 models; Table 4: 3 x (5 + 4) x 7; Table 5: 3 x (3 + 2) x 5;
+    # Table 6: 4 + 5 + 5 + 5 + 5 + 6; Table 7: 3 x 3; Table 8: 2 x 3
+    assert paper.groupby("table").size().to_dict() == {3: 63, 4: 189, 5: 75, 6: 30, 7: 9, 8: 6}
+    keys = ["table", "part", "dataset", "metric", "setting", "model"]
+    assert not paper.duplicated(keys).any()
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [
+        ((3, "c", "pope", "accuracy", "", "Cambrian-1"), 0.887),
+        ((3, "c", "pope", "symmetric_accuracy", "", "LLaVA-NeXT"), 0.798),
+        ((3, "b", "vhtest", "n_new_vh", "", "GPT-4o"), 523),
+        ((4, "i", "pope", "n_new_vh", "brightness", "Qwen-VL-Chat"), 7662),
+        ((5, "n", "pope", "symmetric_accuracy", "ifgsm", "LLaVA-1.5"), 0.017),
+        ((6, "u", "mmvp", "symmetric_accuracy", "temperature=0.6", "LLaVA-1.5"), 0.099),
+        ((7, "", "pope", "symmetric_accuracy", "finetuned_expanded", "LLaVA-1.5"), 0.711),
+        ((8, "", "mme", "mme_cognition", "before", "LLaVA-1.5"), 335.4),
+    ],
+)
+def test_paper_numbers_spot_values(key: tuple, value: float) -> None:
+    paper = paper_numbers()
+    hit = paper[(paper[["table", "part", "dataset", "metric", "setting", "model"]].apply(tuple, axis=1)) == key]
+    assert len(hit) == 1 and float(hit["value"].iloc[0]) == value
+
+
+def test_paper_numbers_agree_across_tables() -> None:
+    """The paper repeats its no-perturbation symmetric accuracy in Tables 3, 4 and 5: the transcription must too."""
+    paper = paper_numbers()
+    t3 = paper[(paper["table"] == 3) & (paper["metric"] == "symmetric_accuracy")].set_index(["dataset", "model"])["value"]
+    for table in (4, 5):
+        rows = paper[(paper["table"] == table) & (paper["setting"] == "original")].set_index(["dataset", "model"])["value"]
+        assert len(rows) == (21 if table == 4 else 15)
+        assert (rows == t3.loc[rows.index]).all()
+
+
+def test_model_names() -> None:
+    assert paper_model("llava-hf/llava-1.5-7b-hf") == "LLaVA-1.5"
+    assert paper_model("/models/llava-hf/llava-1.5-7b-hf/") == "LLaVA-1.5"
+    assert paper_model("openai:gpt-4o") == "GPT-4o"
+    assert paper_model("llava-hf/llava-1.5-13b-hf") is None
+    assert model_slug("llava-hf/llava-1.5-7b-hf") == "llava-hf__llava-1.5-7b-hf"
+    assert model_slug("/work/zoo/vhx-mini") == "vhx-mini"
+    assert model_slug("openai:gpt-4o@http://localhost:8000/v1") == "openai_gpt-4o_http_localhost_8000_v1"
+
+
+def test_config_refuses_unknown_stage_and_clashing_benchmarks(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown stage"):
+        ReplicateConfig(out=tmp_path, models=["m"], stages=("evaluate", "plot"))
+    with pytest.raises(ValueError, match="share a folder name"):
+        ReplicateConfig(out=tmp_path, models=["m"], benchmarks=[str(tmp_path / "a" / "pope"), str(tmp_path / "b" / "pope")])
+
+
+# --------------------------------------------------------------------------------------------------
+# statistics
+
+
+def _pairs(outcomes: list[tuple[bool, bool]], suffix: str = "") -> pd.DataFrame:
+    rows = []
+    for i, (first, second) in enumerate(outcomes):
+        for negated, ok in ((False, first), (True, second)):
+            answer = "no" if negated else "yes"
+            rows.append({"pair_id": f"p{i}{suffix}", "negated": negated, "answer": answer, "pred": answer if ok else ("yes" if negated else "no")})
+    return pd.DataFrame(rows)
+
+
+def test_paired_difference_counts_source_pairs() -> None:
+    # pair: solved by a? by b?  0: both, 1: a only, 2: a only, 3: b only, 4: neither
+    a = _pairs([(True, True), (True, True), (True, True), (True, False), (False, True)])
+    b = _pairs([(True, True), (False, True), (True, False), (True, True), (False, False)], suffix="@ifgsm:m")
+    d = _paired(a, b)
+    assert d["n_pairs"] == 5
+    assert d["difference"] == pytest.approx(3 / 5 - 2 / 5)
+    assert d["ci"] == list(newcombe_paired_interval(1, 2, 1, 1))
+
+
+def test_mme_bootstrap_scores_like_mme() -> None:
+    from vhx.scoring import mme_scores
+
+    rng = np.random.default_rng(3)
+    rows = []
+    for subtask in ("existence", "count", "color"):
+        for image in range(7):
+            for answer in ("yes", "no"):
+                rows.append({"id": f"{subtask}/{image}/{answer}", "pair_id": f"{subtask}/{image}/{answer}", "model": "m",
+                             "source": "mme", "subset": subtask, "image_id": f"img{image}", "negated": False,
+                             "transform": "original", "answer": answer, "pred": answer if rng.random() < 0.7 else "unknown"})
+    frame = pd.DataFrame(rows)
+    frame["correct"] = frame["pred"] == frame["answer"]
+    images, subtasks = sorted(frame["image_id"].unique()), sorted(frame["subset"].unique())
+    tallies = _mme_tallies(frame, images, subtasks)
+    assert _perception_from_tallies(*tallies, np.ones(len(images))) == pytest.approx(float(mme_scores(frame)["perception"].iloc[0]))
+    same = _mme_difference(frame, frame, n_boot=50)
+    assert same["difference"] == 0 and same["ci"] == [0.0, 0.0]
+
+
+# --------------------------------------------------------------------------------------------------
+# a run, read back
+
+
+def _symmetric_accuracy_by_hand(path: Path, split: str) -> float:
+    pairs: dict[str, list[bool]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["split"] == split:
+            pairs.setdefault(row["pair_id"], []).append(row["pred"] == row["answer"])
+    return sum(all(v) and len(v) == 2 for v in pairs.values()) / len(pairs)
+
+
+def test_tables_are_read_back_from_the_predictions(tmp_path: Path) -> None:
+    """Tables 3 and 4 for vhx-mini on a few drawn scenes; one cell recomputed from predictions.jsonl; a rerun skips."""
+    config = ReplicateConfig(out=tmp_path, models=["vhx-mini"], num_images=4, stages=("build", "expand", "evaluate", "tables"),
+                             eval_options={"mode": "logits"})
+    paths = replicate(config)
+    result = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert [t["table"] for t in result["tables"]] == [3, 4]
+    table3 = result["tables"][0]["parts"][0]
+    cell = next(r for r in table3["rows"] if r["metric"] == "symmetric_accuracy")["cells"]["vhx-mini"]
+    predictions = Path(cell["source"]) / "predictions.jsonl"
+    assert cell["value"] == pytest.approx(_symmetric_accuracy_by_hand(predictions, "original"))
+    blur = next(r for r in result["tables"][1]["parts"][0]["rows"] if r["setting"] == "defocus_blur" and r["metric"] == "symmetric_accuracy")
+    assert blur["cells"]["vhx-mini"]["value"] == pytest.approx(_symmetric_accuracy_by_hand(predictions, "defocus_blur"))
+    assert "## Table 3" in paths["markdown"].read_text(encoding="utf-8")
+    # findings that need what this run did not do say so
+    status = {f["claim"]: f["status"] for f in result["findings"]}
+    assert status["Symmetric accuracy ranks models differently from accuracy"].startswith("not tested")
+    assert status["Adversarial cases lower symmetric accuracy"].startswith("not tested")
+
+    before = predictions.stat().st_mtime_ns
+    replicate(config)
+    assert predictions.stat().st_mtime_ns == before  # the scored unit was skipped, not redone
+    assert json.loads(paths["json"].read_text(encoding="utf-8"))["tables"] == result["tables"]
+
+    # other scoring settings: the finished run is scored afresh, not resumed into a mix of both
+    rows = len(predictions.read_text(encoding="utf-8").splitlines())
+    replicate(dataclasses.replace(config, eval_options={"mode": "logits", "batch_size": 3}))
+    assert predictions.stat().st_mtime_ns != before
+    assert len(predictions.read_text(encoding="utf-8").splitlines()) == rows
+
+
+@pytest.mark.slow
+def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vhx.cli import main
+
+    out = tmp_path / "study"
+    assert main(["replicate", "--quick", "--num-images", "12", "--out", str(out)]) == 0
+    result = json.loads((out / "tables.json").read_text(encoding="utf-8"))
+    assert [t["table"] for t in result["tables"]] == [3, 4, 5, 6, 7, 8]
+    markdown = (out / "tables.md").read_text(encoding="utf-8")
+    for n in range(3, 9):
+        assert f"## Table {n}:" in markdown
+    # Table 5's I-FGSM cell is the symmetric accuracy of the adversarial run's ifgsm split
+    row = next(r for r in result["tables"][2]["parts"][0]["rows"] if r["setting"] == "ifgsm" and r["metric"] == "symmetric_accuracy")
+    cell = next(iter(row["cells"].values()))
+    assert cell["value"] == pytest.approx(_symmetric_accuracy_by_hand(Path(cell["source"]) / "predictions.jsonl", "ifgsm"))
+    # Table 8 is the MME stand-in, scored out of 800 (four perception subtasks)
+    table8 = result["tables"][5]
+    assert table8["stand_in"] and 0 <= table8["rows"][0]["cells"]["before"]["value"] <= 800
+    assert len(result["findings"]) == 7
+    assert all(f["status"].split(" (")[0] in ("held", "not held", "not tested") for f in result["findings"])
+    assert all(f["evidence"] for f in result["findings"] if not f["status"].startswith("not tested"))
+    study = Study(ReplicateConfig(out=out, models=result["models"]))
+    assert (study.adapter(result["models"][0], "finetuned_expanded") / "adapter_model.safetensors").is_file()
