@@ -135,6 +135,21 @@ TABLE = [
     ("Is the cup next to a plate?", "Is it false that the cup is next to a plate?", "is_it_false/be"),
     ("Is the man in the middle of a crowd?", "Is it false that the man is in the middle of a crowd?", "is_it_false/be"),
     ("Is the cat on the painted chair?", "Is it false that the cat is on the painted chair?", "is_it_false/be"),
+    # a prepositional phrase on the subject, then a predicate noun phrase, participle, adjective or adverb
+    ("Is the cyclist behind the yellow delivery truck called Maria Lopez?",
+     "Is it false that the cyclist behind the yellow delivery truck is called Maria Lopez?", "is_it_false/be"),
+    ("Is the painting above the fireplace Mona Lisa?", "Is it false that the painting above the fireplace is Mona Lisa?", "is_it_false/be"),
+    ("Is the sign near the door 'EXIT'?", "Is it false that the sign near the door is 'EXIT'?", "is_it_false/be"),
+    ("Is the price on the tag 4.99?", "Is it false that the price on the tag is 4.99?", "is_it_false/be"),
+    ("Is the sum of the numbers on the board equal to 30?", "Is it false that the sum of the numbers on the board is equal to 30?", "is_it_false/be"),
+    ("Is the kettle on the stove mostly empty?", "Is it false that the kettle on the stove is mostly empty?", "is_it_false/be"),
+    ("Is the dog in the yard not barking?", "Is it false that the dog in the yard is not barking?", "is_it_false/be"),
+    ("Is the van primarily white in color?", "Is it false that the van is primarily white in color?", "is_it_false/be"),
+    # context sentences before the question, a missing "?", the full-width question mark
+    ("I am hungry. Is the dish on the table a good choice?", "I am hungry. Is it false that the dish on the table is a good choice?", "is_it_false/be"),
+    ("Is the lamp on the desk Please answer yes or no.", "Is it false that the lamp is on the desk Please answer yes or no.", "is_it_false/be"),
+    ("Is the bowl under the shelf\uff1f Please answer yes or no.", "Is it false that the bowl is under the shelf\uff1f Please answer yes or no.", "is_it_false/be"),
+    ("Could the robot in the photo lift the box?", "Is it false that the robot in the photo could lift the box?", "is_it_false/aux"),
 ]
 
 

@@ -238,6 +238,26 @@ _VERBS = {
     "smile", "sniff", "speak", "spray", "stand", "stare", "stay", "stop", "surf", "swim", "take",
     "talk", "throw", "touch", "tow", "turn", "use", "wait", "walk", "watch", "wave", "wear", "work",
     "write",
+    # common verbs beyond scenes: reasoning, charts, code, everyday advice (MME's commonsense/numerical)
+    "accept", "add", "affect", "agree", "allow", "answer", "apply", "arrive", "ask", "attack", "avoid",
+    "bake", "bark", "bear", "beat", "begin", "believe", "blow", "boil", "borrow", "bounce", "breathe",
+    "bring", "build", "call", "care", "cause", "change", "charge", "check", "choose", "clean", "collect",
+    "compare", "complete", "connect", "consist", "continue", "control", "copy", "cost", "count", "create",
+    "cure", "damage", "decide", "decrease", "deliver", "describe", "destroy", "die", "differ", "dig",
+    "divide", "draw", "dress", "drop", "dry", "earn", "enter", "equal", "escape", "exceed", "exist",
+    "expect", "explain", "explode", "fail", "feel", "find", "finish", "fix", "fold", "freeze", "gain",
+    "grab", "greet", "guess", "happen", "harm", "hear", "heat", "help", "hunt", "hurt", "identify",
+    "improve", "increase", "indicate", "injure", "join", "kill", "knock", "know", "last", "learn", "lend",
+    "let", "lock", "lose", "love", "lower", "mark", "mean", "measure", "meet", "mix", "multiply", "name",
+    "notice", "obey", "occur", "offer", "operate", "order", "output", "paint", "pass", "pay", "pick",
+    "place", "plan", "plant", "pour", "power", "prefer", "prepare", "press", "prevent", "print",
+    "produce", "protect", "provide", "raise", "rain", "receive", "recognize", "reduce", "refer",
+    "release", "remove", "repair", "replace", "represent", "require", "return", "ring", "rise", "roll",
+    "rotate", "save", "send", "set", "shake", "shoot", "shout", "shrink", "sign", "slide", "smell",
+    "solve", "spend", "spill", "spin", "split", "spread", "start", "steal", "store", "study", "succeed",
+    "suggest", "suit", "support", "survive", "swallow", "switch", "taste", "teach", "tell", "tend",
+    "test", "think", "travel", "treat", "try", "understand", "vary", "want", "warn", "wash", "win",
+    "wish", "worry", "wrap",
 }
 _DO_KEEP = {"not", "never", "really", "actually", "also", "still", "ever", "just", "only", "always",
             "often", "usually", "even"}
@@ -392,13 +412,26 @@ def _free_positions(low: list[str]) -> list[int]:
     return free
 
 
+#: Nouns (and a few names) that end in "-ly": every other such word reads as an adverb or adjective.
+_LY_NOUNS = {
+    "family", "belly", "jelly", "lily", "butterfly", "dragonfly", "firefly", "housefly", "assembly", "ally",
+    "rally", "bully", "italy", "july", "supply", "reply", "anomaly", "monopoly", "holly", "tally", "gully",
+    "folly", "dolly", "trolly", "emily", "kelly", "molly", "polly", "sally", "billy", "willy", "lolly",
+}
+
+
+def _is_ly_adverb(w: str) -> bool:
+    """``primarily``, ``mostly``, ``friendly``: a ``-ly`` word that is not a listed noun."""
+    return len(w) > 4 and w.endswith("ly") and w.isalpha() and w not in _LY_NOUNS
+
+
 def _be_boundary(low: list[str], j: int) -> bool:
     """Whether word ``j`` starts the predicate of a be/have question."""
     w = low[j]
     nxt = low[j + 1] if j + 1 < len(low) else None
     if w in _CONNECTORS:
         return False
-    if w in _PREPOSITIONS or w in _ADVERBS or w in _COMPARATIVES or w in _PREDICATE_DETERMINERS:
+    if w in _PREPOSITIONS or w in _ADVERBS or w in _COMPARATIVES or w in _PREDICATE_DETERMINERS or _is_ly_adverb(w):
         return True
     # "bigger than ...", and "X shaped"/"X colored" read as one adjective ("crescent shaped").
     if nxt in ("than", "shaped", "colored", "coloured") or _is_participle(w):
@@ -444,7 +477,18 @@ _PHRASE_STOPS = {"be", "being", "than", "and", "or", "but", "not"}
 _GRADING = (_ADVERBS | _DEGREE) - _PHRASE_STOPS
 
 
-def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool) -> int | None:
+_NUMBER = re.compile(r"[-+]?[$€£]?\d[\d,.:/%]*")
+
+
+def _opens_noun_phrase(token: str, low: str, prev_token: str) -> bool:
+    """A word that cannot continue the noun before it, so it starts a predicate noun phrase: quoted
+    text, a number, or a capitalised name after a lower-case word ("in the picture Santa Claus")."""
+    if token[:1] in _QUOTE_PAIRS or _NUMBER.fullmatch(low):
+        return True
+    return token[:1].isupper() and prev_token[:1].islower() and not token.isupper() or (token.isupper() and len(token) > 1 and prev_token[:1].islower() and low not in _PREPOSITIONS)
+
+
+def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tokens: Sequence[str] | None = None) -> int | None:
     """Where the predicate starts if the preposition at ``j`` belongs to the subject, else None.
 
     A prepositional phrase belongs to the subject when a predicate follows it and is the predicate
@@ -453,17 +497,23 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool) -> 
     ``turned on``, ``parked``, ``written in English``), an article opening a noun phrase (``Is the logo
     on the cap a star?``), a final adjective, possibly after a degree adverb (``half full``, ``very
     old``), or a comparative with "than". ``Is the cup to the left of the laptop?`` has none, so the
-    phrase is the predicate. Declarative clauses look for the auxiliary instead.
+    phrase is the predicate. Quoted text, a number or a capitalised name after the phrase's noun is a
+    predicate noun phrase (``Is the word in the logo "OPEN"?``, ``Is the answer to the question in the
+    image 17?``), and so is an adjective with its own preposition (``equal to 24``, ``red in color``).
+    An ``-ing``/``-ed`` word after an adjective that follows a determiner modifies the noun (``the red
+    bounding box``) rather than starting the predicate. Declarative clauses look for the auxiliary instead.
     """
     n = len(low)
     for k in range(j + 1, n):
         w, prev = low[k], low[k - 1]
         nxt = low[k + 1] if k + 1 < n else None
+        modifier = prev in _ADJECTIVES and k >= 2 and (low[k - 2] in _DETERMINERS or low[k - 2] in _ADJECTIVES)
+        participle = _is_participle(w) and not modifier
         if declarative:
             if w in _AUX:
                 return k
         elif prev not in _DETERMINERS and prev not in _GERUND_PREPS and (prev not in _PREPOSITIONS or prev in _PARTICLES):
-            if _is_participle(w):
+            if participle:
                 return k
             if w in ("a", "an") and nxt is not None:
                 return k
@@ -473,24 +523,36 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool) -> 
                 return k
             if w in _COMPARATIVES and nxt == "than":
                 return k
-        if _is_participle(w) or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
+            if nxt is not None and ((w in _ADVERBS and w not in _PHRASE_STOPS) or w == "not" or _is_ly_adverb(w)):
+                return k  # "the shoe in the picture | usually appropriate", "... | not smiling"
+            if w in _ADJECTIVES and nxt in _PREPOSITIONS and prev not in _ADJECTIVES:
+                return k
+            if tokens is not None and _opens_noun_phrase(tokens[k], w, tokens[k - 1]):
+                return k
+        if participle or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
             return None
         if w == "to" and prev not in _PREPOSITIONS:
             return None
     return None
 
 
-def _split_be(low: list[str], *, declarative: bool) -> int | None:
-    """End of the subject of a be/have question (or, declarative, the index of its auxiliary)."""
+def _finite_aux(low: list[str], j: int) -> bool:
+    """An auxiliary at ``j`` of a clause, unless another follows it: the first is then a noun ("the trash can is")."""
+    return low[j] in _AUX and not (j + 1 < len(low) and low[j + 1] in _AUX)
+
+
+def _split_be(low: list[str], *, declarative: bool, tokens: Sequence[str] | None = None) -> int | None:
+    """End of the subject of a be/have question (or, declarative, the index of its auxiliary);
+    ``tokens`` (the words as written) let capitalised names and quoted text mark a predicate."""
     if _starts_with_pronoun(low, verb_mode=False, declarative=declarative):
         return 1
     free = _free_positions(low)
     for j in free:
-        if declarative and low[j] in _AUX:
+        if declarative and _finite_aux(low, j):
             return j
         if _be_boundary(low, j):
             if low[j] in _PREPOSITIONS and low[j] not in _ADVERBS:
-                past = _past_prepositional_phrase(low, j, declarative=declarative)
+                past = _past_prepositional_phrase(low, j, declarative=declarative, tokens=tokens)
                 if past is not None:
                     return past
             return j
@@ -507,7 +569,7 @@ def _split_verb(low: list[str], *, declarative: bool) -> int | None:
         return 1
     free = _free_positions(low)
     for j in free:
-        if low[j] in _DO_KEEP or (declarative and low[j] in _AUX):
+        if low[j] in _DO_KEEP or (declarative and _finite_aux(low, j)):
             return j
         # A word right after a determiner or preposition is a noun ("on the park bench"), not the verb.
         prev = low[j - 1]
@@ -531,7 +593,7 @@ def _declarative(tokens: list[str]) -> tuple[list[str], str]:
     if not rest:
         raise _Unparsable("nothing after the auxiliary verb")
     if aux in _BE or aux in _HAVE:
-        k = _split_be(low, declarative=False)
+        k = _split_be(low, declarative=False, tokens=rest)
     else:
         k = _split_verb(low, declarative=False)
     if k is None or k <= 0 or k >= len(rest):
@@ -627,9 +689,10 @@ def question_from_statement(statement: str) -> str | None:
 # -- the rule negator ------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class _Parts:
-    prefix: list[str]  # "In the image," before the auxiliary verb
+    prefix: list[str]  # "In the image," or "The image shows a python code." before the auxiliary verb
     core: list[str]  # from the auxiliary verb to the question mark
     suffix: str  # text after the question mark, kept verbatim ("? Answer yes or no.")
+    mark: str = "?"  # the question mark as written ("?" or the full-width "？")
 
 
 def check_question(question: Any) -> str:
@@ -643,19 +706,37 @@ def check_question(question: Any) -> str:
     return text
 
 
+#: Where a question ends: "?" before whitespace or the end ('WHY?' in quotes is kept), or the
+#: full-width "？" anywhere (CJK text sets no space after it).
+_QUESTION_END = re.compile(r"\?(?=\s|$)|\uff1f")
+#: A token ending a clause or sentence before the question ("In the image,", "... a python code.").
+_CLAUSE_END = (",", ".", ";", ":", "!", "\u3002", "\uff0c")
+
+
+#: An answer instruction after a question that lacks its "?" ("Is the cat on the left Please answer yes or no.").
+_INSTRUCTION = re.compile(r"\s+(?=(?:please\s+)?(?:answer|respond|reply)\b[^?]*$)", re.IGNORECASE)
+
+
 def _split_parts(text: str) -> _Parts:
-    # The question ends at the first "?" followed by whitespace or the end ('WHY?' in quotes is kept).
-    match = re.search(r"\?(?=\s|$)", text)
-    body, suffix = (text[: match.start()], text[match.end() :]) if match else (text, "")
+    match = _QUESTION_END.search(text)
+    if match:
+        body, suffix, mark = text[: match.start()], text[match.end() :], match.group(0)
+    elif (cut := _INSTRUCTION.search(text)) and cut.start() > 0:
+        # no question mark: none is added, the instruction stays as written
+        body, suffix, mark = text[: cut.start()], text[cut.start() :], ""
+    else:
+        body, suffix, mark = text, "", "?"
     tokens = _tokenize(body)
     low = [_norm(t) for t in tokens]
     if not tokens:
         raise DataError("empty question", field="question")
     if low[0] in _AUX:
-        return _Parts([], tokens, suffix)
+        return _Parts([], tokens, suffix, mark)
+    # Context before the question is kept as written: a phrase ("In the image, is ...") or whole
+    # sentences ("I want to lose weight. Is the food in the picture an appropriate choice?").
     for j in range(1, len(tokens)):
-        if tokens[j - 1].endswith(",") and low[j] in _AUX:
-            return _Parts(tokens[:j], tokens[j:], suffix)
+        if tokens[j - 1].endswith(_CLAUSE_END) and low[j] in _AUX:
+            return _Parts(tokens[:j], tokens[j:], suffix, mark)
     if match is None:
         raise DataError(
             f"not a question (no '?' and no auxiliary verb such as Is/Are/Does/Can at the start): {text!r}",
@@ -734,12 +815,12 @@ class RuleNegator:
     # -- internals ---------------------------------------------------------------------------------
     @staticmethod
     def _join(parts: _Parts, core: list[str]) -> str:
-        if parts.prefix:
+        if parts.prefix and not parts.prefix[-1].endswith((".", "!", "\u3002")):
             core = [_lower_first(core[0]), *core[1:]]
             words = [*parts.prefix, *core]
-        else:
-            words = [_capitalize(core[0]), *core[1:]]
-        return " ".join(words) + "?" + parts.suffix
+        else:  # a new sentence after a full stop starts with a capital
+            words = [*parts.prefix, _capitalize(core[0]), *core[1:]]
+        return " ".join(words) + parts.mark + parts.suffix
 
     def _negate_core(self, core: list[str]) -> tuple[list[str], str]:
         low = [_norm(t) for t in core]
