@@ -1,26 +1,40 @@
 """MME (Fu et al., 2023): yes/no questions over 14 subtasks, two questions (one Yes, one No) per image.
 
-Release layouts read here (``data_dir`` is the release folder, e.g. ``MME_Benchmark_release_version/``,
-or a folder holding it); each subtask folder may use either layout::
+Release layouts read here; ``data_dir`` may be the release folder itself or any folder above it (the
+Hub mirror's ``MME_Benchmark/``, ``MME_Benchmark_release_version/``, ... are found up to three levels
+down). Each subtask folder may use either layout::
 
     existence/000000006040.jpg               # (a) images and question files side by side
     existence/000000006040.txt
     artwork/images/10002.jpg                 # (b) images/ + questions_answers_YN/
     artwork/questions_answers_YN/10002.txt
 
-A question file holds tab-separated lines ``question<TAB>answer`` for the image with the file's stem,
-or ``image_name<TAB>question<TAB>answer`` (the evaluation tool's form, which may list many images in
-one file). Answers are ``Yes`` / ``No``.
+or (c) the evaluation tool's files, the 14 ``<subtask>.txt`` files together in one folder
+(``eval_tool/Your_Results/``, or ``data_dir`` itself)::
+
+    existence.txt                            # image_name<TAB>question<TAB>answer[<TAB>model reply]
+    OCR.txt
+
+whose images are found in the release's subtask folders: ``image_dir=`` (the release folder, a
+folder above it, or one flat image folder), else a release folder under ``data_dir``. A fourth
+column (a model's reply, as in filled-in result files) is ignored.
+
+A question file of (a)/(b) holds tab-separated lines ``question<TAB>answer`` for the image with the
+file's stem, or ``image_name<TAB>question<TAB>answer`` (which may list many images in one file).
+Answers are ``Yes`` / ``No``.
 
 One split per subtask (split name = subtask). Both questions of an image share ``image_id``
 (``mme:{subtask}/{image stem}``) so MME's per-image ``accuracy_plus`` can group them; ``source_id`` is
 ``{image stem}:{k}`` with ``k`` the question's index for that image. ``provenance`` records the group
-(``perception`` / ``cognition``), the question file and line.
+(``perception`` / ``cognition``), the question file and line. The same question asked twice about
+one image (the release has a few) is kept twice, as MME scores it, and reported in one warning per
+subtask with the count.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +43,7 @@ import datasets
 from vhx.errors import DataError, logger
 from vhx.schema import MME_COGNITION, MME_PERCEPTION, make_case, normalize_answer
 
-from ._base import VHBuilder, image_value, read_lines
+from ._base import VHBuilder, VHBuilderConfig, image_value, read_lines
 
 PERCEPTION: tuple[str, ...] = MME_PERCEPTION
 COGNITION: tuple[str, ...] = MME_COGNITION
@@ -65,52 +79,156 @@ def _index_images(folder: Path) -> dict[str, Path]:
     return found
 
 
+#: How deep below ``data_dir`` the release folder or the evaluation tool's files are looked for.
+SEARCH_DEPTH = 3
+
+
+def _subfolders(root: Path, depth: int) -> Iterator[Path]:
+    """``root`` and its folders down to ``depth`` levels, breadth first, in name order."""
+    level = [root]
+    for _ in range(depth + 1):
+        nxt: list[Path] = []
+        for folder in level:
+            yield folder
+            try:
+                nxt.extend(sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")))
+            except OSError:
+                continue
+        level = nxt
+
+
+def _subtask_file(folder: Path, subtask: str) -> Path | None:
+    """``folder/<subtask>.txt`` (the name's case as released, or any case)."""
+    exact = folder / f"{subtask}.txt"
+    if exact.is_file():
+        return exact
+    low = f"{subtask}.txt".lower()
+    return next((p for p in sorted(folder.glob("*.txt")) if p.name.lower() == low), None)
+
+
+def find_release_root(root: Path) -> Path | None:
+    """The folder holding MME's subtask folders: ``root`` or one below it (``MME_Benchmark/``, ...)."""
+    for folder in _subfolders(root, SEARCH_DEPTH):
+        if sum((folder / s).is_dir() for s in SUBTASKS) >= 1 and any(
+            (folder / s / sub).is_dir() or any((folder / s).glob("*.txt")) for s in SUBTASKS for sub in (IMAGES_FOLDER, QUESTIONS_FOLDER)
+            if (folder / s).is_dir()
+        ):
+            return folder
+    return None
+
+
+def find_eval_tool_dir(root: Path) -> Path | None:
+    """The folder holding the evaluation tool's ``<subtask>.txt`` files: ``root`` or one below it."""
+    for folder in _subfolders(root, SEARCH_DEPTH):
+        if any(_subtask_file(folder, s) for s in SUBTASKS) and not any((folder / s).is_dir() for s in SUBTASKS):
+            return folder
+    return None
+
+
+@dataclass
+class MMEConfig(VHBuilderConfig):
+    """Options of the MME builder.
+
+    Attributes:
+        image_dir: where the images of the evaluation tool's files are: the release folder (with the
+            subtask folders), a folder above it, or one flat folder of images. Default: a release
+            folder found under ``data_dir``.
+    """
+
+    image_dir: str | None = None
+
+
 class MMEBuilder(VHBuilder):
     """Builder for the MME release (see the module docstring for the layouts)."""
 
+    BUILDER_CONFIG_CLASS = MMEConfig
     SOURCE = "mme"
     DESCRIPTION = "MME: perception and cognition yes/no questions (two per image), as vhx test cases."
     HOMEPAGE = "https://github.com/BradyFU/Awesome-Multimodal-Large-Language-Models/tree/Evaluation"
 
-    def _release_root(self) -> Path:
+    def _layout(self) -> tuple[str, Path]:
+        """(``"eval_tool"``, folder of the ``<subtask>.txt`` files) or (``"folders"``, release root)."""
         root = self.data_path()
-        if not any((root / s).is_dir() for s in SUBTASKS) and (root / RELEASE_FOLDER).is_dir():
-            return root / RELEASE_FOLDER
-        return root
+        if any(_subtask_file(root, s) for s in SUBTASKS) and not any((root / s).is_dir() for s in SUBTASKS):
+            return "eval_tool", root
+        release = find_release_root(root)
+        if release is not None:
+            return "folders", release
+        tool = find_eval_tool_dir(root)
+        if tool is not None:
+            return "eval_tool", tool
+        raise DataError(
+            f"no MME release here: neither subtask folders ({', '.join(SUBTASKS)}) nor the evaluation tool's "
+            f"<subtask>.txt files, in data_dir or {SEARCH_DEPTH} levels below it",
+            file=str(root),
+        )
+
+    def _eval_tool_images(self) -> Path:
+        """The release folder (or flat image folder) the evaluation tool's files refer to."""
+        option = getattr(self.config, "image_dir", None)
+        if option:
+            path = self.image_dir(self.data_path())
+            return find_release_root(path) or path
+        release = find_release_root(self.data_path())
+        if release is None:
+            raise DataError(
+                "the evaluation tool's question files name images: pass image_dir= (the MME release folder "
+                "with the subtask folders, e.g. MME_Benchmark_release_version/)",
+                file=str(self.data_path()),
+            )
+        self.allow_images_under(release)
+        return release
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
-        root = self._release_root()
+        layout, root = self._layout()
         if self.config.subsets is not None:
             unknown = [s for s in self.config.subsets if s not in SUBTASKS]
             if unknown:
                 raise DataError(f"unknown MME subtask(s) {unknown}; expected some of {SUBTASKS}")
+        image_root = self._eval_tool_images() if layout == "eval_tool" else None
         splits = []
         for subtask in SUBTASKS:
             if not self.wanted(subtask):
                 continue
-            folder = root / subtask
-            if not folder.is_dir():
-                if self.config.subsets is not None:
-                    raise DataError(f"MME subtask folder {subtask}/ not found", file=str(root))
-                continue
-            splits.append(datasets.SplitGenerator(name=subtask, gen_kwargs={"folder": folder, "subtask": subtask}))
+            if layout == "eval_tool":
+                txt = _subtask_file(root, subtask)
+                if txt is None:
+                    if self.config.subsets is not None:
+                        raise DataError(f"MME question file {subtask}.txt not found", file=str(root))
+                    continue
+                assert image_root is not None
+                folder = image_root / subtask if (image_root / subtask).is_dir() else image_root
+                kwargs = {"folder": folder, "subtask": subtask, "question_files": [txt]}
+            else:
+                folder = root / subtask
+                if not folder.is_dir():
+                    if self.config.subsets is not None:
+                        raise DataError(f"MME subtask folder {subtask}/ not found", file=str(root))
+                    continue
+                kwargs = {"folder": folder, "subtask": subtask, "question_files": None}
+            splits.append(datasets.SplitGenerator(name=subtask, gen_kwargs=kwargs))
         if not splits:
-            raise DataError(f"no MME subtask folders ({', '.join(SUBTASKS)}) found", file=str(root))
+            raise DataError(f"no MME subtask ({', '.join(SUBTASKS)}) found", file=str(root))
         return splits
 
-    def _generate_examples(self, folder: Path, subtask: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    def _generate_examples(self, folder: Path, subtask: str, question_files: list[Path] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
         image_dir = folder / IMAGES_FOLDER if (folder / IMAGES_FOLDER).is_dir() else folder
         question_dir = folder / QUESTIONS_FOLDER if (folder / QUESTIONS_FOLDER).is_dir() else folder
         images = _index_images(image_dir)
         group = group_of(subtask)
         # All questions are read before yielding: the count per image is only known at the end.
         per_image: dict[str, list[dict[str, Any]]] = {}
-        for txt in sorted(question_dir.glob("*.txt")):
+        files = question_files if question_files is not None else sorted(question_dir.glob("*.txt"))
+        for txt in files:
             for entry in self._read_question_file(txt, image_dir, images):
                 per_image.setdefault(entry["image"].stem, []).append(entry)
         if not per_image:
             # datasets cannot store an empty split; say why here rather than fail later on "no data".
-            raise DataError(f"no usable questions for MME subtask {subtask}", file=str(question_dir))
+            raise DataError(f"no usable questions for MME subtask {subtask}", file=str(files[0] if files else question_dir))
+        duplicates = sum(len(e) - len({" ".join(x["question"].split()).lower() for x in e}) for e in per_image.values())
+        if duplicates:
+            logger.warning("MME %s: %d question(s) repeat another question about the same image; kept twice, as MME scores them",
+                           subtask, duplicates)
         for stem, entries in per_image.items():
             answers = sorted(e["answer"] for e in entries)
             if answers != ["no", "yes"]:
@@ -158,16 +276,17 @@ class MMEBuilder(VHBuilder):
                     question, answer = cols
                     image = images.get(txt.stem)
                     wanted = f"{txt.stem}{{{','.join(IMAGE_EXTENSIONS)}}}"
-                elif len(cols) == 3:
-                    name, question, answer = (c.strip() for c in cols)
+                elif len(cols) in (3, 4):
+                    # the evaluation tool's form; a filled-in result file adds the model's reply (ignored)
+                    name, question, answer = (c.strip() for c in cols[:3])
                     wanted = name
                     # The named file wins; otherwise the same stem under another image suffix.
                     stem = Path(name).stem if Path(name).suffix.lower() in IMAGE_EXTENSIONS else name
                     image = image_dir / name if name and (image_dir / name).is_file() else images.get(stem)
                 else:
                     raise DataError(
-                        f"expected 2 tab-separated columns (question, answer) or 3 (image_name, question, answer), "
-                        f"got {len(cols)}",
+                        f"expected 2 tab-separated columns (question, answer), 3 (image_name, question, answer) or 4 "
+                        f"(the same + a model's reply), got {len(cols)}",
                         **where,
                         field="columns",
                     )

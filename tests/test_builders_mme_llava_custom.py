@@ -88,6 +88,55 @@ def test_mme_both_layouts_give_identical_rows(tmp_path):
     assert _image_paths(split["existence"])[2].endswith("b/existence/images/000000012345.jpg")
 
 
+def _eval_tool_files(folder: Path, data: dict = MME_DATA, *, reply: bool = False) -> Path:
+    """The evaluation tool's form: one <subtask>.txt per subtask, image_name<TAB>question<TAB>answer lines."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for subtask, images in data.items():
+        lines = "".join(f"{name}\t{q} Please answer yes or no.\t{a}" + ("\tYes" if reply else "") + "\n"
+                        for name, questions in images.items() for q, a in questions)
+        (folder / f"{subtask}.txt").write_text(lines, encoding="utf-8")
+    return folder
+
+
+@pytest.mark.parametrize("layout", ["side", "split"])
+def test_mme_eval_tool_files_build_with_the_release_images(tmp_path, layout):
+    release = _mme_release(tmp_path / "MME_Benchmark_release_version", layout)
+    tool = _eval_tool_files(tmp_path / "eval_tool" / "Your_Results", reply=True)
+    # data_dir = the folder of the .txt files, images from image_dir (the release or a folder above it)
+    for image_dir in (release, tmp_path):
+        dsd, report = _load("mme", tool, tmp_path / f"c-{image_dir.name}", image_dir=str(image_dir))
+        assert len(report) == 0
+        assert {k: v.num_rows for k, v in dsd.items()} == {"existence": 4, "artwork": 2, "code_reasoning": 2}
+        assert dsd["existence"]["image_id"][2] == "mme:existence/000000012345"
+        assert dsd["existence"]["question"][0] == "Is there a train in this image? Please answer yes or no."
+        assert dsd["artwork"]["answer"] == ["yes", "no"]
+    # data_dir above both: the .txt files and the release folder are found
+    dsd, _ = _load("mme", tmp_path, tmp_path / "c-above")
+    assert {k: v.num_rows for k, v in dsd.items()} == {"existence": 4, "artwork": 2, "code_reasoning": 2}
+    # the files without any image folder: an error saying what to pass
+    bare = _eval_tool_files(tmp_path / "bare")
+    with pytest.raises(DataError, match="pass image_dir="):
+        _load("mme", bare, tmp_path / "c-bare")
+
+
+def test_mme_nested_hub_mirror_folder(tmp_path):
+    """The Hub mirror's MME_Benchmark/ two levels below data_dir gives the same rows as the release itself."""
+    _mme_release(tmp_path / "snapshot" / "data" / "MME_Benchmark", "split")
+    nested, _ = _load("mme", tmp_path / "snapshot", tmp_path / "c1")
+    direct, _ = _load("mme", tmp_path / "snapshot" / "data" / "MME_Benchmark", tmp_path / "c2")
+    assert list(nested) == list(direct)
+    for name in nested:
+        assert _text_rows(nested[name]) == _text_rows(direct[name])
+
+
+def test_mme_duplicated_questions_are_kept_and_counted(tmp_path, caplog):
+    data = {"existence": {"000000006040.jpg": [("Is there a train?", "Yes"), ("Is there a bed?", "No"), ("Is there a  train?", "Yes")]}}
+    with caplog.at_level("WARNING"):
+        dsd, _ = _load("mme", _mme_release(tmp_path / "r", "side", data), tmp_path)
+    assert dsd["existence"].num_rows == 3
+    assert any("existence: 1 question(s) repeat" in r.getMessage() for r in caplog.records)
+
+
 def test_mme_rows_pair_questions_per_image(tmp_path):
     dsd, report = _load("mme", _mme_release(tmp_path / "r", "side"), tmp_path)
     validate_dataset(dsd)
@@ -161,7 +210,7 @@ def test_mme_release_folder_inside_data_dir_and_subsets(tmp_path):
     with pytest.raises(DataError, match="scene/ not found"):
         _load("mme", tmp_path / "dl", tmp_path / "c3", subsets=["scene"])
     (tmp_path / "empty").mkdir()
-    with pytest.raises(DataError, match="no MME subtask folders"):
+    with pytest.raises(DataError, match="no MME release here"):
         _load("mme", tmp_path / "empty", tmp_path / "c4")
 
 
@@ -170,7 +219,7 @@ def test_mme_release_folder_inside_data_dir_and_subsets(tmp_path):
     [
         ("Is there a train?\tYes\nIs there a bed?\tMaybe\n", 2, "answer", "bad label 'Maybe'"),
         ("Is there a train?\tYes\nIs there a bed?\n", 2, "columns", "got 1"),
-        ("a.jpg\tIs there a train?\tYes\tYes\n", 1, "columns", "got 4"),
+        ("a.jpg\tIs there a train?\tYes\tYes\tx\n", 1, "columns", "got 5"),
         ("\tYes\n", 1, "question", "empty question"),
         ("missing.jpg\tIs there a train?\tYes\n", 1, "image", "image missing.jpg not found"),
     ],
@@ -206,7 +255,7 @@ def test_mme_skip_bad_lines_and_warn_on_unpaired_images(tmp_path, caplog):
     )
     (root / "artwork" / "99.txt").write_text("Is this by Klimt?\tYes\nIs this by Dali?\tNo\n", encoding="utf-8")
     (root / "code_reasoning" / "0001.txt").write_text(
-        "Does the code print 3?\tYes\nDoes the code print 4?\tNo\nDoes the code print 5?\tNo\nx\ty\tz\tw\n",
+        "Does the code print 3?\tYes\nDoes the code print 4?\tNo\nDoes the code print 5?\tNo\nx\ty\tz\tw\tv\n",
         encoding="utf-8",
     )
     with caplog.at_level(logging.WARNING, logger="vhx"):
