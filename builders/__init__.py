@@ -22,6 +22,8 @@ import datasets
 
 from vhx.errors import logger
 
+from ._hub_copy import HUB_COPIES, resolve_data_dir
+
 #: The one registry of benchmark builders: source name -> the builder class, or where to import it
 #: from ("module:Class" inside vhx.builders, "package.module:Class" elsewhere). Imported on use, so
 #: one builder's optional needs never block another.
@@ -79,6 +81,9 @@ def load_source(
     folder removed when the process exits (the returned datasets are memory-mapped from it).
     """
     cls = get_builder_class(source)
+    if source in HUB_COPIES:
+        # a Hub id ("lmms-lab/MME") is read from its local snapshot
+        data_dir = resolve_data_dir(data_dir)
     if "subsets" in config and config["subsets"] is not None:
         config["subsets"] = tuple(config["subsets"])
     if cache_dir is None:

@@ -19,6 +19,11 @@ whose images are found in the release's subtask folders: ``image_dir=`` (the rel
 folder above it, or one flat image folder), else a release folder under ``data_dir``. A fourth
 column (a model's reply, as in filled-in result files) is ignored.
 
+or (d) MME's Hub copy (``lmms-lab/MME``, as lmms-eval loads it): parquet files with columns
+``question_id`` (``artwork/images/10002.jpg``), ``image``, ``question``, ``answer`` and ``category``,
+in a local snapshot folder or given as the Hub id (``--data-dir lmms-lab/MME``); the rows get the
+same splits and ids as the release's.
+
 A question file of (a)/(b) holds tab-separated lines ``question<TAB>answer`` for the image with the
 file's stem, or ``image_name<TAB>question<TAB>answer`` (which may list many images in one file).
 Answers are ``Yes`` / ``No``.
@@ -44,6 +49,9 @@ from vhx.errors import DataError, logger
 from vhx.schema import MME_COGNITION, MME_PERCEPTION, make_case, normalize_answer
 
 from ._base import VHBuilder, VHBuilderConfig, image_value, read_lines
+from ._hub_copy import HUB_COPIES, find_hub_copy
+from ._hub_copy import image_bytes as hub_image_bytes
+from ._hub_copy import rows as hub_rows
 
 PERCEPTION: tuple[str, ...] = MME_PERCEPTION
 COGNITION: tuple[str, ...] = MME_COGNITION
@@ -52,6 +60,8 @@ SUBTASKS: tuple[str, ...] = PERCEPTION + COGNITION
 #: Image suffixes looked up for a question file's stem, in order of preference.
 IMAGE_EXTENSIONS: tuple[str, ...] = (".jpg", ".jpeg", ".png")
 RELEASE_FOLDER = "MME_Benchmark_release_version"
+#: Columns of MME's Hub copy (``lmms-lab/MME``, what lmms-eval loads).
+HUB_COLUMNS: tuple[str, ...] = ("question_id", "image", "question", "answer", "category")
 IMAGES_FOLDER = "images"
 QUESTIONS_FOLDER = "questions_answers_YN"
 
@@ -147,8 +157,10 @@ class MMEBuilder(VHBuilder):
     HOMEPAGE = "https://github.com/BradyFU/Awesome-Multimodal-Large-Language-Models/tree/Evaluation"
 
     def _layout(self) -> tuple[str, Path]:
-        """(``"eval_tool"``, folder of the ``<subtask>.txt`` files) or (``"folders"``, release root)."""
+        """(``"hub"``, snapshot folder), (``"eval_tool"``, folder of the ``<subtask>.txt`` files) or (``"folders"``, release root)."""
         root = self.data_path()
+        if find_hub_copy(root, HUB_COLUMNS):
+            return "hub", root
         if any(_subtask_file(root, s) for s in SUBTASKS) and not any((root / s).is_dir() for s in SUBTASKS):
             return "eval_tool", root
         release = find_release_root(root)
@@ -185,6 +197,8 @@ class MMEBuilder(VHBuilder):
             unknown = [s for s in self.config.subsets if s not in SUBTASKS]
             if unknown:
                 raise DataError(f"unknown MME subtask(s) {unknown}; expected some of {SUBTASKS}")
+        if layout == "hub":
+            return self._hub_splits(root)
         image_root = self._eval_tool_images() if layout == "eval_tool" else None
         splits = []
         for subtask in SUBTASKS:
@@ -211,17 +225,62 @@ class MMEBuilder(VHBuilder):
             raise DataError(f"no MME subtask ({', '.join(SUBTASKS)}) found", file=str(root))
         return splits
 
+    def _hub_splits(self, root: Path) -> list[datasets.SplitGenerator]:
+        """Read the Hub copy once: images written as files, entries kept per subtask for the splits."""
+        from vhx.hub import default_image_files_dir, store_image_bytes
+
+        self.allow_images_under(default_image_files_dir())
+        self._hub_entries: dict[str, dict[str, list[dict[str, Any]]]] = {}
+        for path, line, row in hub_rows(find_hub_copy(root, HUB_COLUMNS), HUB_COLUMNS):
+            where = {"file": str(path), "line": line}
+            try:
+                subtask = str(row["category"] or "").strip()
+                if subtask not in SUBTASKS:
+                    raise DataError(f"category {subtask!r} is not an MME subtask {SUBTASKS}", **where, field="category")
+                if not self.wanted(subtask):
+                    continue
+                question = str(row["question"] or "").strip()
+                if not question:
+                    raise DataError("empty question", **where, field="question")
+                answer = normalize_answer(row["answer"], **where, field="answer")
+                data, name = hub_image_bytes(row["image"], file=path, line=line)
+                # "artwork/images/10002.jpg" and "code_reasoning/0020.png" name the image as the release does
+                stem = Path(str(row["question_id"] or name or "")).stem
+                if not stem:
+                    raise DataError("no question_id naming the image", **where, field="question_id")
+            except DataError as exc:
+                self.fail(exc)
+                continue
+            image = Path(store_image_bytes(data, name or f"{stem}.jpg"))
+            if not self.image_ok(image, **where):
+                continue
+            entry = {"question": question, "answer": answer, "image": image, "file": str(path), "line": line, "stem": stem}
+            self._hub_entries.setdefault(subtask, {}).setdefault(stem, []).append(entry)
+        splits = [datasets.SplitGenerator(name=s, gen_kwargs={"folder": root, "subtask": s, "question_files": []})
+                  for s in SUBTASKS if s in self._hub_entries]
+        if self.config.subsets is not None:
+            missing = [s for s in self.config.subsets if s not in self._hub_entries]
+            if missing:
+                raise DataError(f"MME subtask(s) {missing} not in the Hub copy", file=str(root))
+        if not splits:
+            raise DataError("no usable MME rows in the Hub copy", file=str(root))
+        return splits
+
     def _generate_examples(self, folder: Path, subtask: str, question_files: list[Path] | None = None) -> Iterator[tuple[str, dict[str, Any]]]:
-        image_dir = folder / IMAGES_FOLDER if (folder / IMAGES_FOLDER).is_dir() else folder
-        question_dir = folder / QUESTIONS_FOLDER if (folder / QUESTIONS_FOLDER).is_dir() else folder
-        images = _index_images(image_dir)
         group = group_of(subtask)
         # All questions are read before yielding: the count per image is only known at the end.
         per_image: dict[str, list[dict[str, Any]]] = {}
-        files = question_files if question_files is not None else sorted(question_dir.glob("*.txt"))
-        for txt in files:
-            for entry in self._read_question_file(txt, image_dir, images):
-                per_image.setdefault(entry["image"].stem, []).append(entry)
+        files: list[Path] = []
+        if getattr(self, "_hub_entries", None) is not None:
+            per_image = self._hub_entries.get(subtask, {})
+        else:
+            image_dir = folder / IMAGES_FOLDER if (folder / IMAGES_FOLDER).is_dir() else folder
+            question_dir = folder / QUESTIONS_FOLDER if (folder / QUESTIONS_FOLDER).is_dir() else folder
+            images = _index_images(image_dir)
+            files = question_files if question_files is not None else sorted(question_dir.glob("*.txt"))
+            for txt in files:
+                for entry in self._read_question_file(txt, image_dir, images):
+                    per_image.setdefault(entry["image"].stem, []).append(entry)
         if not per_image:
             # datasets cannot store an empty split; say why here rather than fail later on "no data".
             raise DataError(f"no usable questions for MME subtask {subtask}", file=str(files[0] if files else question_dir))
@@ -256,6 +315,7 @@ class MMEBuilder(VHBuilder):
                         "file": Path(entry["file"]).name,
                         "line": entry["line"],
                         "image_file": entry["image"].name,
+                        **({"hub_copy": HUB_COPIES["mme"]} if "stem" in entry else {}),
                     },
                 )
                 yield case["id"], case

@@ -24,6 +24,11 @@ name GQA ids (``2405722.jpg``), read from GQA's ``images/`` folder.
 ``image`` must resolve inside ``data_dir`` or ``image_dir`` (unless ``allow_outside_paths=True``), and
 every image is decoded in full and held to ``max_image_pixels`` (see :class:`VHBuilderConfig`).
 
+POPE's Hub copy (``lmms-lab/POPE``, as lmms-eval loads it) is read too: parquet files with columns
+``question_id``, ``question``, ``answer``, ``image_source`` (``COCO_val2014_000000310196``), ``image``
+(embedded) and ``category`` (the subset), from a local snapshot folder or the Hub id given as
+``data_dir``; ids and splits are the release's (``dataset`` names the image source, ``coco``).
+
 One split per subset (``random``, ``popular``, ``adversarial``). ``image_id`` is
 ``{dataset}:{image file stem}``, so the images are shared across the three subsets.
 """
@@ -43,8 +48,13 @@ from vhx.errors import DataError
 from vhx.schema import make_case, normalize_answer
 
 from ._base import VHBuilder, VHBuilderConfig, image_value, read_lines
+from ._hub_copy import HUB_COPIES, find_hub_copy
+from ._hub_copy import image_bytes as hub_image_bytes
+from ._hub_copy import rows as hub_rows
 
 SUBSETS = ("random", "popular", "adversarial")
+#: Columns of POPE's Hub copy (``lmms-lab/POPE``, what lmms-eval loads; COCO questions).
+HUB_COLUMNS: tuple[str, ...] = ("question_id", "question", "answer", "image_source", "image", "category")
 _IMAGE_DIR_CANDIDATES = ("val2014", "images", "coco/val2014", "gqa/images", "val2017", ".")
 _SURROGATE = re.compile("[\udc80-\udcff]")
 _COCO_2014_NAME = re.compile(r"^COCO_(?:val|train)2014_(?P<id>\d{12})(?P<ext>\.\w+)$")
@@ -158,8 +168,62 @@ class PopeBuilder(VHBuilder):
     HOMEPAGE = "https://github.com/AoiDragon/POPE"
     LICENSE = "mit"
 
+    def _hub_splits(self, root: Path, files: list[Path]) -> list[datasets.SplitGenerator]:
+        """Read POPE's Hub copy once: images written as files, cases kept per subset (``category``)."""
+        from vhx.hub import default_image_files_dir, store_image_bytes
+
+        self.allow_images_under(default_image_files_dir())
+        self._hub_cases: dict[str, list[dict[str, Any]]] = {}
+        seen: set[tuple[str, str]] = set()
+        for path, line, row in hub_rows(files, HUB_COLUMNS):
+            where = {"file": str(path), "line": line}
+            try:
+                subset = str(row["category"] or "").strip()
+                if subset not in SUBSETS:
+                    raise DataError(f"category {subset!r} is not a POPE subset {SUBSETS}", **where, field="category")
+                if not self.wanted(subset):
+                    continue
+                qid = str(row["question_id"] if row["question_id"] is not None else "").strip()
+                if not qid:
+                    raise DataError("empty question_id", **where, field="question_id")
+                if (subset, qid) in seen:
+                    raise DataError(f"duplicate question_id {qid!r} in subset {subset}", **where, field="question_id")
+                question = str(row["question"] or "").strip()
+                if not question:
+                    raise DataError("empty question", **where, field="question")
+                answer = normalize_answer(row["answer"], **where, field="answer")
+                data, name = hub_image_bytes(row["image"], file=path, line=line)
+                source_name = str(row["image_source"] or "").strip() or Path(name or "").stem
+                if not source_name:
+                    raise DataError("no image_source naming the image", **where, field="image_source")
+            except DataError as exc:
+                self.fail(exc)
+                continue
+            seen.add((subset, qid))
+            image = Path(store_image_bytes(data, name or f"{source_name}.jpg"))
+            if not self.image_ok(image, **where):
+                continue
+            case = make_case(
+                source=self.SOURCE, subset=subset, source_id=qid, image=image_value(image),
+                image_id=f"{self.config.dataset}:{Path(source_name).stem}", question=question, answer=answer,
+                provenance={"file": path.name, "line": line, "image_file": source_name, "hub_copy": HUB_COPIES["pope"]},
+            )
+            self._hub_cases.setdefault(subset, []).append(case)
+        if self.config.subsets is not None:
+            missing = [s for s in self.config.subsets if s not in self._hub_cases]
+            if missing:
+                raise DataError(f"POPE subset(s) {missing} not in the Hub copy", file=str(root))
+        splits = [datasets.SplitGenerator(name=s, gen_kwargs={"path": root, "subset": s, "image_dir": root})
+                  for s in SUBSETS if s in self._hub_cases]
+        if not splits:
+            raise DataError("no usable POPE rows in the Hub copy", file=str(root))
+        return splits
+
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         root = self.data_path()
+        hub = find_hub_copy(root, HUB_COLUMNS)
+        if hub:
+            return self._hub_splits(root, hub)
         image_dir = self.image_dir(root, _IMAGE_DIR_CANDIDATES)
         for folder in (image_dir.parent / "val2017", image_dir.parent / "train2017"):
             self.allow_images_under(folder)  # where resolve_image finds COCO 2017 copies
@@ -186,6 +250,10 @@ class PopeBuilder(VHBuilder):
         return splits
 
     def _generate_examples(self, path: Path, subset: str, image_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+        if getattr(self, "_hub_cases", None) is not None:
+            for case in self._hub_cases.get(subset, []):
+                yield case["id"], case
+            return
         seen: set[str] = set()
         for lineno, record in read_pope_records(path):
             if isinstance(record, DataError):

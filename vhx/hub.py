@@ -675,6 +675,12 @@ def _image_file(image_dir: Path, data: bytes, name: str | None) -> str:
     return str(path)
 
 
+def store_image_bytes(data: bytes, name: str | None = None, image_dir: str | Path | None = None) -> str:
+    """Write ``data`` once as an image file (content-addressed under ``image_dir``, default
+    :func:`default_image_files_dir`) and return its path: rows then reference the image by path."""
+    return _image_file(Path(image_dir) if image_dir is not None else default_image_files_dir(), data, name)
+
+
 def load_folder_by_reference(folder: str | Path, image_dir: str | Path | None = None) -> datasets.DatasetDict:
     """A Hub folder as an in-memory ``DatasetDict`` whose rows reference their images as files.
 

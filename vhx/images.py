@@ -8,6 +8,7 @@ scoring) turn a decoding failure into a :class:`vhx.errors.DataError` naming the
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import warnings
 from collections.abc import Iterable, Iterator
@@ -67,14 +68,16 @@ def strict_decoding() -> Iterator[None]:
         ImageFile.LOAD_TRUNCATED_IMAGES = previous
 
 
-def image_problem(path: str | os.PathLike, *, max_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS) -> str | None:
-    """Why ``path`` is not a usable image, or None when it is.
+def image_problem(path: str | os.PathLike | bytes, *, max_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS) -> str | None:
+    """Why ``path`` (a file, or an image's bytes) is not a usable image, or None when it is.
 
     The size is read from the header first, so an image above ``max_pixels`` is refused before any
     pixel is decoded; then every pixel is decoded (``Image.load``), which catches truncated files
     that ``Image.verify`` lets through.
     """
-    if not os.path.isfile(path):
+    if isinstance(path, (bytes, bytearray)):
+        path = io.BytesIO(path)  # type: ignore[assignment]
+    elif not os.path.isfile(path):
         return "image not found"
     try:
         with warnings.catch_warnings(), strict_decoding():
