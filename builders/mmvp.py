@@ -142,7 +142,7 @@ def _or_split(question: str, option_a: str, option_b: str) -> str | None:
 _RECIPROCAL = re.compile(r"^\s+(each other|one another)\b", re.IGNORECASE)
 _STATEMENT_OPTIONS = ({"correct", "incorrect"}, {"true", "false"}, {"right", "wrong"})
 _STATEMENT_LEAD = re.compile(
-    r"^(?:(?:is|are)\s+(?:the\s+following|this|these)\s+statements?\s+(?:correct|true|right)\s*[:?,.-]*|"
+    r"^(?:[^,:]{1,40},\s*)?(?:(?:is|are)\s+(?:the\s+following|this|these)\s+statements?\s+(?:correct|true|right)\s*[:?,.-]*|"
     r"statement\s*:|true\s+or\s+false\s*[:?,.-]|correct\s+or\s+incorrect\s*[:?,.-])\s*",
     re.IGNORECASE,
 )
@@ -207,6 +207,10 @@ def _statement_question(question: str) -> str:
     statement = _STATEMENT_TAIL.sub("", _STATEMENT_LEAD.sub("", question)).strip().rstrip(".?!:").strip()
     if not statement:
         raise DataError("empty statement", field="Question")
+    # "In the image, there is one daisy ..." -> "In the image, is there one daisy ...?"
+    lead = re.match(r"^(?P<pre>[^,]{1,40},\s*)(?P<rest>.+)$", statement)
+    if lead is not None and (asked := question_from_statement(lead["rest"])) is not None:
+        return lead["pre"] + asked[:1].lower() + asked[1:]
     asked = question_from_statement(statement)
     return asked if asked is not None else f"Is it true that {statement[:1].lower() + statement[1:]}?"
 
@@ -242,6 +246,105 @@ def _pattern_rewrites(question: str, a: str) -> Iterator[tuple[str, str]]:
         yield f"{_capital(m['be'].lower())} {m['x']} {opt}{m['tail'] or ''}?", "doing"
     if (m := _WHERE_RE.match(question)) and _PLACE_START.match(opt):
         yield f"{_capital(m['be'].lower())} {m['x']} {opt}?", "direction"
+    if m := _WHERE_VERB_RE.match(question):
+        place = opt if _PLACE_START.match(opt) else f"on the {opt}"
+        yield f"{_capital(m['be'].lower())} {m['x']} {m['verb']} {place}{m['tail'] or ''}?", "direction"
+    quoted = a if a[:1] in "\"'\u201c" and a[-1:] in "\"'\u201d" else f'"{a}"'
+    if m := _SAY_RE.match(question):
+        yield f'{_capital(m["do"].lower())} {m["x"]} {m["verb"].lower()} {quoted}?', "text"
+    if m := _TEXT_RE.match(question):
+        yield f'{_capital(m["be"].lower())} {m["x"]} {quoted}?', "text"
+    if m := _WHAT_NOUN_RE.match(question):
+        yield f"{_capital(m['be'].lower())} the {m['noun'].lower()} {m['rest']} {opt}?", "what_noun"
+    if m := _LIKELY_RE.match(question):
+        yield f"{_capital(m['be'].lower())} {m['x']} {m['adv'].lower()} to {opt}?", "what_do"
+    if m := _DESCRIBE_RE.match(question):
+        yield f'Would you describe {m["x"]} as "{opt}"?', "describe"
+    if m := _HOW_IS_RE.match(question):
+        pre = m["pre"] or ""
+        be = m["be"].lower() if pre else _capital(m["be"].lower())
+        yield f"{pre}{be} {m['x']} {(m['adv'] or '').lower()}{opt}?", "how"
+    if m := _HOW_MANY_BE_RE.match(question):
+        pre = m["pre"] or ""
+        one = opt.lower() in _ONE
+        noun = _singular(m["noun"]) if one else m["noun"]
+        clause = f"{'is' if one else 'are'} there {opt} {noun}{m['mid']} {m['rest']}"
+        yield (f"{pre}{clause}?" if pre else f"{_capital(clause)}?"), "count"
+    body = question.rstrip().rstrip("?").rstrip()
+    if _OPEN_ENDING.search(body) and not _WH_START.match(body) and not re.search(r"\bor\b", body, re.IGNORECASE):
+        # an unfinished question or statement the options complete ("are the berries placed | on a dish",
+        # "The image captures a woman running from: | Back view")
+        from vhx.negation import question_from_statement
+
+        completed = f"{body} {opt}"
+        if _YES_NO_START.match(body):
+            # only after a participle: "Is it on?" is complete, its "on" the predicate
+            if re.search(r"\w(?:ed|ing)$", body) and _PLACE_START.match(opt) and _negatable(completed + "?"):
+                yield completed + "?", "complete"
+        elif re.search(r"\b(?:from|to|in|on|at|by|of|with|into|onto)$", body, re.IGNORECASE):
+            asked = question_from_statement(completed)
+            if asked is not None:
+                yield asked, "complete"
+
+
+_SAY_RE = re.compile(r"^what\s+(?P<do>does|do)\s+(?P<x>.+?)\s+(?P<verb>say|read|spell|show|display)\s*\?*$", re.IGNORECASE)
+_TEXT_RE = re.compile(
+    r"^what\s+(?P<be>is|are)\s+(?P<x>(?:all\s+)?(?:the\s+)?(?:[\w-]+\s+)?(?:word|words|text|letter|letters|number|numbers|"
+    r"title|name|label|writing|characters?)\b.*?)\s*\?*$",
+    re.IGNORECASE,
+)
+_WHAT_NOUN_RE = re.compile(
+    r"^(?:what|which)\s+(?:(?:type|kind|sort|style)\s+of\s+)?(?P<noun>[\w-]+(?:\s+[\w-]+)?)\s+(?P<be>is|are)\s+"
+    r"(?P<rest>(?:in|on|at|inside|under|near|behind|shown|visible|displayed|depicted|painted|drawn)\b.*?)\s*\?*$",
+    re.IGNORECASE,
+)
+_LIKELY_RE = re.compile(
+    r"^what\s+(?P<be>is|are)\s+(?P<x>.+?)\s+(?P<adv>(?:more\s+|most\s+)?likely|going|about|trying|supposed)\s+to\s+do\s*\?*$",
+    re.IGNORECASE,
+)
+_DESCRIBE_RE = re.compile(r"^how\s+would\s+you\s+describe\s+(?P<x>.+?)\s*\?*$", re.IGNORECASE)
+_HOW_IS_RE = re.compile(r"^(?P<pre>.*?,\s*)?how\s+(?P<be>is|are)\s+(?P<x>.+?)\s+(?P<adv>\w+ly\s+)?(?P<part>\w+ed)\s*\?*$", re.IGNORECASE)
+_WHERE_VERB_RE = re.compile(r"^where\s+(?P<be>is|are)\s+(?P<x>.+?)\s+(?P<verb>\w+ing)(?P<tail>\s+.*?)?\s*\?*$", re.IGNORECASE)
+_HOW_MANY_BE_RE = re.compile(
+    r"^(?P<pre>.*?,\s*)?how\s+many\s+(?P<noun>[\w'()-]+)(?P<mid>(?:\s+of\s+[\w'-]+)?)\s+(?P<be>are|is)\s+"
+    r"(?P<rest>(?:on|in|at|inside|under|near|behind|around|attached|left|visible)\b.*?)\s*\?*$",
+    re.IGNORECASE,
+)
+_WH_START = re.compile(r"^(?:.*?,\s*)?(?:what|which|who|whose|where|when|why|how)\b", re.IGNORECASE)
+_OPEN_ENDING = re.compile(r"(?:\w+ed|\w+ing|from|to|in|on|at|by|of|with|into|onto)\s*\?*$", re.IGNORECASE)
+_YES_NO_START = re.compile(r"^(?:[^,]*,\s*)?(?:is|are|was|were|do|does|did|can|could|has|have|will|would|should)\b", re.IGNORECASE)
+_OR_STOP = {"the", "a", "an", "of", "to", "in", "on", "at", "is", "are", "be", "or", "and", "there", "it", "its", "this",
+            "that", "from", "by", "with", "for", "being"}
+
+
+def _content_words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9][a-z0-9'-]*", text.lower()) if w not in _OR_STOP]
+
+
+def _or_conjuncts(question: str, option_a: str, option_b: str) -> str | None:
+    """``Q-left or Q-right?`` where option (a) is named on the left and (b) on the right: ``Q-left?``.
+
+    For alternatives the options do not spell out word for word ("Is the camera positioned at eye
+    level or looking down from above?" with Eye level / Above). The question must hold one ``or``; the
+    left part must name more of (a) and the right more of (b) than the other way round. Words of (a)
+    that only the right part ends with are shared and stay ("driving towards or away from the camera"
+    with Towards the camera -> "driving towards the camera?").
+    """
+    body = question.rstrip().rstrip("?").rstrip()
+    joins = list(re.finditer(r"\s+or\s+", body, re.IGNORECASE))
+    if len(joins) != 1:
+        return None
+    left, right = body[: joins[0].start()], body[joins[0].end() :]
+    ca, cb = set(_content_words(option_a)), set(_content_words(option_b))
+    lw, rw = set(_content_words(left)), set(_content_words(right))
+    if not (ca & lw) or not (cb & rw) or len(ca & lw) + len(cb & rw) <= len(cb & lw) + len(ca & rw):
+        return None
+    words_a, words_r = option_a.lower().split(), right.lower().split()
+    shared = 0
+    while shared < min(len(words_a), len(words_r)) and words_a[-1 - shared] == words_r[-1 - shared]:
+        shared += 1
+    tail = right.split()[len(words_r) - shared :] if shared and not set(words_a[len(words_a) - shared :]) <= set(left.lower().split()) else []
+    return " ".join([left, *tail]) + "?"
 
 
 def _is_negative(option: str) -> bool:
@@ -275,6 +378,9 @@ def _rule_rewrite(question: str, a: str, b: str, letter: str) -> tuple[str, str,
         if _negatable(asked):
             return asked, "yes" if chosen in ("correct", "true", "right") else "no", "statement"
     rewritten = _or_split(question, a, b)
+    if rewritten is not None and _negatable(rewritten):
+        return rewritten, answer, "or_split"
+    rewritten = _or_conjuncts(question, a, b)
     if rewritten is not None and _negatable(rewritten):
         return rewritten, answer, "or_split"
     if _OR_NOT_RE.search(question):

@@ -199,6 +199,28 @@ MMVP_TABLE = [
     ("27", 'Can you see the key ""Z"" on the keyboard:', "(a) Yes (b) No", "(b)", 'Can you see the key "Z" on the keyboard?', "no", "yes_no_options"),
     ("28", "What is the shape of the clock:", "(a) Circle (b) Square", "(a)",
      'Is "Circle" the correct answer to "What is the shape of the clock?"?', "yes", "answer_check"),
+    # alternatives the options do not spell out word for word: the left part is kept
+    ("29", "Is the tram moving towards or away from the station?", "(a) Towards the station (b) Away from the station", "(b)",
+     "Is the tram moving towards the station?", "no", "or_split"),
+    ("30", "Is the kite flying high above the trees or tangled in the branches?", "(a) High (b) Tangled", "(a)",
+     "Is the kite flying high above the trees?", "yes", "or_split"),
+    ("31", "Is the hour hand nearer to 3 or nearer to 4?", "(a) 3 (b) 4", "(a)", "Is the hour hand nearer to 3?", "yes", "or_split"),
+    ("32", "Is the mug full of coffee or is it empty?", "(a) Full (b) Empty", "(b)", "Is the mug full of coffee?", "no", "or_split"),
+    # wh-questions whose options complete them
+    ("33", "What does the road sign say?", "(a) STOP (b) YIELD", "(a)", 'Does the road sign say "STOP"?', "yes", "text"),
+    ("34", "What is the text on the mug?", '(a) "Best Dad" (b) "Best Mom"', "(b)", 'Is the text on the mug "Best Dad"?', "no", "text"),
+    ("35", "Which kind of bread is on the plate?", "(a) Rye bread (b) White bread", "(a)",
+     "Is the bread on the plate rye bread?", "yes", "what_noun"),
+    ("36", "What is the goalkeeper more likely to do?", "(a) Dive (b) Kick", "(a)", "Is the goalkeeper more likely to dive?", "yes", "what_do"),
+    ("37", "How would you describe the sky?", "(a) Overcast (b) Clear", "(b)", 'Would you describe the sky as "overcast"?', "no", "describe"),
+    ("38", "In the photo, how is the cat mostly positioned?", "(a) Curled (b) Stretched out", "(a)",
+     "In the photo, is the cat mostly curled?", "yes", "how"),
+    ("39", "Where is the puppy sleeping in this photo?", "(a) Sofa (b) Floor", "(a)", "Is the puppy sleeping on the sofa in this photo?", "yes", "direction"),
+    ("40", "How many stripes are on the flag?", "(a) 3 (b) 4", "(b)", "Are there 3 stripes on the flag?", "no", "count"),
+    ("41", "In this photo, are the apples stored", "(a) In a basket (b) On a tray", "(a)",
+     "In this photo, are the apples stored in a basket?", "yes", "complete"),
+    ("42", "The picture shows a horse seen from:", "(a) Front view (b) Side view", "(a)",
+     "Does the picture show a horse seen from front view?", "yes", "complete"),
 ]
 
 
@@ -230,7 +252,8 @@ def test_every_rewrite_is_one_question_the_rule_negator_flips() -> None:
         negated = negator.negate(asked)
         assert negated.question != asked
         assert negator.unnegate(negated.question, negated.rule) == asked
-    assert rules == {"yes_no_options", "statement", "or_split", "or_not", "color", "count", "view", "direction", "doing", "answer_check"}
+    assert rules == {"yes_no_options", "statement", "or_split", "or_not", "color", "count", "view", "direction", "doing", "answer_check",
+                     "text", "what_noun", "what_do", "describe", "how", "complete"}
 
 
 def test_broken_csv_quoting_is_an_error_naming_the_line_or_a_skipped_row(tmp_path: Path) -> None:

@@ -444,6 +444,7 @@ def _be_boundary(low: list[str], j: int) -> bool:
         return (
             nxt is None
             or nxt in _PREPOSITIONS
+            or nxt == "of"  # "full of water", "made of wood"
             or nxt in _ADVERBS
             or nxt in _ADJECTIVES
             or nxt in _COMPARATIVES
@@ -636,6 +637,8 @@ def _question_from_aux(tokens: list[str], k: int) -> list[str]:
     main_have = aux in ("has", "have") and not (_is_participle(nxt) or nxt in _DO_KEEP)
     if (main_do or main_have) and rest:
         return _question_from_verb(tokens, k)
+    if aux == "cannot":  # "we cannot see" -> "Can we not see"
+        return [_match_case("can", aux_tok), *subject, "not", *rest]
     return [_capitalize(aux_tok), *subject, *rest]
 
 
