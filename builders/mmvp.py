@@ -295,7 +295,7 @@ _TEXT_RE = re.compile(
 )
 _WHAT_NOUN_RE = re.compile(
     r"^(?:what|which)\s+(?:(?:type|kind|sort|style)\s+of\s+)?(?P<noun>[\w-]+(?:\s+[\w-]+)?)\s+(?P<be>is|are)\s+"
-    r"(?P<rest>(?:in|on|at|inside|under|near|behind|shown|visible|displayed|depicted|painted|drawn)\b.*?)\s*\?*$",
+    r"(?P<rest>(?:in|on|at|inside|under|near|behind)\b.*?)\s*\?*$",
     re.IGNORECASE,
 )
 _LIKELY_RE = re.compile(

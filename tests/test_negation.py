@@ -377,3 +377,36 @@ def test_review_thumbnails_are_small_jpegs(tmp_path: Path):
     with Image.open(io.BytesIO(base64.b64decode(uri))) as im:
         assert im.format == "JPEG" and max(im.size) <= 160
 
+
+
+def _flag_ds() -> datasets.Dataset:
+    questions = [("Is there a cat?", "yes", {}), ("Is the cushion plush?", "no", {}),
+                 ('Is "Blue" the correct answer to "What colour is the car?"?', "yes", {"rule": "answer_check"}),
+                 ("Is the dog black?", "no", {}), ("Are the lights on?", "yes", {})]
+    rows = [
+        make_case(source="custom", subset="colour" if i < 3 else "state", source_id=i, image={"bytes": _png(i), "path": None},
+                  image_id=f"custom:img{i}", question=q, answer=a, provenance=extra)
+        for i, (q, a, extra) in enumerate(questions)
+    ]
+    return negate_dataset(datasets.Dataset.from_list(rows, features=FEATURES), RuleNegator())
+
+
+def test_negation_summary_counts_rules_catch_all_and_guessed_splits():
+    from vhx.negation import GUESSED_SPLIT, format_negation_summary, negation_summary
+
+    rows = {r["subset"]: r for r in negation_summary(_flag_ds())}
+    assert rows["colour"]["pairs"] == 3 and rows["state"]["pairs"] == 2 and rows["total"]["pairs"] == 5
+    assert rows["colour"]["catch_all"] == 1 and rows["colour"]["flagged"] == 2  # the catch-all and "plush" (a guess)
+    assert rows["colour"]["rules"] == Counter({"a_to_no": 1, "is_it_false/be": 2})
+    text = format_negation_summary(list(rows.values()))
+    assert "is_it_false/be 67%" in text and text.splitlines()[-1].startswith("total")
+    assert NEG.negate("Is the cushion plush?").note == GUESSED_SPLIT
+    assert NEG.negate("Is the cushion soft?").note == ""
+
+
+def test_review_lists_flagged_pairs_first(tmp_path: Path):
+    csv_path, _ = review_export(_flag_ds(), tmp_path, n=3, seed=1)
+    with csv_path.open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["flag"] for r in rows[:2]] == ["guessed split: an unknown last word taken as the predicate", "catch-all question"]
+    assert rows[2]["flag"] == "" and len(rows) == 3

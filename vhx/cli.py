@@ -203,7 +203,8 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
     expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0,
                       num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options,
                       on_error=args.on_error, report=skipped, max_fallback=args.max_llm_fallback)
-    from vhx.negation import describe_negators, negator_counts
+    from vhx.negation import describe_negators, format_negation_summary, negation_summary, negator_counts
+    print(format_negation_summary(negation_summary(expanded["original"])))
     if len(skipped):
         print(skipped.summary(), file=sys.stderr)
     write_hub_folder(expanded, out, repo_id=repo_id, overwrite=args.overwrite,

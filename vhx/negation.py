@@ -586,6 +586,16 @@ def _split_verb(low: list[str], *, declarative: bool) -> int | None:
 
 
 # -- question <-> declarative ---------------------------------------------------------------------
+#: The note a negation gets when its subject/predicate split was a guess (the question's last word, not
+#: a word the rules know, taken as the predicate): the review export lists such pairs first.
+GUESSED_SPLIT = "guessed split: an unknown last word taken as the predicate"
+
+
+def _known_predicate_word(w: str) -> bool:
+    return (w in _ADJECTIVES or w in _COMPARATIVES or w in _PREPOSITIONS or w in _ADVERBS or _is_ly_adverb(w)
+            or _is_participle(w) or _is_verb(w, inflected=True) or w[:1] in _QUOTE_PAIRS or bool(_NUMBER.fullmatch(w)))
+
+
 def _declarative(tokens: list[str]) -> tuple[list[str], str]:
     """``AUX SUBJECT PREDICATE`` tokens -> (declarative clause tokens, rule name)."""
     aux_tok, rest = tokens[0], tokens[1:]
@@ -772,14 +782,23 @@ class RuleNegator:
     name = "rules"
 
     def negate(self, question: str) -> NegationResult:
-        """Negate one question; :class:`DataError` (field ``question``) if it is not a yes/no question."""
+        """Negate one question; :class:`DataError` (field ``question``) if it is not a yes/no question.
+
+        A negation whose subject/predicate split was a guess carries the note :data:`GUESSED_SPLIT`.
+        """
         text = check_question(question)
         parts = _split_parts(text)
         try:
             core, rule = self._negate_core(parts.core)
         except _Unparsable as exc:
             raise DataError(f"cannot negate {text!r}: {exc}", field="question") from None
-        return NegationResult(self._join(parts, core), self.name, rule)
+        note = ""
+        if rule == RULE_FALSE_BE and len(core) > 5:
+            last = _norm(core[-1])
+            # "Is it false that the cat is fluffy": a known last word, or a split decided before it, is no guess
+            if core[-2] == parts.core[0].lower() and not _known_predicate_word(last) and _norm(parts.core[-1]) == last:
+                note = GUESSED_SPLIT
+        return NegationResult(self._join(parts, core), self.name, rule, note)
 
     def negate_batch(self, questions: list[str]) -> list[NegationResult]:
         """Negate each question; a bad one raises :class:`DataError` naming its position (``row``)."""
@@ -1003,6 +1022,52 @@ def negator_counts(pairs: datasets.Dataset) -> Counter:
     """How many negated twins each negator produced (``provenance["negator"]`` of the twins)."""
     columns = pairs.select_columns(["negated", "provenance"])
     return Counter(loads(p).get("negator", "unknown") for neg, p in zip(columns["negated"], columns["provenance"]) if neg)
+
+
+#: Builder rules that ask a source question in a generic form ("Is "X" the correct answer to "Q"?").
+CATCH_ALL_RULES = frozenset({"answer_check"})
+
+
+def review_flag(provenance: dict[str, Any]) -> str:
+    """Why a negated twin deserves a human look first ("" if none): the builder's catch-all question,
+    a fallback negator, or a note from the negator (a guessed split)."""
+    if provenance.get("rule") in CATCH_ALL_RULES:
+        return "catch-all question"
+    if str(provenance.get("negator", "")).endswith("(fallback)"):
+        return "negator fallback"
+    return str(provenance.get("negation_note") or "")
+
+
+def negation_summary(pairs: datasets.Dataset) -> list[dict[str, Any]]:
+    """Per ``subset`` of an expanded split: ``pairs``, ``rules`` (twins per negation rule, most frequent
+    first), ``catch_all`` (pairs on a builder's catch-all question) and ``flagged`` (pairs
+    :func:`review_flag` marks), plus a ``total`` row."""
+    cols = pairs.select_columns(["subset", "negated", "provenance"])
+    per: dict[str, dict[str, Any]] = {}
+    for subset, neg, prov in zip(cols["subset"], cols["negated"], cols["provenance"]):
+        if not neg:
+            continue
+        p = loads(prov)
+        for key in (subset, "total"):
+            entry = per.setdefault(key, {"subset": key, "pairs": 0, "rules": Counter(), "catch_all": 0, "flagged": 0})
+            entry["pairs"] += 1
+            entry["rules"][str(p.get("negation_rule", "?"))] += 1
+            entry["catch_all"] += p.get("rule") in CATCH_ALL_RULES
+            entry["flagged"] += bool(review_flag(p))
+    total = per.pop("total", None)
+    return [*per.values(), *([total] if total else [])]
+
+
+def format_negation_summary(rows: list[dict[str, Any]], top: int = 3) -> str:
+    """:func:`negation_summary` as a text table: the share of twins per rule, catch-all and flagged pairs."""
+    lines = [f"{'negation':<24} {'pairs':>6}  {'catch-all':>9}  {'flagged':>7}  rules (share of twins)"]
+    for row in rows:
+        n = row["pairs"] or 1
+        shares = ", ".join(f"{rule} {count / n:.0%}" for rule, count in row["rules"].most_common(top))
+        if len(row["rules"]) > top:
+            shares += f", +{len(row['rules']) - top} more"
+        lines.append(f"{str(row['subset'])[:24]:<24} {row['pairs']:>6}  {row['catch_all']:>9}  {row['flagged']:>7}  {shares}")
+    return "\n".join(lines)
 
 
 def describe_negators(counts: Counter) -> str:

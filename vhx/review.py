@@ -17,12 +17,13 @@ import datasets
 
 from vhx.errors import DataError
 from vhx.gallery import image_data_uri
+from vhx.negation import review_flag
 from vhx.schema import loads
 
 #: The CSV's columns, in order; ``correct?`` is left empty for the reviewer.
 REVIEW_COLUMNS = (
     "id", "pair_id", "original_question", "negated_question", "original_answer", "negated_answer",
-    "negator", "rule", "correct?",
+    "negator", "rule", "flag", "correct?",
 )
 
 
@@ -46,7 +47,9 @@ def review_export(
 
     Writes ``negation_review.csv`` (one row per pair, an empty ``correct?`` column to fill in) and
     ``negation_review.html`` (the same table with a small embedded JPEG thumbnail per pair) into
-    ``out_dir``; returns both paths. The sample is deterministic for a given ``seed``.
+    ``out_dir``; returns both paths. Pairs :func:`vhx.negation.review_flag` marks (a builder's
+    catch-all question, a fallback negation, a guessed split) come first, with the reason in the
+    ``flag`` column; a random sample of the others fills the rest, deterministic for a given ``seed``.
     """
     plain = pairs_ds.cast_column("image", datasets.Image(decode=False))
     originals: dict[str, int] = {}
@@ -56,8 +59,14 @@ def review_export(
     complete = sorted(p for p in originals if p in twins)
     if not complete:
         raise DataError("no complete (case, negated twin) pairs to review", field="pair_id")
-    chosen = random.Random(seed).sample(complete, min(max(n, 0), len(complete)))
-    chosen.sort(key=originals.__getitem__)
+    # the pairs most likely wrong come first (catch-all questions, fallbacks, guessed splits), then a random sample
+    provenance = plain["provenance"]
+    flags = {p: review_flag(loads(provenance[twins[p]])) for p in complete}
+    flagged = [p for p in complete if flags[p]][: max(n, 0)]
+    rest = [p for p in complete if not flags[p]]
+    sampled = random.Random(seed).sample(rest, min(max(n, 0) - len(flagged), len(rest)))
+    sampled.sort(key=originals.__getitem__)
+    chosen = flagged + sampled
     orig_rows = plain.select([originals[p] for p in chosen])
     twin_rows = plain.select([twins[p] for p in chosen]).remove_columns("image")
 
@@ -74,6 +83,7 @@ def review_export(
                 "negated_answer": twin["answer"],
                 "negator": str(prov.get("negator", "")),
                 "rule": str(prov.get("negation_rule", "")),
+                "flag": flags[orig["pair_id"]],
                 "correct?": "",
                 "_image": orig["image"],
             }
