@@ -380,3 +380,73 @@ def test_mmvp_rewriter(server, config):
     with pytest.raises(DataError, match="mentions the options"):
         rewrite(other, "Left", "Right", "a")
     assert server.count == 3
+
+
+# -- a local transformers chat model (--llm-model hf:...) ----------------------------------------------
+
+_TINY_CHAT_TEMPLATE = (
+    "{% for m in messages %}<s> {{ m['role'] }} : {{ m['content'] }} </s> {% endfor %}"
+    "{% if add_generation_prompt %}<s> assistant : {% endif %}"
+)
+
+
+@pytest.fixture(scope="module")
+def tiny_chat_lm(tmp_path_factory) -> Path:
+    """A tiny random Llama with vhx's word-level tokenizer and a chat template, saved as a folder."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from vhx.tiny_models import build_tokenizer
+
+    path = tmp_path_factory.mktemp("tiny-chat")
+    tok = build_tokenizer([], _TINY_CHAT_TEMPLATE, add_bos=True)
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=4096,
+                                         bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id))
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+QUESTIONS_LOCAL = ["Is there a dog in the image?", "Is the cup on the table?", "Are the lights on?"]
+
+
+def test_local_model_answers_through_the_prompt_check_and_fallback(tiny_chat_lm, tmp_path, monkeypatch):
+    """A random tiny model's answers fail the check: each question is asked again once, then the rules negate it."""
+    from vhx.llm import LocalChatModel
+
+    calls: list[int] = []
+    real = LocalChatModel.answer
+
+    def counting(self, requests):
+        calls.append(len(requests))
+        return real(self, requests)
+
+    monkeypatch.setattr(LocalChatModel, "answer", counting)
+    negator = LLMNegator(LLMConfig(model=f"hf:{tiny_chat_lm}", max_tokens=4, cache_dir=tmp_path / "cache"))
+    results = negator.negate_batch(QUESTIONS_LOCAL)
+    assert calls == [3, 3]  # one batched call for the questions, one for the repairs
+    assert [r.negator for r in results] == ["rules(fallback)"] * 3
+    assert [r.question for r in results] == [RuleNegator().negate(q).question for q in QUESTIONS_LOCAL]
+    assert negator.stats.requests == 6 and negator.stats.fallbacks == 3
+
+
+def test_local_model_answers_are_cached_like_the_endpoints(tiny_chat_lm, tmp_path, monkeypatch):
+    from vhx.llm import LocalChatModel
+
+    rules = RuleNegator()
+    calls: list[int] = []
+
+    def negating(self, requests):  # a model that answers as the prompt asks
+        calls.append(len(requests))
+        return [rules.negate(r.payload).question for r in requests]
+
+    monkeypatch.setattr(LocalChatModel, "answer", negating)
+    config = LLMConfig(model=f"hf:{tiny_chat_lm}", cache_dir=tmp_path / "cache")
+    first = LLMNegator(config).negate_batch(QUESTIONS_LOCAL + QUESTIONS_LOCAL[:1])
+    assert [r.negator for r in first] == [f"llm:hf:{tiny_chat_lm}"] * 4
+    assert calls == [3]  # the repeated question is asked once
+    again = LLMNegator(config)
+    assert [r.question for r in again.negate_batch(QUESTIONS_LOCAL)] == [r.question for r in first[:3]]
+    assert calls == [3] and again.stats.cache_hits == 3

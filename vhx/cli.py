@@ -244,7 +244,8 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
 
 def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
     g = p.add_argument_group(title)
-    g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper)")
+    g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper), or hf:<Hub id or folder> for a local "
+                                       "transformers chat model run in this process, batched, no server")
     g.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 for vLLM (default: OpenAI)")
     g.add_argument("--llm-temperature", dest="temperature", type=float, help="sampling temperature (default 0)")
     g.add_argument("--concurrency", type=int, help="requests in flight (default 8)")

@@ -102,7 +102,8 @@ class LLMConfig:
     """Where and how to ask the LLM (the shared defaults of :mod:`vhx.api_client` unless noted).
 
     Attributes:
-        model: model name sent to the endpoint (the paper uses ``gpt-4o``).
+        model: model name sent to the endpoint (the paper uses ``gpt-4o``), or ``hf:<Hub id or
+            folder>`` for a local transformers chat model (:class:`LocalChatModel`).
         base_url: OpenAI-compatible endpoint (``http://localhost:8000/v1`` for vLLM); ``None``: OpenAI.
         temperature: sampling temperature (0: as deterministic as the endpoint allows).
         concurrency: requests in flight at most.
@@ -115,6 +116,8 @@ class LLMConfig:
         backoff_base: first retry delay in seconds; doubles per retry, with jitter.
         backoff_max: longest retry delay (also caps a server's ``Retry-After``).
         max_tokens: answer length limit.
+        local_dtype, local_device: where and in which precision a local model (``model="hf:<id or
+            folder>"``: a transformers chat model run in this process, batched, no server) is loaded.
     """
 
     model: str = "gpt-4o"
@@ -128,6 +131,8 @@ class LLMConfig:
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_max: float = DEFAULT_BACKOFF_MAX
     max_tokens: int = 512
+    local_dtype: str = "auto"
+    local_device: str | None = None
 
     def __post_init__(self) -> None:
         self.api_config()  # the shared client validates the limits
@@ -185,17 +190,99 @@ def _answer_text(completion: Any) -> str:
     return content
 
 
+#: ``LLMConfig.model`` of a local transformers chat model: ``hf:<Hub id or folder>``.
+LOCAL_PREFIX = "hf:"
+
+
+class LocalChatModel:
+    """A transformers chat model that answers :class:`ChatRequest` s in this process, batched (no server).
+
+    Loaded by vhx's one loader (:func:`vhx.models.loading.load_pretrained`, ``text_only=True``), its
+    own chat template formats the messages; greedy at temperature 0, sampled otherwise.
+    """
+
+    def __init__(self, spec: str, config: LLMConfig, *, batch_size: int = 8) -> None:
+        from vhx.models.loading import load_pretrained
+
+        loaded = load_pretrained(spec, text_only=True, dtype=config.local_dtype, device=config.local_device)
+        self.model, self.tokenizer = loaded.model.eval(), loaded.processor
+        self.tokenizer.padding_side = "left"  # generation continues after the prompt
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.config, self.batch_size = config, batch_size
+
+    def answer(self, requests: Sequence[ChatRequest]) -> list[str]:
+        """The model's reply to each request, ``batch_size`` prompts per ``generate`` call."""
+        import torch
+
+        out: list[str] = []
+        for start in range(0, len(requests), self.batch_size):
+            chunk = requests[start : start + self.batch_size]
+            prompts = [
+                self.tokenizer.apply_chat_template(_chat_body(r)["messages"], tokenize=False, add_generation_prompt=True)
+                for r in chunk
+            ]
+            enc = self.tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.model.device)
+            sample = self.config.temperature > 0
+            with torch.inference_mode():
+                generated = self.model.generate(
+                    **enc, max_new_tokens=self.config.max_tokens, do_sample=sample,
+                    **({"temperature": self.config.temperature} if sample else {}),
+                    pad_token_id=self.tokenizer.pad_token_id,
+                )
+            new = generated[:, enc["input_ids"].shape[1] :]
+            out.extend(t.strip() for t in self.tokenizer.batch_decode(new, skip_special_tokens=True))
+        return out
+
+
 class LLMClient:
     """Concurrent, retrying, caching chat completions against one :class:`LLMConfig`.
 
     A thin user of :class:`vhx.api_client.ApiClient` (``api``): it adds the cache key of a
-    :class:`ChatRequest` and turns failed requests into :class:`RequestFailed` answers.
+    :class:`ChatRequest` and turns failed requests into :class:`RequestFailed` answers. With
+    ``model="hf:<id or folder>"`` the answers come from a :class:`LocalChatModel` instead of an
+    endpoint, through the same cache.
     """
 
     def __init__(self, config: LLMConfig | None = None) -> None:
         self.config = config or LLMConfig()
         self.stats = LLMStats()
         self.api = ApiClient(self.config.api_config(), stats=self.stats)
+        self._local: LocalChatModel | None = None
+
+    @property
+    def local(self) -> LocalChatModel | None:
+        """The local chat model (loaded on first use), or None for an endpoint."""
+        if self._local is None and self.config.model.startswith(LOCAL_PREFIX):
+            self._local = LocalChatModel(self.config.model[len(LOCAL_PREFIX) :], self.config)
+        return self._local
+
+    def _complete_locally(self, requests: Sequence[ChatRequest]) -> list[str | RequestFailed]:
+        results: list[str | RequestFailed | None] = [None] * len(requests)
+        pending: dict[str, list[int]] = {}
+        for i, request in enumerate(requests):
+            key = self.cache_key(request)
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
+                self.stats.add(cache_hits=1)
+                results[i] = hit
+            else:
+                pending.setdefault(key, []).append(i)
+        if pending:
+            keys = list(pending)
+            firsts = [requests[pending[k][0]] for k in keys]
+            self.stats.add(requests=len(firsts))
+            try:
+                answers: list[str | RequestFailed] = list(self.local.answer(firsts))  # type: ignore[union-attr]
+            except (RuntimeError, ValueError) as exc:  # out of memory, a template the model lacks: the rules take over
+                self.stats.add(failures=len(firsts))
+                answers = [RequestFailed(f"local model failed: {type(exc).__name__}: {exc}")] * len(firsts)
+            for key, request, answer in zip(keys, firsts, answers):
+                if isinstance(answer, str) and self.cache is not None:
+                    self.cache.put(key, answer, task=request.task, model=self.config.model)
+                for i in pending[key]:
+                    results[i] = answer
+        return results  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return f"LLMClient(model={self.config.model!r}, endpoint={self.config.endpoint!r}, stats=({self.stats}))"
@@ -216,6 +303,8 @@ class LLMClient:
         Identical requests are sent once. Raises :class:`LLMError` for errors that no retry fixes
         (missing key, 401/403/404).
         """
+        if self.config.model.startswith(LOCAL_PREFIX):
+            return self._complete_locally(requests)
         try:
             return self.api.complete_many(
                 requests,

@@ -160,6 +160,7 @@ def load_pretrained(
     revision: str | None = None,
     attn_implementation: str | None = None,
     model_kwargs: dict[str, Any] | None = None,
+    text_only: bool = False,
 ) -> LoadedModel:
     """Load a checkpoint and its processor (see the module docs for the accepted specs).
 
@@ -176,8 +177,10 @@ def load_pretrained(
         revision: Hub revision of ``spec``.
         attn_implementation: ``"sdpa"``, ``"eager"``, ``"flash_attention_2"``, ...
         model_kwargs: any other ``from_pretrained`` keyword arguments.
+        text_only: a text chat model (``AutoModelForCausalLM`` with its ``AutoTokenizer`` as the
+            processor), e.g. the local LLM that negates questions.
     """
-    from transformers import AutoModelForImageTextToText
+    from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
     resolved = resolve_spec(spec)
     shipped_name = spec if resolved != spec else None
@@ -198,11 +201,13 @@ def load_pretrained(
     check_remote_code(base, **hub_kwargs)
     try:
         # The adapter folder may carry its own processor (e.g. added tokens during fine-tuning).
-        if adapter and _has_processor_files(adapter):
+        if text_only:
+            processor = AutoTokenizer.from_pretrained(adapter if adapter and _has_processor_files(adapter) else base, **hub_kwargs)
+        elif adapter and _has_processor_files(adapter):
             processor = load_processor(adapter, trust_remote_code=trust_remote_code)
         else:
             processor = load_processor(base, **hub_kwargs)
-        model = AutoModelForImageTextToText.from_pretrained(base, **load_kwargs)
+        model = (AutoModelForCausalLM if text_only else AutoModelForImageTextToText).from_pretrained(base, **load_kwargs)
     except ValueError as exc:
         # transformers' own refusal (a processor or model class from the repository's code) is a
         # ValueError naming trust_remote_code: one line instead of its traceback
