@@ -150,6 +150,13 @@ TABLE = [
     ("Is the lamp on the desk Please answer yes or no.", "Is it false that the lamp is on the desk Please answer yes or no.", "is_it_false/be"),
     ("Is the bowl under the shelf\uff1f Please answer yes or no.", "Is it false that the bowl is under the shelf\uff1f Please answer yes or no.", "is_it_false/be"),
     ("Could the robot in the photo lift the box?", "Is it false that the robot in the photo could lift the box?", "is_it_false/aux"),
+    ("Is the vase in the photo suitable as a gift?", "Is it false that the vase in the photo is suitable as a gift?", "is_it_false/be"),
+    ("Is the result on the screen 12-4?", "Is it false that the result on the screen is 12-4?", "is_it_false/be"),
+    ("Is the statue behind the fountain the town's founder?", "Is it false that the statue behind the fountain is the town's founder?", "is_it_false/be"),
+    ("Is the kettle on the stove next to the sink?", "Is it false that the kettle on the stove is next to the sink?", "is_it_false/be"),
+    ("Is the cat under the table in the image?", "Is it false that the cat is under the table in the image?", "is_it_false/be"),
+    ("Is the horse near the barn black and white?", "Is it false that the horse near the barn is black and white?", "is_it_false/be"),
+    ("Does the girl in the photo hold something in her hand?", "Is it false that the girl in the photo holds something in her hand?", "is_it_false/do"),
 ]
 
 

@@ -171,7 +171,7 @@ _COLOURS = {
     "red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
     "gray", "grey", "silver", "gold", "golden", "beige", "tan", "cyan", "magenta", "maroon", "navy",
     "turquoise", "teal", "transparent", "colorful", "colourful", "multicolored", "multicoloured",
-    "dark", "pale", "bright",
+    "dark", "pale", "bright", "deep",
 }
 _SHAPES = {
     "round", "square", "circular", "rectangular", "triangular", "oval", "spherical", "cylindrical",
@@ -221,6 +221,7 @@ _NOT_PARTICIPLES = {
     "lighting", "housing", "parking", "writing", "crossing", "sling", "stuffing", "dressing",
     "pudding", "awning", "opening", "bedding", "siding", "seating", "shed", "sled", "seed", "weed",
     "reed", "feed", "steed", "need", "speed", "breed", "tweed", "hundred", "sacred", "bread",
+    "something", "anything", "nothing", "everything", "king", "ring", "wing", "sibling", "ceiling",
 }
 # Bare verbs that start the predicate of a do-/modal question; a word that is not listed can still be
 # found by the fallbacks (see the module docstring).
@@ -478,7 +479,7 @@ _PHRASE_STOPS = {"be", "being", "than", "and", "or", "but", "not"}
 _GRADING = (_ADVERBS | _DEGREE) - _PHRASE_STOPS
 
 
-_NUMBER = re.compile(r"[-+]?[$€£]?\d[\d,.:/%]*")
+_NUMBER = re.compile(r"[-+]?[$€£]?\d[\d,.:/%-]*")
 
 
 def _opens_noun_phrase(token: str, low: str, prev_token: str) -> bool:
@@ -487,6 +488,18 @@ def _opens_noun_phrase(token: str, low: str, prev_token: str) -> bool:
     if token[:1] in _QUOTE_PAIRS or _NUMBER.fullmatch(low):
         return True
     return token[:1].isupper() and prev_token[:1].islower() and not token.isupper() or (token.isupper() and len(token) > 1 and prev_token[:1].islower() and low not in _PREPOSITIONS)
+
+
+#: Nouns of a phrase that frames the whole question ("in the image") rather than saying where a thing is.
+_FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "frame", "shot", "painting", "video", "view", "screen"}
+
+
+def _frame_end(low: list[str], k: int) -> int | None:
+    """Where "in this image", "in the picture", ... opened by the preposition at ``k`` ends, or None."""
+    e = k + 1
+    while e < len(low) and low[e] in _DETERMINERS:
+        e += 1
+    return e + 1 if e < len(low) and low[e] in _FRAME_NOUNS and low[k] in ("in", "on", "of", "from", "within") else None
 
 
 def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tokens: Sequence[str] | None = None) -> int | None:
@@ -505,6 +518,8 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
     bounding box``) rather than starting the predicate. Declarative clauses look for the auxiliary instead.
     """
     n = len(low)
+    if not declarative and (frame := _frame_end(low, j)) is not None and frame < n:
+        return frame  # "the thing in the picture | necessary for me"
     for k in range(j + 1, n):
         w, prev = low[k], low[k - 1]
         nxt = low[k + 1] if k + 1 < n else None
@@ -518,6 +533,15 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
                 return k
             if w in ("a", "an") and nxt is not None:
                 return k
+            if w in _PREDICATE_DETERMINERS and w not in ("some", "any", "no") and nxt is not None and prev not in _PREPOSITIONS:
+                return k  # "the building behind the tree | the Eiffel Tower", "the man near the car | his father"
+            if w in _ADJECTIVES and (nxt == "and" or (k == n - 2 and nxt in _ADJECTIVES)) and prev not in _ADJECTIVES:
+                return k  # "... | brown and white", "... | light gray"
+            if w in _PREPOSITIONS and (frame := _frame_end(low, k)) is not None:
+                if frame < n:
+                    return frame  # "the answer to the question in the image | 17"
+            elif w in _PREPOSITIONS and j + 2 < k <= j + 4 and (w not in _PARTICLES or nxt in ("to", "of")):
+                return k  # a second phrase: "the cup on the table | next to the laptop"
             if k == n - 1 and w in _ADJECTIVES:
                 return k
             if w in _GRADING and k == n - 2 and (nxt in _ADJECTIVES or _is_participle(nxt)):
@@ -530,7 +554,7 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
                 return k
             if tokens is not None and _opens_noun_phrase(tokens[k], w, tokens[k - 1]):
                 return k
-        if participle or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
+        if (participle and prev not in _DETERMINERS) or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
             return None
         if w == "to" and prev not in _PREPOSITIONS:
             return None
@@ -796,7 +820,8 @@ class RuleNegator:
         if rule == RULE_FALSE_BE and len(core) > 5:
             last = _norm(core[-1])
             # "Is it false that the cat is fluffy": a known last word, or a split decided before it, is no guess
-            if core[-2] == parts.core[0].lower() and not _known_predicate_word(last) and _norm(parts.core[-1]) == last:
+            if (core[-2] == parts.core[0].lower() and not _known_predicate_word(last) and not core[-1][:1].isupper()
+                    and _norm(parts.core[-1]) == last):
                 note = GUESSED_SPLIT
         return NegationResult(self._join(parts, core), self.name, rule, note)
 
