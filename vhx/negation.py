@@ -785,11 +785,17 @@ def _split_parts(text: str) -> _Parts:
     )
 
 
+_QUANTITY_NOUNS = {"total", "number", "lot", "couple", "pair", "few", "bunch", "group", "set", "dozen", "handful", "couple"}
+
+
 def _is_simple_existence(low: list[str]) -> bool:
     """``Is there a dog in the image?``: be + there + a/an/any/no, no coordination or lists."""
     if len(low) < 4 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
         return False
     if low[2] not in ("a", "an", "any", "no"):
+        return False
+    # "a total of two trains", "a pair of shoes": a quantity, whose "no" would not negate the count
+    if low[3] in _QUANTITY_NOUNS and len(low) > 4 and low[4] == "of":
         return False
     # "no dog and no cat" is not the negation of "a dog and a cat": coordinated objects use "Is it false".
     return not any(w in ("and", "or", "nor", "but", "&") or w.endswith(",") for w in low[3:]) and not any(
