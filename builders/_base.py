@@ -109,6 +109,13 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
                 raise DataError("image_dir is not a folder", file=str(path))
         else:
             path = next((default / c for c in candidates if (default / c).is_dir()), default)
+            if self.config.data_dir and not self.config.allow_outside_paths and not is_inside(path, [self.data_path()]):
+                # a folder found by name, linked to somewhere else: only an explicit image_dir may lead there
+                raise DataError(
+                    f"image folder {path} is a symlink to {os.path.realpath(path)}, outside the data folder: "
+                    "pass it as image_dir= (--option image_dir=...) to read images there",
+                    file=str(path),
+                )
         self.allow_images_under(path)
         return path
 
@@ -174,9 +181,11 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
     def _check_image(self, path: str) -> DataError | None:
         if not self.config.allow_outside_paths and not is_inside(path, self.image_roots()):
             folders = " or ".join(str(r) for r in dict.fromkeys(self.image_roots()) if r.is_dir())
+            real = os.path.realpath(path)
+            where = f" (its real location, symlinks followed, is {real})" if real != os.path.abspath(path) else ""
             return DataError(
-                f"image path outside the data folder {folders} (pass --allow-outside-paths, "
-                "allow_outside_paths=True, to accept it)",
+                f"image path outside the data folder {folders}{where}: images kept elsewhere are read by naming "
+                "their folder as image_dir= (--option image_dir=...), or pass --allow-outside-paths",
                 field="image",
             )
         if not self.config.verify_images:

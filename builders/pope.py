@@ -117,6 +117,9 @@ class PopeConfig(VHBuilderConfig):
     image_dir: str | None = None
 
 
+_TOO_DEEP = "JSON nested too deeply to be a record (thousands of levels of [ or {)"
+
+
 def read_pope_records(path: Path) -> Iterator[tuple[int, Any]]:
     """Yield ``(line_number, record)`` from a POPE file in JSON-lines or JSON-array form.
 
@@ -134,8 +137,18 @@ def read_pope_records(path: Path) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as exc:
             yield exc.lineno, DataError(f"malformed JSON array ({exc.msg})", file=str(path), line=exc.lineno)
             return
+        except RecursionError:
+            yield 1, DataError(_TOO_DEEP, file=str(path), line=1)
+            return
+        if not isinstance(records, list):
+            yield 1, DataError("expected a JSON array of records", file=str(path), line=1)
+            return
         for i, record in enumerate(records, start=1):
-            bad = _undecodable_byte(record) if undecodable else None
+            try:
+                bad = _undecodable_byte(record) if undecodable else None
+            except RecursionError:
+                yield i, DataError(f"record {i} of the JSON array: {_TOO_DEEP}", file=str(path), line=i)
+                continue
             if bad is not None:
                 yield i, DataError(f"record {i} of the JSON array is not UTF-8 text (byte {bad:#x})", file=str(path), line=i)
             else:
@@ -148,9 +161,13 @@ def read_pope_records(path: Path) -> Iterator[tuple[int, Any]]:
         if not line.strip():
             continue
         try:
-            yield lineno, json.loads(line)
+            record = json.loads(line)
         except json.JSONDecodeError as exc:
             yield lineno, DataError(f"malformed JSON line ({exc.msg})", file=str(path), line=lineno)
+        except RecursionError:
+            yield lineno, DataError(_TOO_DEEP, file=str(path), line=lineno)
+        else:
+            yield lineno, record
 
 
 def _undecodable_byte(record: Any) -> int | None:

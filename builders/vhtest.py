@@ -62,22 +62,21 @@ _MARKER = "yes_or_no_question"
 _STEM_MODE_RE = re.compile(r"^(?P<mode>[a-z]+)(?:$|[_\-. ])", re.IGNORECASE)
 
 
+_SURROGATE = re.compile("[\udc80-\udcff]")
+
+
 def read_csv_rows(path: Path, on_bad_line: Callable[[DataError], None] | None = None) -> Iterator[tuple[int, list[str]]]:
     """Yield ``(line_number, cells)`` for each record of a CSV file; the first line is line 1.
 
     The line number is where the record starts, so quoted cells spanning lines still point at the
     record. Blank lines are yielded as empty lists, leaving the skipping policy to the caller.
-    A file that is not UTF-8 raises :class:`DataError` naming the line. A record whose quoting is
+    A record holding a byte that is not UTF-8 is a :class:`DataError` naming its line. A record whose quoting is
     broken (a quote inside a quoted cell: ``"Can you see the key "Z"?"``) is read strictly -- never
     into garbled cells -- and becomes a :class:`DataError` naming its line: raised, or handed to
     ``on_bad_line`` (the builder's error policy) and skipped.
     """
-    data = path.read_bytes()
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise DataError(f"not UTF-8 text (byte {data[exc.start]:#x})", file=str(path), line=line) from exc
+    # Undecodable bytes are carried as lone surrogates, so only the records holding one are bad rows.
+    text = path.read_bytes().decode("utf-8-sig", errors="surrogateescape")
     # Lines as csv reads them (\n, \r\n or \r only): str.splitlines would also split on \u2028 inside a cell.
     lines = io.StringIO(text, newline="").readlines()
     i = 0
@@ -100,6 +99,12 @@ def read_csv_rows(path: Path, on_bad_line: Callable[[DataError], None] | None = 
                 on_bad_line(error)
                 cells = None
                 break
+        if cells is not None and (bad := _SURROGATE.search(record)) is not None:
+            error = DataError(f"not UTF-8 text (byte {ord(bad.group()) - 0xDC00:#x})", file=str(path), line=start)
+            if on_bad_line is None:
+                raise error
+            on_bad_line(error)
+            cells = None
         if cells is not None:
             yield start, cells
 

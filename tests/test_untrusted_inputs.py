@@ -96,15 +96,53 @@ def test_cli_build_refuses_outside_paths_unless_allowed(tmp_path, outside_secret
     assert datasets.load_dataset(str(tmp_path / "hub"))["custom"]["source_id"] == ["1", "2"]
 
 
-def test_is_inside_follows_symlinks_only_for_dotdot(tmp_path):
+def test_is_inside_follows_every_symlink(tmp_path):
     (tmp_path / "coco").mkdir()
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "val2014").symlink_to(tmp_path / "coco")
+    (tmp_path / "secret.txt").write_text("private")
+    (tmp_path / "data" / "img.jpg").symlink_to(tmp_path / "secret.txt")
     roots = [tmp_path / "data"]
-    assert is_inside(tmp_path / "data" / "val2014" / "x.jpg", roots)  # a linked image folder is fine
+    # a folder or a file symlinked into the data folder leads outside it: refused
+    assert not is_inside(tmp_path / "data" / "val2014" / "x.jpg", roots)
+    assert not is_inside(tmp_path / "data" / "img.jpg", roots)
+    # ... unless its real folder is a root itself (image_dir), given as the link or as the target
+    assert is_inside(tmp_path / "data" / "val2014" / "x.jpg", [*roots, tmp_path / "data" / "val2014"])
+    assert is_inside(tmp_path / "data" / "val2014" / "x.jpg", [*roots, tmp_path / "coco"])
     assert is_inside(tmp_path / "data" / "sub" / ".." / "x.jpg", roots)
     assert not is_inside(tmp_path / "data" / "val2014" / ".." / ".." / "x.jpg", roots)
     assert not is_inside(tmp_path / "datax" / "x.jpg", roots)  # a name prefix is not a parent
+
+
+def test_a_symlinked_image_file_is_never_published(tmp_path):
+    """An image file in --data-dir that links to a private file outside it is a bad row, not data."""
+    root = tmp_path / "data"
+    root.mkdir()
+    Image.new("RGB", (8, 8), "red").save(tmp_path / "private.png")
+    (root / "a.png").symlink_to(tmp_path / "private.png")
+    Image.new("RGB", (8, 8), "blue").save(root / "b.png")
+    (root / "questions.jsonl").write_text(
+        '{"image": "a.png", "question": "Is it red?", "answer": "yes"}\n{"image": "b.png", "question": "Is it blue?", "answer": "yes"}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(DataError, match="outside the data folder"):
+        load_source("custom", str(root), cache_dir=str(tmp_path / "c1"))
+    dsd, report = load_source("custom", str(root), cache_dir=str(tmp_path / "c2"), on_error="skip")
+    assert dsd["custom"]["source_id"] == ["2"] and len(report) == 1
+    # an image folder symlinked into the data folder is followed: outside it, it must be named as image_dir
+    pope, elsewhere = tmp_path / "pope", tmp_path / "elsewhere"
+    pope.mkdir()
+    elsewhere.mkdir()
+    Image.new("RGB", (8, 8), "red").save(elsewhere / "COCO_val2014_000000000001.jpg")
+    (pope / "val2014").symlink_to(elsewhere)
+    (pope / "coco_pope_random.json").write_text(
+        '{"question_id": 1, "image": "COCO_val2014_000000000001.jpg", "text": "Is there a cat in the image?", "label": "no"}\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(DataError, match="image_dir="):
+        load_source("pope", str(pope), cache_dir=str(tmp_path / "c3"))
+    dsd, _ = load_source("pope", str(pope), cache_dir=str(tmp_path / "c4"), image_dir=str(pope / "val2014"))
+    assert dsd["random"].num_rows == 1
 
 
 # -- 2. image checks: a full decode and vhx's pixel limit -------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -659,16 +660,66 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: Exit status after SIGTERM (128 + 15), as shells and schedulers (Slurm) expect.
+EXIT_SIGTERM = 143
+EXIT_SIGINT = 130
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwinds like Ctrl-C, so ``finally`` blocks and ``atexit`` clean up temporary files."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _disk_full(exc: OSError) -> str:
+    import shutil
+
+    where = exc.filename or "the output folder"
+    try:
+        free = shutil.disk_usage(os.path.dirname(os.path.abspath(str(where))) or ".").free
+        room = f"; {free:,} bytes free there"
+    except OSError:
+        room = ""
+    return f"disk full while writing {where}{room}: free space and run the same command again (finished work is kept)"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``vhx`` console script."""
+    """Entry point of the ``vhx`` console script.
+
+    Exit status: 0 done, 2 a clear error (one line on stderr: bad input, disk full, busy folder),
+    130 after Ctrl-C and 143 after SIGTERM (temporary files removed, resumable state kept).
+    """
+    import errno
+    import signal
+    import threading
+
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return args.func(args)
     except (VHXError, FileExistsError, FileNotFoundError) as exc:
         print(f"vhx {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+            raise
+        print(f"vhx {args.command}: error: {_disk_full(exc)}", file=sys.stderr)
+        return 2
+    except Terminated:
+        print(f"vhx {args.command}: terminated (SIGTERM); rerun the same command to resume", file=sys.stderr)
+        return EXIT_SIGTERM
+    except KeyboardInterrupt:
+        print(f"vhx {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
+        return EXIT_SIGINT
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ import math
 import os
 import re
 import shutil
+import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from importlib import resources
@@ -36,7 +37,7 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 from tqdm.auto import tqdm
 
-from vhx.errors import DataError, VHXError
+from vhx.errors import DataError, VHXError, logger
 from vhx.schema import FIELD_DOCS, dumps, loads
 
 DEFAULT_TEMPLATE = "vh_dataset.md"
@@ -146,14 +147,89 @@ def write_hub_folder(
     before; kept for comparison).
     """
     folder = Path(folder)
-    data_dir = folder / "data"
-    if data_dir.exists():
-        if not overwrite:
-            raise FileExistsError(f"{data_dir} exists; pass overwrite=True (--overwrite) to replace it")
-        shutil.rmtree(data_dir)
-    data_dir.mkdir(parents=True)
+    if (folder / "data").exists() and not overwrite:
+        raise FileExistsError(f"{folder / 'data'} exists; pass overwrite=True (--overwrite) to replace it")
     if not dsd:
         raise DataError("nothing to write: the DatasetDict has no splits")
+    _remove_stale_writes(folder)
+    # Everything is written into a temporary sibling first; the folder's data/ and README.md are only
+    # swapped in once complete, so an interrupted or failed write never leaves a folder that reads as
+    # a result (a crash during the swap itself leaves INCOMPLETE_MARKER, which readers refuse).
+    staging = folder.parent / f".{folder.name}{_STAGING}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    try:
+        _write_folder_contents(dsd, staging, repo_id=repo_id, pretty_name=pretty_name, summary=summary, license=license,
+                               template=template, max_shard_size=max_shard_size, card_vars=card_vars, share_images=share_images)
+        _swap_in(staging, folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return folder
+
+
+#: Left in a Hub folder while its data/ and README.md are being replaced; readers refuse such a folder.
+INCOMPLETE_MARKER = ".vhx-incomplete"
+_STAGING = ".vhx-writing-"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_writes(folder: Path) -> None:
+    """Remove the staging folders of writes to ``folder`` whose process is gone (an interrupted run)."""
+    if not folder.parent.is_dir():
+        return
+    for leftover in folder.parent.glob(f".{folder.name}{_STAGING}*"):
+        pid = leftover.name[len(f".{folder.name}{_STAGING}") :].split("-", 1)[0]
+        if pid.isdigit() and not _pid_alive(int(pid)):
+            logger.warning("removing %s, left by an interrupted write", leftover)
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _swap_in(staging: Path, folder: Path) -> None:
+    """Move ``staging``'s data/ and README.md into ``folder`` (other files there are kept)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    marker = folder / INCOMPLETE_MARKER
+    from vhx.locking import atomic_write_text
+
+    atomic_write_text(marker, f"being written by pid {os.getpid()}; if that process is gone, the write was interrupted: rerun it\n")
+    old = folder / f".data-old-{uuid.uuid4().hex[:8]}"
+    if (folder / "data").exists():
+        os.replace(folder / "data", old)
+    os.replace(staging / "data", folder / "data")
+    os.replace(staging / "README.md", folder / "README.md")
+    marker.unlink()
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def check_complete(folder: str | Path) -> None:
+    """Raise :class:`DataError` when ``folder`` was left incomplete by an interrupted write."""
+    if (Path(folder) / INCOMPLETE_MARKER).exists():
+        raise DataError(f"incomplete Hub folder: a write was interrupted ({INCOMPLETE_MARKER} is present); "
+                        "rerun the command that wrote it", file=str(folder))
+
+
+def _write_folder_contents(
+    dsd: datasets.DatasetDict,
+    folder: Path,
+    *,
+    repo_id: str,
+    pretty_name: str | None,
+    summary: str,
+    license: str,
+    template: str,
+    max_shard_size: str | int,
+    card_vars: Mapping[str, Any] | None,
+    share_images: bool,
+) -> None:
+    """data/ (the parquet shards) and README.md (the card) of a Hub folder, written into ``folder``."""
+    data_dir = folder / "data"
+    data_dir.mkdir(parents=True)
 
     max_bytes = convert_file_size_to_int(max_shard_size)
     split_infos: list[SplitInfo] = []
@@ -204,7 +280,6 @@ def write_hub_folder(
         },
     )
     DatasetCard(f"---\n{card_data.to_yaml()}\n---\n\n{body}").save(folder / "README.md")
-    return folder
 
 
 def _write_split_per_row(ds: datasets.Dataset, split: str, data_dir: Path, nbytes: int, max_bytes: int) -> None:
@@ -452,6 +527,7 @@ def folder_data_files(folder: str | Path) -> dict[str, list[str]]:
     readme = folder / "README.md"
     if not readme.is_file():
         raise DataError("not a Hub dataset folder (no README.md)", file=str(folder))
+    check_complete(folder)
     card = DatasetCard.load(readme)
     configs = MetadataConfigs.from_dataset_card_data(card.data)
     if not configs:

@@ -35,18 +35,16 @@ DECODE_ERRORS: tuple[type[BaseException], ...] = (
 
 
 def is_inside(path: str | os.PathLike, roots: Iterable[str | os.PathLike]) -> bool:
-    """Whether ``path`` lies under one of ``roots``.
+    """Whether the real location of ``path`` lies under the real location of one of ``roots``.
 
-    A path without ``..`` is compared as written, so a folder symlinked into the data folder (a
-    COCO image folder linked beside the question files) stays usable; a path with ``..`` is compared
-    after resolving symlinks, so it cannot climb out through one.
+    Both sides are resolved with every symlink followed (the file's and those of the folders it
+    goes through), so neither a symlinked file nor a symlinked folder inside the data folder can
+    reach a file outside it. Images kept elsewhere are reached by naming their folder as a root
+    (``image_dir``), which is resolved the same way.
     """
-    plain = ".." not in Path(path).parts
+    inner = os.path.realpath(path)
     for root in roots:
-        if plain:
-            inner, outer = os.path.abspath(path), os.path.abspath(root)
-        else:
-            inner, outer = os.path.realpath(path), os.path.realpath(root)
+        outer = os.path.realpath(root)
         if os.path.commonpath([inner, outer]) == outer:
             return True
     return False

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.errors import DataError
-from vhx.locking import exclusive_lock
+from vhx.locking import exclusive_lock, open_no_follow
 
 logger = logging.getLogger("vhx")
 
@@ -38,8 +38,11 @@ def read_jsonl(path: str | os.PathLike, *, repair: bool = False, strict: bool = 
     if cut != len(data):
         logger.warning("%s: dropping an unfinished last line (interrupted run); its work is redone", path)
         if repair:
-            with open(path, "r+b") as f:
-                f.truncate(cut)
+            fd = open_no_follow(path, os.O_WRONLY)
+            try:
+                os.ftruncate(fd, cut)
+            finally:
+                os.close(fd)
     rows = []
     for number, line in enumerate(data[:cut].decode("utf-8", errors="replace").splitlines(), start=1):
         if not line.strip():
@@ -65,7 +68,7 @@ def append_jsonl(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]], *, 
         return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_no_follow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         os.write(fd, text.encode("utf-8"))
         if fsync:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import errno
 import json
 import os
 import socket
@@ -65,7 +66,7 @@ def exclusive_lock(path: str | os.PathLike, *, timeout: float | None = None, wha
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)
     try:
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.005
@@ -87,6 +88,18 @@ def exclusive_lock(path: str | os.PathLike, *, timeout: float | None = None, wha
         os.close(fd)  # closing the descriptor releases the lock
 
 
+def open_no_follow(path: str | os.PathLike, flags: int, mode: int = 0o644) -> int:
+    """``os.open`` that refuses a symbolic link at ``path`` (``O_NOFOLLOW``): a link planted in an output
+    folder must not make vhx write to its target elsewhere. Raises :class:`VHXError` naming the link."""
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and os.path.islink(path)):
+            raise VHXError(f"{path} is a symbolic link (to {os.path.realpath(path)}); vhx does not write through links "
+                           "in its folders: remove it and run again") from None
+        raise
+
+
 def unique_temp_path(path: str | os.PathLike) -> Path:
     """A temporary name beside ``path`` that no other process or thread uses (pid + random token)."""
     path = Path(path)
@@ -97,8 +110,10 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file of this call's own, then rename it into place."""
     tmp = unique_temp_path(path)
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
+        fd = open_no_follow(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # replaces a link at ``path`` itself, never its target
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from vhx.errors import VHXError
+from vhx.locking import atomic_write_text
 
 logger = logging.getLogger(__name__)
 
@@ -225,9 +226,7 @@ def _done(folder: Path, params: Mapping[str, Any]) -> bool:
 
 def _mark_done(folder: Path, params: Mapping[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / (DONE_FILE + ".tmp")
-    tmp.write_text(json.dumps({"params": params}, indent=1, default=str) + "\n", encoding="utf-8")
-    tmp.replace(folder / DONE_FILE)
+    atomic_write_text(folder / DONE_FILE, json.dumps({"params": params}, indent=1, default=str) + "\n")
 
 
 def _fingerprint(folder: Path) -> str:
@@ -1102,9 +1101,7 @@ def stage_tables(study: Study) -> dict[str, Path]:
         with _stage_bar("tables", 1) as bar:
             result = _jsonable(build_tables(study))
             for path, text in ((paths["json"], json.dumps(result, indent=1) + "\n"), (paths["markdown"], tables_markdown(result))):
-                tmp = path.with_suffix(path.suffix + ".tmp")
-                tmp.write_text(text, encoding="utf-8")
-                tmp.replace(path)
+                atomic_write_text(path, text)
             bar.update()
     state.wait_for_everyone()
     return paths

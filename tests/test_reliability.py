@@ -1,0 +1,195 @@
+"""Faults injected at the real write calls (disk full, a crash mid-swap), real signals, symlinks planted
+in output folders, hostile nesting: nothing half-written passes as a result and nothing finished is lost."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import datasets
+import pytest
+from PIL import Image
+
+from vhx.cli import EXIT_SIGTERM, main
+from vhx.errors import DataError, VHXError
+from vhx.hub import INCOMPLETE_MARKER, load_folder, write_hub_folder
+from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+
+def _small(seed: int = 0) -> datasets.DatasetDict:
+    return generate_synthetic(SyntheticConfig(num_images=3, seed=seed, image_size=64))
+
+
+def _enospc(*args, **kwargs):
+    raise OSError(errno.ENOSPC, "No space left on device", "shard.parquet")
+
+
+def test_a_failed_overwrite_leaves_the_old_folder_whole(tmp_path, monkeypatch):
+    folder = tmp_path / "hub"
+    write_hub_folder(_small(0), folder)
+    before = {s: d["question"] for s, d in load_folder(folder).items()}
+    import vhx.hub
+
+    monkeypatch.setattr(vhx.hub, "_write_split_shared", _enospc)
+    with pytest.raises(OSError) as err:
+        write_hub_folder(_small(1), folder, overwrite=True)
+    assert err.value.errno == errno.ENOSPC
+    assert {s: d["question"] for s, d in load_folder(folder).items()} == before  # untouched, still readable
+    assert [p.name for p in tmp_path.iterdir()] == ["hub"]  # no staging folder left behind
+
+
+def test_a_crash_during_the_swap_is_refused_by_readers_and_repaired_by_a_rerun(tmp_path, monkeypatch):
+    folder = tmp_path / "hub"
+    write_hub_folder(_small(0), folder)
+    real_replace = os.replace
+
+    def crash_on_card(src, dst):
+        if str(dst).endswith("README.md") and INCOMPLETE_MARKER not in str(src):
+            raise KeyboardInterrupt  # the process dies between moving data/ and the card
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", crash_on_card)
+    with pytest.raises(KeyboardInterrupt):
+        write_hub_folder(_small(1), folder, overwrite=True)
+    monkeypatch.setattr(os, "replace", real_replace)
+    with pytest.raises(DataError, match="incomplete Hub folder"):
+        load_folder(folder)
+    assert main(["info", str(folder)]) == 2
+    write_hub_folder(_small(1), folder, overwrite=True)
+    assert not (folder / INCOMPLETE_MARKER).exists()
+    assert load_folder(folder)["count"]["question"] == _small(1)["count"]["question"]
+
+
+def test_a_stale_staging_folder_of_a_dead_process_is_removed(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f".hub.vhx-writing-{dead.stdout.strip()}-abcd1234"
+    (stale / "data").mkdir(parents=True)
+    write_hub_folder(_small(0), tmp_path / "hub")
+    assert not stale.exists()
+
+
+def test_disk_full_while_scoring_is_one_line_and_the_rerun_resumes(tmp_path, monkeypatch, capsys):
+    from vhx.pipeline import expand
+
+    folder = tmp_path / "hub"
+    pairs = expand(_small(0))
+    write_hub_folder(pairs, folder)
+    import vhx.predict
+
+    real_append = vhx.predict.append_jsonl
+    calls = {"n": 0}
+
+    def append_then_fail(path, rows, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real_append(path, rows, **kwargs)
+
+    monkeypatch.setattr(vhx.predict, "append_jsonl", append_then_fail)
+    run = tmp_path / "run"
+    args = ["evaluate", str(folder), "--model", "vhx-mini", "--mode", "logits", "--batch-size", "2", "--out", str(run)]
+    assert main(args) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("vhx ")]  # progress bars aside
+    assert len(err) == 1 and "disk full while writing" in err[0] and "predictions" in err[0]
+    kept = [json.loads(line)["id"] for line in (run / "predictions.jsonl").read_text().splitlines()]
+    assert len(kept) == 4  # two batches of two were written before the disk filled
+    monkeypatch.setattr(vhx.predict, "append_jsonl", real_append)
+    assert main(args) == 0
+    ids = [json.loads(line)["id"] for line in (run / "predictions.jsonl").read_text().splitlines()]
+    assert ids[:4] == kept and len(ids) == len(set(ids)) == sum(len(d) for d in pairs.values())
+
+
+def test_a_symlink_planted_in_the_output_folder_is_not_written_through(tmp_path):
+    folder = tmp_path / "hub"
+    write_hub_folder(_small(0), folder)
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep me")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".vhx.lock").symlink_to(target)
+    assert main(["evaluate", str(folder), "--model", "vhx-mini", "--mode", "logits", "--out", str(run)]) == 2
+    assert target.read_text() == "keep me"
+    (run / ".vhx.lock").unlink()
+    (run / "predictions.jsonl").symlink_to(target)
+    with pytest.raises(VHXError, match="symbolic link"):
+        from vhx.jsonl import append_jsonl
+
+        append_jsonl(run / "predictions.jsonl", [{"id": 1}])
+    assert target.read_text() == "keep me"
+
+
+@pytest.mark.parametrize("layout", ["lines", "array"])
+def test_json_nested_a_hundred_thousand_deep_is_a_bad_row(tmp_path, layout):
+    from vhx.builders import load_source
+
+    root = tmp_path / "data"
+    root.mkdir()
+    Image.new("RGB", (8, 8), "red").save(root / "a.png")
+    good = {"image": "a.png", "question": "Is it red?", "answer": "yes"}
+    deep = "[" * 100_000 + "]" * 100_000
+    if layout == "lines":
+        text = json.dumps(good) + "\n" + deep + "\n"
+    else:
+        text = "[" + json.dumps(good) + ", " + deep + "]"
+    (root / "cases.json").write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match="nested too deeply") as err:
+        load_source("custom", str(root), cache_dir=str(tmp_path / "c1"))
+    assert err.value.file.endswith("cases.json")
+    if layout == "lines":
+        assert err.value.line == 2
+        dsd, report = load_source("custom", str(root), cache_dir=str(tmp_path / "c2"), on_error="skip")
+        assert dsd["custom"].num_rows == 1 and len(report) == 1
+
+
+def test_a_non_utf8_byte_in_mmvp_questions_is_a_bad_row(tmp_path):
+    from vhx.builders import load_source
+
+    root = tmp_path / "mmvp"
+    (root / "MMVP Images").mkdir(parents=True)
+    for i in (1, 2):
+        Image.new("RGB", (8, 8), "red").save(root / "MMVP Images" / f"{i}.jpg")
+    (root / "Questions.csv").write_bytes(
+        b"Index,Question,Options,Correct Answer\n"
+        b"1,Is the door open?,(a) Yes (b) No,(a)\n"
+        b"2,Is the caf\xe9 closed?,(a) Yes (b) No,(b)\n"
+    )
+    with pytest.raises(DataError, match="not UTF-8") as err:
+        load_source("mmvp", str(root), cache_dir=str(tmp_path / "c1"))
+    assert err.value.line == 3
+    dsd, report = load_source("mmvp", str(root), cache_dir=str(tmp_path / "c2"), on_error="skip")
+    assert dsd["mmvp"]["source_id"] == ["1"] and len(report) == 1
+
+
+@pytest.mark.slow
+def test_sigterm_exits_143_and_removes_temporary_files(tmp_path):
+    root = tmp_path / "data"
+    root.mkdir()
+    lines = []
+    for i in range(1500):
+        Image.new("RGB", (64, 64), (i % 256, 0, 0)).save(root / f"{i}.png")
+        lines.append(json.dumps({"image": f"{i}.png", "question": "Is it red?", "answer": "yes"}))
+    (root / "cases.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    out = tmp_path / "hub"
+    proc = subprocess.Popen([sys.executable, "-m", "vhx.cli", "build", "custom", "--data-dir", str(root), "--out", str(out)],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not any(tmp.glob("vhx-custom-*")) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the build ended before it could be interrupted"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_SIGTERM, err
+    assert "terminated (SIGTERM)" in err
+    assert not list(tmp.glob("vhx-*"))  # the build's temporary cache is gone
+    assert not (out / "README.md").exists() or not (out / INCOMPLETE_MARKER).exists()
+    assert not list(tmp_path.glob(".hub.vhx-writing-*"))
