@@ -31,6 +31,7 @@ from typing import Any
 import datasets
 
 from vhx.errors import DataError, ErrorPolicy, OnError, SkipReport, logger
+from vhx.images import DEFAULT_MAX_IMAGE_PIXELS
 from vhx.schema import FEATURES, make_case, normalize_answer
 
 from ._base import VHBuilder, VHBuilderConfig, image_value
@@ -192,6 +193,24 @@ def _image_id(value: dict[str, Any], **where: Any) -> str:
     raise DataError("no image (neither path nor bytes)", **where)
 
 
+def _check_image(image: dict[str, Any], checks: dict[str, Any], **where: Any) -> None:
+    """The builders' image rules for a row of another dataset: where a path leads, and what it holds."""
+    from vhx.images import image_problem, is_inside
+
+    data, path = image.get("bytes"), image.get("path")
+    if not data and path and not checks["allow_outside_paths"]:
+        roots = checks["roots"]
+        if not roots or not is_inside(path, roots):
+            raise DataError(
+                f"image path {path} lies outside {' or '.join(map(str, roots)) or 'any allowed folder'} (symlinks followed): "
+                "pass image_dir= (the folder the images are in) or allow_outside_paths=True", **where,
+            )
+    if checks["verify_images"]:
+        problem = image_problem(data if data else path, max_pixels=checks["max_image_pixels"])
+        if problem is not None:
+            raise DataError(problem, **where)
+
+
 def _convert_split(
     part: datasets.Dataset,
     *,
@@ -204,6 +223,7 @@ def _convert_split(
     id_column: str | None,
     subset: str,
     policy: ErrorPolicy,
+    checks: dict[str, Any],
 ) -> datasets.Dataset:
     for column in (image_column, question_column, answer_column, id_column):
         if column is not None and column not in part.column_names:
@@ -225,6 +245,7 @@ def _convert_split(
                 if image is None:
                     raise DataError("no image", file=label, row=i, field=image_column)
                 image_id = _image_id(image, file=label, row=i, field=image_column)
+                _check_image(image, checks, file=label, row=i, field=image_column)
                 question = batch[question_column][j]
                 if not isinstance(question, str) or not question.strip():
                     raise DataError(f"must be a non-empty question, got {question!r}", file=label, row=i, field=question_column)
@@ -282,6 +303,10 @@ def from_hub_dataset(
     subset: str = "custom",
     on_error: OnError = "raise",
     skip_report: SkipReport | None = None,
+    image_dir: str | os.PathLike | None = None,
+    allow_outside_paths: bool = False,
+    verify_images: bool = True,
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
     **load_kwargs: Any,
 ) -> datasets.Dataset | datasets.DatasetDict:
     """Map a yes/no VQA dataset onto :data:`vhx.schema.FEATURES` (``source="custom"``).
@@ -294,6 +319,10 @@ def from_hub_dataset(
 
     Bad rows raise :class:`DataError` naming the row and column, or with ``on_error="skip"`` are
     dropped and recorded in ``skip_report`` (pass one in to read it; a count is logged either way).
+
+    Images are held to the builders' rules: an image given only by path must lie, symlinks followed,
+    inside the local folder it was loaded from or ``image_dir`` (unless ``allow_outside_paths``), and
+    with ``verify_images`` every image is decoded once and held to ``max_image_pixels``.
     """
     policy = ErrorPolicy(on_error, skip_report)
     origin: str | None = None
@@ -306,7 +335,11 @@ def from_hub_dataset(
         data = ds_or_repo_id
         if split is not None and isinstance(data, datasets.DatasetDict):
             data = data[split]
+    roots = [p for p in (image_dir, origin if origin and os.path.isdir(origin) else None) if p]
+    checks = {"roots": roots, "allow_outside_paths": allow_outside_paths, "verify_images": verify_images,
+              "max_image_pixels": max_image_pixels}
     options = {
+        "checks": checks,
         "origin": origin,
         "image_column": image_column,
         "question_column": question_column,

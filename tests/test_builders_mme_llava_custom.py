@@ -593,7 +593,9 @@ def test_from_hub_dataset_path_images_and_dataset_dict(tmp_path):
             "test": datasets.Dataset.from_dict({"image": [str(dog)], "question": ["Dog?"], "answer": ["yes"]}),
         }
     )
-    out = from_hub_dataset(dsd)
+    with pytest.raises(DataError, match="pass image_dir="):
+        from_hub_dataset(dsd)  # images by path only: they must lie in a folder named as image_dir
+    out = from_hub_dataset(dsd, image_dir=tmp_path / "imgs")
     assert isinstance(out, datasets.DatasetDict) and list(out) == ["train", "test"]
     validate_dataset(out)
     # Without an id column the source id is split and row, so ids stay unique across splits.
@@ -601,7 +603,7 @@ def test_from_hub_dataset_path_images_and_dataset_dict(tmp_path):
     assert out["test"]["id"] == ["custom/custom/test:0"]
     assert out["train"]["image_id"] == [f"custom:{(tmp_path / 'imgs' / 'cat').as_posix()}", f"custom:{(tmp_path / 'imgs' / 'dog').as_posix()}"]
     assert out["test"][0]["image"].size == (8, 6)
-    only_test = from_hub_dataset(dsd, split="test")
+    only_test = from_hub_dataset(dsd, split="test", image_dir=tmp_path / "imgs")
     assert isinstance(only_test, datasets.Dataset) and only_test["id"] == out["test"]["id"]
 
 

@@ -193,3 +193,78 @@ def test_sigterm_exits_143_and_removes_temporary_files(tmp_path):
     assert not list(tmp.glob("vhx-*"))  # the build's temporary cache is gone
     assert not (out / "README.md").exists() or not (out / INCOMPLETE_MARKER).exists()
     assert not list(tmp_path.glob(".hub.vhx-writing-*"))
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed when the block ends: connections are refused
+
+
+def test_an_endpoint_that_never_answers_stops_after_five_connection_failures(tmp_path, monkeypatch):
+    from vhx.llm import LLMConfig, LLMError, LLMNegator
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    config = LLMConfig(model="m", base_url=f"http://127.0.0.1:{_closed_port()}/v1", timeout=2, backoff_base=0.01,
+                       backoff_max=0.02, concurrency=2, cache_dir=tmp_path / "cache")
+    negator = LLMNegator(config)
+    started = time.monotonic()
+    with pytest.raises(LLMError, match="5 connection failures in a row"):
+        negator.negate_batch([f"Is there a cat number {i}?" for i in range(200)])
+    assert time.monotonic() - started < 30
+    assert negator.stats.requests < 20  # not retries x 200 cases
+
+
+def test_expand_with_an_unreachable_endpoint_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    folder = tmp_path / "hub"
+    write_hub_folder(_small(0), folder)
+    code = main(["expand", str(folder), "--out", str(tmp_path / "x"), "--perturb", "none", "--negator", "llm", "--llm-model", "m",
+                 "--base-url", f"http://127.0.0.1:{_closed_port()}/v1", "--timeout", "2", "--cache-dir", str(tmp_path / "c")])
+    assert code == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("vhx expand")]
+    assert len(errors) == 1 and "connection failures in a row" in errors[0]
+    assert not (tmp_path / "x" / "README.md").exists()
+
+
+def test_from_hub_dataset_holds_rows_to_the_builders_image_rules(tmp_path):
+    from vhx.builders.custom import from_hub_dataset
+
+    imgs = tmp_path / "imgs"
+    imgs.mkdir()
+    Image.new("RGB", (8, 8), "red").save(imgs / "ok.png")
+    (tmp_path / "private.png").write_bytes((imgs / "ok.png").read_bytes())
+    (imgs / "link.png").symlink_to(tmp_path / "private.png")
+    (imgs / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\n not an image")
+    ds = datasets.Dataset.from_dict({"image": [str(imgs / n) for n in ("ok.png", "link.png", "broken.png")],
+                                     "question": ["Is it red?"] * 3, "answer": ["yes"] * 3})
+    from vhx.errors import SkipReport
+
+    report = SkipReport()
+    out = from_hub_dataset(ds, image_dir=imgs, on_error="skip", skip_report=report)
+    assert out["source_id"] == ["0"] and len(report) == 2
+    reasons = " ".join(report.by_reason())
+    assert "outside" in reasons and "unreadable image" in reasons
+    # embedded images are decoded and held to the pixel limit as well
+    big = datasets.Dataset.from_dict({"image": [Image.new("RGB", (300, 300))], "question": ["Is it black?"], "answer": ["yes"]})
+    with pytest.raises(DataError, match="above the limit"):
+        from_hub_dataset(big, max_image_pixels=10_000)
+
+
+def test_the_pixel_limit_holds_at_expand_and_evaluate_time(tmp_path, monkeypatch, capsys):
+    """A folder another tool wrote did not pass vhx's build checks: the limit is applied when images are read."""
+    from vhx.pipeline import expand
+
+    folder, pairs = tmp_path / "hub", tmp_path / "pairs"
+    write_hub_folder(_small(0), folder)  # 64 x 64 images
+    write_hub_folder(expand(_small(0)), pairs)
+    monkeypatch.setenv("VHX_MAX_IMAGE_PIXELS", "1000")
+    assert main(["expand", str(folder), "--out", str(tmp_path / "x"), "--perturb", "brightness", "--review", "0"]) == 2
+    assert "above the limit of 0.001 megapixels" in capsys.readouterr().err
+    assert main(["evaluate", str(pairs), "--model", "vhx-mini", "--mode", "logits", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "synthetic/" in err and "above the limit" in err  # the case is named
+    monkeypatch.setenv("VHX_MAX_IMAGE_PIXELS", "0")  # 0: no vhx limit
+    assert main(["evaluate", str(pairs), "--model", "vhx-mini", "--mode", "logits", "--out", str(tmp_path / "run")]) == 0

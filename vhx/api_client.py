@@ -163,8 +163,11 @@ class ApiConfig:
     top_p: float | None = None
     seed: int | None = None
     max_tokens: int | None = None
+    max_connection_failures: int = 5
 
     def __post_init__(self) -> None:
+        if self.max_connection_failures < 1:
+            raise ValueError(f"max_connection_failures must be >= 1, got {self.max_connection_failures}")
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
         if self.timeout <= 0:
@@ -278,6 +281,8 @@ class ApiClient:
         path = config.cache_path
         self.cache: JsonlCache | None = JsonlCache(path) if path is not None else None
         self._client: Any = None
+        self._connection_failures = 0  # in a row, over every request of this client
+        self._failure_lock = threading.Lock()
         self._scrub: Callable[[str], str] = make_scrubber(None)
         self._lock = threading.Lock()
         self._rng = random.Random()
@@ -421,7 +426,9 @@ class ApiClient:
             logger.debug("POST %s/chat/completions model=%s %s (attempt %d)", c.endpoint, c.model, shown, attempt + 1)
             status = wait = None
             try:
-                return extract(client.chat.completions.create(model=c.model, **kwargs))
+                answer = extract(client.chat.completions.create(model=c.model, **kwargs))
+                self._connection_failures = 0
+                return answer
             except MalformedResponse as exc:
                 reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
             except openai.APIStatusError as exc:
@@ -437,6 +444,15 @@ class ApiClient:
                 reason, detail, wait = f"HTTP {status}", text, retry_after(exc)
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
+                with self._failure_lock:
+                    self._connection_failures += 1
+                    failures = self._connection_failures
+                if failures >= c.max_connection_failures:
+                    # a server that is down would otherwise cost timeout x retries x cases
+                    raise ApiFatalError(
+                        f"{c.endpoint}: {failures} connection failures in a row (last: {reason}); is the server up "
+                        f"and the base_url right? Stopping."
+                    ) from None
             except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
                 # a 200 whose body is not a chat completion (not JSON at all, or the wrong shape)
                 reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")

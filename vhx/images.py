@@ -94,6 +94,27 @@ def image_problem(path: str | os.PathLike | bytes, *, max_pixels: int | None = D
     return None
 
 
+def max_image_pixels() -> int:
+    """The pixel limit of images read after the build (``expand``, ``evaluate``, attacks): the
+    ``VHX_MAX_IMAGE_PIXELS`` environment variable (0: no vhx limit), else :data:`DEFAULT_MAX_IMAGE_PIXELS`."""
+    value = os.environ.get("VHX_MAX_IMAGE_PIXELS", "")
+    try:
+        return int(value) if value.strip() else DEFAULT_MAX_IMAGE_PIXELS
+    except ValueError:
+        raise DataError(f"VHX_MAX_IMAGE_PIXELS must be a whole number of pixels, got {value!r}") from None
+
+
+def check_pixels(size: tuple[int, int], *, case_id: str, image_id: str | None = None) -> None:
+    """Refuse an image of ``size`` (width, height) above :func:`max_image_pixels`, naming the case,
+    before its pixels are decoded: folders written by other tools did not pass vhx's build checks."""
+    limit = max_image_pixels()
+    width, height = size
+    if limit and width * height > limit:
+        where = f"image {image_id} of case {case_id}" if image_id else f"the image of case {case_id}"
+        raise DataError(f"{where} is {width}x{height} ({width * height / 1e6:.1f} megapixels), above the limit of "
+                        f"{limit / 1e6:g} megapixels (set VHX_MAX_IMAGE_PIXELS to raise it)", field="image")
+
+
 def decode_error(exc: BaseException, *, case_id: str, image_id: str | None = None) -> DataError:
     """The error to raise when the image of case ``case_id`` cannot be decoded after the build."""
     image = f" (image_id {image_id})" if image_id else ""

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import hashlib
+import io
 import json
 import logging
 import os
@@ -31,9 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import datasets
+from PIL import Image
 
 from vhx.errors import DataError, VHXError
-from vhx.images import DECODE_ERRORS, decode_error, strict_decoding
+from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_text, exclusive_lock
 from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
@@ -297,6 +299,8 @@ class _BatchReader:
                 key = (value.get("bytes"), value.get("path"))
                 if key not in decoded:
                     try:
+                        with Image.open(io.BytesIO(value["bytes"]) if value.get("bytes") else value["path"]) as header:
+                            check_pixels(header.size, case_id=f"{case['id']} (split {split!r}, row {row})", image_id=case["image_id"])
                         decoded[key] = self._parts[split].features["image"].decode_example(value)
                     except DECODE_ERRORS as exc:
                         raise decode_error(exc, case_id=f"{case['id']} (split {split!r}, row {row})", image_id=case["image_id"]) from None

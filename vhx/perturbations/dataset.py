@@ -26,7 +26,7 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from vhx.errors import DataError
-from vhx.images import DECODE_ERRORS, decode_error, strict_decoding
+from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of
@@ -90,6 +90,7 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, job
     if missing:
         try:
             with strict_decoding(), Image.open(io.BytesIO(raw)) as source:
+                check_pixels(source.size, case_id=first_case, image_id=image_id)
                 pixels = to_rgb_array(source)
         except DECODE_ERRORS as exc:
             # a file truncated or replaced after the build: say which case, not just "truncated"
