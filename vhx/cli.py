@@ -670,7 +670,7 @@ class Terminated(BaseException):
 
 
 def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated()
+    raise Terminated(signum)
 
 
 def _disk_full(exc: OSError) -> str:
@@ -698,9 +698,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    previous = None
+    previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        # SIGTERM (schedulers) and SIGHUP (a closed terminal) unwind like Ctrl-C: workers are stopped
+        # and temporary files removed on the way out
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(signal, name):
+                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), _on_sigterm)
     try:
         return args.func(args)
     except (VHXError, FileExistsError, FileNotFoundError) as exc:
@@ -711,15 +715,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"vhx {args.command}: error: {_disk_full(exc)}", file=sys.stderr)
         return 2
-    except Terminated:
-        print(f"vhx {args.command}: terminated (SIGTERM); rerun the same command to resume", file=sys.stderr)
-        return EXIT_SIGTERM
+    except Terminated as exc:
+        signum = int(exc.args[0]) if exc.args else signal.SIGTERM
+        print(f"vhx {args.command}: terminated ({signal.Signals(signum).name}); rerun the same command to resume", file=sys.stderr)
+        return 128 + signum  # 143 for SIGTERM, 129 for SIGHUP
     except KeyboardInterrupt:
         print(f"vhx {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return EXIT_SIGINT
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["has_accelerator", "force_cpu", "process_state", "default_device", "launched_world_size"]
+__all__ = ["has_accelerator", "force_cpu", "process_state", "default_device", "launched_world_size", "worker_initializer"]
 
 
 def has_accelerator() -> bool:
@@ -52,3 +52,33 @@ def default_device() -> Any:
 def launched_world_size() -> int:
     """The process count ``accelerate launch``/``torchrun`` exported (``WORLD_SIZE``), before any setup."""
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask the kernel to send SIGTERM to this process when its parent dies (Linux), and leave at once
+    if the parent is already gone: a worker must never wait forever on a queue nobody feeds."""
+    import signal
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def worker_initializer(parent: int) -> None:
+    """Initializer of vhx's worker processes: they end with their parent (SIGTERM, SIGKILL or a crash
+    of the parent), and leave Ctrl-C to it (the parent shuts the pool down), so no process outlives a job."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a forked copy of the parent's handler must not linger
+    if hasattr(signal, "SIGHUP"):
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    _die_with_parent(parent)

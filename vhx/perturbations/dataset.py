@@ -25,7 +25,7 @@ import datasets
 from PIL import Image
 from tqdm.auto import tqdm
 
-from vhx.errors import DataError
+from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
@@ -144,7 +144,12 @@ def _perturb_unique_images(
             for ids, images in windows():
                 collect(task(i, image, c) for (i, c), image in zip(ids, images))
             return files
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context())
+        from concurrent.futures.process import BrokenProcessPool
+
+        from vhx.runtime import worker_initializer
+
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=worker_initializer,
+                                   initargs=(os.getpid(),))
         try:
             previous: list[Future] = []
             for ids, images in windows():
@@ -152,7 +157,15 @@ def _perturb_unique_images(
                 collect(f.result() for f in previous)  # the pool works on this window meanwhile
                 previous = submitted
             collect(f.result() for f in previous)
+        except BrokenProcessPool:
+            codes = [p.exitcode for p in list(getattr(pool, "_processes", {}).values())]
+            raise VHXError(
+                f"a perturbation worker process died (exit codes {codes}: killed, or out of memory?); the images "
+                "perturbed so far are kept, rerun the command to resume"
+            ) from None
         finally:
+            # a parent interrupted here (SIGTERM, Ctrl-C) still stops its workers: queued images are
+            # cancelled, running ones finish (one image each), then the workers exit
             pool.shutdown(wait=True, cancel_futures=True)
     return files
 
