@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import datasets
+import numpy as np
 import pandas as pd
 import pytest
 from PIL import Image
@@ -379,3 +381,34 @@ def test_no_blank_split_no_blind_section(runs: list[Path], tmp_path: Path):
     paths = report(runs, tmp_path / "out")
     md = paths["markdown"].read_text(encoding="utf-8")
     assert "What text alone gives" not in md and "blind accuracy" not in md and "blind_csv" not in paths
+
+
+def test_unexpanded_data_scores_and_reports_with_pair_metrics_na(tmp_path):
+    """A benchmark straight from `vhx build` (no negated twins) is scored and reported; a partly expanded one too."""
+    import json as _json
+
+    from vhx.cli import main
+    from vhx.hub import write_hub_folder
+    from vhx.pipeline import expand
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    plain = generate_synthetic(SyntheticConfig(num_images=4, image_size=64))
+    write_hub_folder(plain, tmp_path / "plain")
+    assert main(["evaluate", str(tmp_path / "plain"), "--model", "vhx-mini", "--mode", "logits", "--out", str(tmp_path / "r1")]) == 0
+    text = (tmp_path / "r1" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "None of the 16 cases has its negated twin" in text
+    rows = [_json.loads(line) for line in (tmp_path / "r1" / "predictions.jsonl").read_text().splitlines()]
+    existence = [r for r in rows if r["split"] == "existence"]
+    expected = sum(r["pred"] == r["answer"] for r in existence) / len(existence)
+    scores = pd.read_csv(tmp_path / "r1" / "report" / "scores.csv")
+    assert scores.set_index("split").loc["existence", "accuracy"] == pytest.approx(expected)
+    assert scores["symmetric_accuracy"].isna().all()
+    assert "| existence | n/a |" in text
+    # mixed: one split expanded, one not
+    mixed = {"existence": expand(plain["existence"])["original"], "color": plain["color"]}
+    write_hub_folder(datasets.DatasetDict(mixed), tmp_path / "mixed")
+    assert main(["evaluate", str(tmp_path / "mixed"), "--model", "vhx-mini", "--mode", "logits", "--out", str(tmp_path / "r2")]) == 0
+    text = (tmp_path / "r2" / "report" / "report.md").read_text(encoding="utf-8")
+    assert "4 of 12 cases have no negated twin" in text and "4 complete pairs" in text
+    scores = pd.read_csv(tmp_path / "r2" / "report" / "scores.csv").set_index("split")
+    assert not np.isnan(scores.loc["existence", "symmetric_accuracy"]) and np.isnan(scores.loc["color", "symmetric_accuracy"])

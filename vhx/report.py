@@ -431,6 +431,24 @@ def _blind_section(blind: pd.DataFrame, keys: list[str]) -> str:
     return _md_table(header, rows)
 
 
+def _unpaired_note(rows: pd.DataFrame, keys: list[str], allow_unpaired: bool | None) -> str:
+    """One paragraph on the cases that lack their negated twin ("" when every case has one)."""
+    from vhx.scoring.predictions import pair_frame
+
+    if allow_unpaired is False:
+        return ""  # score() raises, naming the first such pair
+    pairs, unpaired = pair_frame(rows, keys, allow_unpaired=True)
+    if not len(unpaired):
+        return ""
+    n_pairs = len(pairs.drop_duplicates(subset=["model", *keys, "pair_id"])) if len(pairs) else 0
+    if not n_pairs:
+        return (f"None of the {len(unpaired):,} cases has its negated twin (the data were not expanded with `vhx expand`): "
+                "accuracy, yes-ratio and the POPE and MME scores use every case; symmetric accuracy and # new VH cases need "
+                "pairs and are n/a.")
+    return (f"{len(unpaired):,} of {len(rows):,} cases have no negated twin in their group: accuracy, yes-ratio and the POPE "
+            f"and MME scores use every case; symmetric accuracy and # new VH cases use the {n_pairs:,} complete pairs only.")
+
+
 def report(
     run_dirs: RunDirs,
     out_dir: str | os.PathLike,
@@ -440,7 +458,7 @@ def report(
     bootstrap: int = 0,
     compare_boot: int = 2000,
     seed: int = 0,
-    allow_unpaired: bool = False,
+    allow_unpaired: bool | None = None,
     plots: bool = True,
 ) -> dict[str, Path]:
     """Score the runs and write the report files into ``out_dir``; returns ``{kind: path}``.
@@ -450,6 +468,11 @@ def report(
     ``blank`` split scored: :func:`vhx.scoring.blind.blind_scores`), ``bars_png`` and
     ``scatter_png`` (``plots`` and matplotlib installed). ``bootstrap`` > 0 adds image-level bootstrap intervals to the CSV/JSON;
     ``compare_boot`` is the number of pair resamples of the two-model comparison.
+
+    Cases without their negated twin (a benchmark scored straight from ``vhx build``, or a partly
+    expanded one) are scored as well: accuracy, POPE's and MME's scores use every case, the pair
+    metrics (symmetric accuracy, # new VH cases) the complete pairs only, and the report says how many
+    cases that left out. ``allow_unpaired=False`` makes such cases an error instead.
     """
     keys = [by] if isinstance(by, str) else list(by)
     dirs = _as_dirs(run_dirs)
@@ -471,7 +494,11 @@ def report(
 
     scores = pd.DataFrame()
     if len(main):
-        scores = score(main, keys, confidence=confidence, bootstrap=bootstrap, seed=seed, allow_unpaired=allow_unpaired)
+        unpaired_note = _unpaired_note(main, keys, allow_unpaired)
+        if unpaired_note:
+            md += ["## Cases without a negated twin", "", unpaired_note, ""]
+            doc["unpaired"] = unpaired_note
+        scores = score(main, keys, confidence=confidence, bootstrap=bootstrap, seed=seed, allow_unpaired=allow_unpaired is not False)
         scores = _order_rows(scores, keys, models)
         score_models = [m for m in models if m in set(scores["model"])]
         doc["scores"] = _records(scores)

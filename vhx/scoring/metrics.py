@@ -255,6 +255,8 @@ def register_metric(metric: Metric, *, replace: bool = False) -> Metric:
 
 
 def _new_vh_cell(row: Mapping[str, Any]) -> str:
+    if not row.get("n_generated", 1):
+        return "n/a"  # no negated or transformed case: nothing could be a new VH case
     text = f"{int(row['n_new_vh']):,}"
     if row["n_new_vh_unknown"]:
         text += f" (+{int(row['n_new_vh_unknown']):,} unknown)"
