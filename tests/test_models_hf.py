@@ -466,3 +466,20 @@ def test_share_prefix_is_recorded_and_does_not_rename_the_model(tiny):
     # same answers to float precision, so a run resumes across the setting
     assert on.name == off.name
     assert load_model(path, mode="generate").options["share_prefix"] is False
+
+
+@pytest.mark.parametrize("arch", ["llava", "llava_next", "qwen2_vl"])
+def test_scoring_prints_no_deprecation_warning(arch):
+    """The shared-prefix scorer passes the KV cache under the name the model's forward takes."""
+    import warnings
+
+    from PIL import Image
+
+    from vhx.models import load_model
+
+    model = load_model(f"vhx-tiny:{arch}", mode="logits", share_prefix=True)
+    image = Image.new("RGB", (64, 64), "red")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.predict([image, image], ["Is it red?", "Is there a dog?"])
+    assert not [w for w in caught if issubclass(w.category, FutureWarning) and "past_key_values" in str(w.message)]

@@ -670,7 +670,8 @@ class HFModel:
             starts = list(lengths)
         with torch.inference_mode():
             result = self.model(**prefix_inputs, position_ids=positions, use_cache=True, logits_to_keep=1)
-        layers = [(layer.keys, layer.values) for layer in result.past_key_values.layers]
+        cache_out = result.cache if getattr(result, "cache", None) is not None else result.past_key_values
+        layers = [(layer.keys, layer.values) for layer in cache_out.layers]
         self.prefix_stats["prefixes"] += len(reps)
         return {
             key: _Prefix(
@@ -750,11 +751,19 @@ class HFModel:
             input_ids=input_ids.to(device),
             attention_mask=mask.to(device),
             position_ids=positions.to(device),
-            past_key_values=cache,
             use_cache=True,
             logits_to_keep=1,
+            **{_cache_keyword(self.model): cache},
         )
         return result.logits[:, -1]
+
+
+def _cache_keyword(model: Any) -> str:
+    """The forward argument that takes a KV cache: ``cache`` where transformers renamed it (passing the
+    old ``past_key_values`` there prints a FutureWarning on every batch), else ``past_key_values``."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 @dataclass(frozen=True)
