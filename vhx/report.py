@@ -370,7 +370,9 @@ def _pope_section(pope: pd.DataFrame, keys: list[str], variants: dict[str, str])
         lines += [f"Scored by {model or '(unnamed)'}: {variant}." for model, variant in variants.items()] + [""]
     lines += [
         "POPE's metrics on its source questions (not negated), \"yes\" the positive class; **mean** is the "
-        "unweighted mean over random, popular and adversarial, as papers report it.",
+        "unweighted mean over random, popular and adversarial, as papers report it. An unreadable reply counts as "
+        "wrong (a miss on a \"yes\" question) and is left out of the yes-ratio; POPE's evaluate.py reads every reply "
+        "without no/not as \"yes\", so the two differ exactly where replies are unreadable.",
         "",
     ]
     rows = []

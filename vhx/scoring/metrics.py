@@ -316,7 +316,9 @@ register_metric(Metric(
 register_metric(Metric(
     "yes_ratio", 'share of "yes" among the yes/no predictions.',
     outcomes=lambda g: (g.parsed, g.parsed["pred"] == "yes"),
-    table=Table("Yes-ratio", 'Share of "yes" among the predictions that were read as yes or no.'),
+    table=Table("Yes-ratio", 'Share of "yes" among the predictions that were read as yes or no: unreadable replies are '
+                             'left out (POPE\'s evaluate.py counts them as "yes"; lmms-eval\'s pope_yes_ratio is instead the '
+                             'share of "yes" in the ground truth, q_yes in scores.csv).'),
 ))
 register_metric(Metric(
     "unknown_rate", 'share of "unknown" predictions.',
