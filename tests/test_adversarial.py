@@ -790,3 +790,14 @@ def test_an_undecodable_image_names_its_case(tmp_path) -> None:
     pairs = pairs.map(lambda row: {"image": {"bytes": cut, "path": None}})
     with pytest.raises(DataError, match=r"image of case .*img-a-0.* \(image_id img-a\) cannot be decoded"):
         adversarial_split(pairs, _view("llava"), vh_column="triggers_vh", progress=False, **FAST)
+
+
+def test_a_small_eps_needs_no_init_by_hand():
+    """The VH branch's random start is the paper's 5/255, or eps when the ball is smaller (Table 6's eps 4/255)."""
+    from vhx.adversarial.attack import AttackConfig
+
+    assert AttackConfig().init == pytest.approx(5 / 255)
+    assert AttackConfig(eps=4 / 255).init == pytest.approx(4 / 255)
+    assert AttackConfig(eps=4 / 255, init=2 / 255).init == pytest.approx(2 / 255)
+    with pytest.raises(Exception, match="init must lie in"):
+        AttackConfig(eps=4 / 255, init=5 / 255)

@@ -229,7 +229,7 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
     p.add_argument("--perturb", default="all", help="'all' (the paper's four), 'none', or names: gaussian_noise,brightness,defocus_blur,jpeg_compression, and "
                    "blank (a blind baseline: every image one uniform colour; not in 'all'); name:key=value sets a parameter")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random perturbations")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random perturbations and of the attacks' random starts")
     p.add_argument("--num-proc", type=int, help="worker processes for datasets.map")
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
                    help="stop at the first case that cannot be negated, or skip such cases and report them (as `vhx build`)")

@@ -328,12 +328,8 @@ class Study:
 
 def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
     """vhx's attack options from the study's (eps and step in 1/255 units)."""
-    out = {"eps": values["eps"] / 255, "step": values["step"] / 255, "steps_vh": int(values["steps_vh"]),
-           "steps_nonvh": int(values["steps_nonvh"])}
-    if values["eps"] < 5:
-        # the VH branch's random start (+-5/255) must lie inside the ball: at a smaller eps it starts on its edge
-        out["init"] = out["eps"]
-    return out
+    return {"eps": values["eps"] / 255, "step": values["step"] / 255, "steps_vh": int(values["steps_vh"]),
+            "steps_nonvh": int(values["steps_nonvh"])}  # the VH branch's random start defaults to min(5/255, eps) in AttackConfig
 
 
 def _setting_name(key: str, value: float) -> str:

@@ -130,6 +130,10 @@ class AttackError(VHXError, ValueError):
 RENAMED: dict[str, str] = {"steps_min": "steps_nonvh", "steps_max": "steps_vh"}
 
 
+#: The paper's random start of the VH branch, +-5/255 per pixel (clipped to eps when eps is smaller).
+PAPER_INIT = 5 / 255
+
+
 @dataclass(frozen=True)
 class AttackConfig:
     """Settings of one adversarial expansion (see the module docstring for their meaning).
@@ -141,7 +145,8 @@ class AttackConfig:
         steps_nonvh: updates of the ``min`` branch (cases that do not trigger VH).
         steps_vh: updates of the ``max`` branch (cases that trigger VH), an upper bound when early
             stopping is on.
-        init: magnitude of the random +-init start of the ``max`` branch.
+        init: magnitude of the random +-init start of the ``max`` branch (default: the paper's 5/255, or
+            ``eps`` when that is smaller).
         start_offset: the ``min`` branch starts at clip(x + start_offset) (the authors'
             InstructBLIP script: 1/255; 0 elsewhere).
         first_step: the ``min`` branch's first update, ``"random"`` (seeded sign step) or
@@ -173,7 +178,7 @@ class AttackConfig:
     step: float = 0.5 / 255
     steps_nonvh: int = 500
     steps_vh: int = 100
-    init: float = 5 / 255
+    init: float | None = None
     start_offset: float = 0.0
     first_step: str | None = None
     similarity: str = "feature"
@@ -213,6 +218,9 @@ class AttackConfig:
             raise AttackError(f"step must be positive, got {self.step!r}")
         if self.steps_nonvh < 0 or self.steps_vh < 0:
             raise AttackError("steps_nonvh and steps_vh must be >= 0")
+        if self.init is None:
+            # the paper's +-5/255 start, kept inside a smaller ball (eps 4/255 works without --init)
+            object.__setattr__(self, "init", min(PAPER_INIT, self.eps))
         if not 0 <= self.init <= self.eps:
             raise AttackError(f"init must lie in [0, eps], got {self.init!r}")
         if not abs(self.start_offset) <= self.eps:

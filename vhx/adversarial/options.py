@@ -71,7 +71,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
                    help="at most N updates on pairs it gets wrong (max branch; default 100 with early stopping, authors 99)")
     g.add_argument("--steps-min", type=int, dest="steps_nonvh", help=argparse.SUPPRESS)  # old name
     g.add_argument("--steps-max", type=int, dest="steps_vh", help=argparse.SUPPRESS)  # old name
-    g.add_argument("--init", type=fraction, help="the VH branch's random start, +-init per pixel (default 5/255)")
+    g.add_argument("--init", type=fraction, help="the VH branch's random start, +-init per pixel (default 5/255, or eps when smaller)")
     g.add_argument("--start-offset", type=fraction, help="the non-VH branch starts at x + offset (default 0; authors' InstructBLIP 1/255)")
     g.add_argument("--first-step", choices=FIRST_STEPS,
                    help="the non-VH branch's first update: a seeded random sign step (I-FGSM's default) or the gradient (PGD's, authors')")
