@@ -405,7 +405,15 @@ def test_llm_total_failure_fails_the_expansion(tmp_path, silent_endpoint, monkey
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
     cases = load_folder(_synthetic_hub(tmp_path))
     n = sum(len(s) for s in cases.values())
-    negator = LLMNegator(_fast_llm_config(silent_endpoint, tmp_path))
+    from vhx.llm import LLMError
+
+    # by default an endpoint that never answers stops the run after 5 connection failures in a row
+    with pytest.raises(LLMError, match="5 connection failures in a row"):
+        expand(cases, negator=LLMNegator(_fast_llm_config(silent_endpoint, tmp_path)))
+    # with that stop lifted, every question falls back, and the share of fallbacks fails the expansion
+    import dataclasses
+
+    negator = LLMNegator(dataclasses.replace(_fast_llm_config(silent_endpoint, tmp_path), max_connection_failures=10**6))
     with pytest.raises(NegationFallbackError, match=rf"{n} of {n} negations \(100%\) fell back instead of coming from llm:gpt-4o"):
         expand(cases, negator=negator)
     # the user may accept it knowingly; the rows then say who negated what
@@ -422,9 +430,13 @@ def test_cli_expand_llm_total_failure_exits_non_zero_and_card_counts_negators(tm
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
     real = cli._llm_config
     # no retries and short timeouts keep the test fast; the endpoint is what fails
-    monkeypatch.setattr(cli, "_llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01))
     hub = _synthetic_hub(tmp_path)
     llm = ["--negator", "llm", "--base-url", silent_endpoint, "--cache-dir", str(tmp_path / "c"), "--perturb", "none", "--review", "0", "--gallery", "0"]
+    monkeypatch.setattr(cli, "_llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01))
+    assert main(["expand", str(hub), "--out", str(tmp_path / "exp"), *llm]) == 2
+    assert "connection failures in a row" in capsys.readouterr().err  # the default: stop early, one line
+    monkeypatch.setattr(cli, "_llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01,
+                                                                             max_connection_failures=10**6))
     assert main(["expand", str(hub), "--out", str(tmp_path / "exp"), *llm]) == 2
     err = capsys.readouterr().err
     assert "fell back instead of coming from llm:gpt-4o" in err and "--max-llm-fallback" in err

@@ -116,6 +116,8 @@ class LLMConfig:
         backoff_base: first retry delay in seconds; doubles per retry, with jitter.
         backoff_max: longest retry delay (also caps a server's ``Retry-After``).
         max_tokens: answer length limit.
+        max_connection_failures: connection failures (timeouts included) in a row after which the run
+            stops with one line naming the endpoint, instead of falling back question by question.
         local_dtype, local_device: where and in which precision a local model (``model="hf:<id or
             folder>"``: a transformers chat model run in this process, batched, no server) is loaded.
     """
@@ -133,6 +135,7 @@ class LLMConfig:
     max_tokens: int = 512
     local_dtype: str = "auto"
     local_device: str | None = None
+    max_connection_failures: int = 5
 
     def __post_init__(self) -> None:
         self.api_config()  # the shared client validates the limits
@@ -157,6 +160,7 @@ class LLMConfig:
             cache_file=CACHE_FILENAME,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            max_connection_failures=self.max_connection_failures,
         )
 
 

@@ -79,6 +79,12 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, job
     except OSError as exc:
         raise decode_error(exc, case_id=first_case, image_id=image_id) from None
     digest = hashlib.sha256(raw).hexdigest()
+    try:
+        # the pixel limit holds even when every perturbed file is already cached (the header only)
+        with Image.open(io.BytesIO(raw)) as header:
+            check_pixels(header.size, case_id=first_case, image_id=image_id)
+    except DECODE_ERRORS as exc:
+        raise decode_error(exc, case_id=first_case, image_id=image_id) from None
     paths, missing = [], []
     for name, params, params_json in jobs:
         suffix = ".jpg" if get_perturbation(name).file_format == "JPEG" else ".png"
