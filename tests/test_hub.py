@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from vhx.builders import load_source
-from vhx.errors import DataError
+from vhx.errors import DataError, VHXError
 from vhx.hub import push_folder, read_folder_stats, write_hub_folder
 from vhx.schema import FEATURES, make_case
 
@@ -53,12 +53,13 @@ def test_round_trip_in_memory_images(tmp_path: Path):
         assert back[split].select_columns(cols).to_list() == dsd[split].select_columns(cols).to_list()
         assert _raw_images(back[split]) == _raw_images(dsd[split])
     stats = read_folder_stats(folder)
-    assert stats["alpha"] == {"rows": 7, "yes_ratio": 4 / 7, "negated": 0, "pairs": 7, "images": 4}
+    # complete pairs (a case and its negated twin): none before `vhx expand`
+    assert stats["alpha"] == {"rows": 7, "yes_ratio": 4 / 7, "negated": 0, "pairs": 0, "images": 4}
     assert stats["beta"]["yes_ratio"] == 0.25
     card = (folder / "README.md").read_text()
     assert card.startswith("---\n") and "task_categories:\n- visual-question-answering" in card
     assert "config_name: default" in card and "path: data/alpha-*" in card
-    assert 'load_dataset("vhx/demo"' in card and "| alpha | 7 | 7 | 4 | 0.571 |" in card
+    assert f'load_dataset("{folder}"' in card and "| alpha | 7 | 0 | 4 | 0.571 |" in card  # loads as written before a push
     assert "| alpha | original | `-` | - |" in card and "| beta | original | `-` | - |" in card
     assert not re.search(r"\$[a-z_]+", card), "unsubstituted template variable in the card"
 
@@ -124,6 +125,37 @@ def test_push_uses_hf_api_and_never_prints_token(tmp_path: Path, monkeypatch, ca
     assert "https://huggingface.co/datasets/me/demo" in out.out
     with pytest.raises(DataError, match="not a Hub dataset folder"):
         push_folder(tmp_path / "missing", "me/x")
+
+
+def test_the_card_loads_the_folder_until_pushed_then_the_repo(tmp_path: Path, monkeypatch):
+    import re as _re
+
+    dsd = datasets.DatasetDict({"a": datasets.Dataset.from_list(_rows(2, "a"), features=FEATURES)})
+    folder = write_hub_folder(dsd, tmp_path / "h", repo_id="vhx/never-pushed")
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    target = _re.search(r'load_dataset\("([^"]+)", split="a"\)', card).group(1)
+    assert "vhx/never-pushed" not in _re.findall(r'load_dataset\("([^"]+)"', card)
+    assert datasets.load_dataset(target, split="a").num_rows == 2  # the example loads as written
+
+    class FakeApi:
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, **kw):
+            pass
+
+        def upload_folder(self, **kw):
+            if "fail" in kw["repo_id"]:
+                raise OSError("network down")
+            return "https://hub/commit/1"
+
+    monkeypatch.setattr("vhx.hub.HfApi", FakeApi)
+    with pytest.raises(VHXError):
+        push_folder(folder, "me/fail")
+    assert (folder / "README.md").read_text(encoding="utf-8") == card  # not pushed: unchanged
+    push_folder(folder, "me/demo")
+    pushed = (folder / "README.md").read_text(encoding="utf-8")
+    assert 'load_dataset("me/demo", split="a")' in pushed and "after `vhx push" not in pushed
 
 
 def test_load_folder_reads_each_folders_own_rows_where_load_dataset_would_reuse_its_cache(tmp_path: Path):

@@ -53,7 +53,7 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("source", choices=sorted([*BUILDERS, "synthetic"]), help="which benchmark")
     p.add_argument("--data-dir", help="folder of the release (not needed for synthetic)")
     p.add_argument("--out", required=True, help="output Hub folder")
-    p.add_argument("--repo-id", help="Hub repo id shown in the card's usage snippet (default vhx/<source>)")
+    p.add_argument("--repo-id", help="the dataset's name in its card (default vhx/<source>); the card's usage example loads the folder until `vhx push` names the repo")
     p.add_argument("--subsets", help="comma-separated subsets (splits) to build; default all found")
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="stop at the first bad row, or skip and report bad rows")
     p.add_argument("--option", action="append", type=_parse_option, default=[], metavar="KEY=VALUE", help="builder option, e.g. image_dir=/data/coco/val2014 (repeatable; VALUE parsed as JSON if it can be)")
@@ -141,6 +141,9 @@ def _print_stats(folder: str | Path) -> None:
         print(f"{split:<24} {s['rows']:>8} {s.get('pairs', '-'):>8} {s.get('images', '-'):>8} {s.get('negated', '-'):>8} {yes:>10}")
     total = sum(s["rows"] for s in stats.values())
     print(f"{'total':<24} {total:>8}")
+    if stats and all(s.get("negated", 1) == 0 for s in stats.values()):
+        print(f"no negated twins yet: the source cases as built. `vhx expand {folder} --out FOLDER` pairs each case with its "
+              "negation (and perturbs the images), which symmetric accuracy needs")
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -590,7 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
         "perturbation holding every pair on the perturbed image (each source image perturbed once).",
     )
     p.add_argument("source_folder", help="Hub folder written by `vhx build`")
-    p.add_argument("--repo-id", help="Hub repo id shown in the card (default vhx/<folder>-expanded)")
+    p.add_argument("--repo-id", help="the dataset's name in its card (default vhx/<folder>-expanded); its usage example loads the folder until `vhx push`")
     _add_expand_options(p)
     p.set_defaults(func=cmd_expand)
 

@@ -65,7 +65,9 @@ def _stats_from_table(table: Any, n: int) -> dict[str, Any]:
     if "negated" in names and n:
         stats["negated"] = pc.sum(table["negated"]).as_py() or 0
     if "pair_id" in names:
-        stats["pairs"] = len(pc.unique(table["pair_id"]))
+        # complete pairs: a pair id held by a case and its negated twin (a built, un-expanded split has none)
+        counts = pc.value_counts(table["pair_id"]).field("counts") if n else pa.array([], pa.int64())
+        stats["pairs"] = pc.sum(pc.greater_equal(counts, 2)).as_py() or 0
     if "image_id" in names:
         stats["images"] = len(pc.unique(table["image_id"]))
     return stats
@@ -133,7 +135,8 @@ def write_hub_folder(
     """Write ``dsd`` as a Hub dataset folder; ``datasets.load_dataset(folder)`` gives it back.
 
     Images referenced by path are embedded into the parquet shards (as ``push_to_hub`` does), so the
-    folder is self-contained. ``repo_id`` is only used in the card's usage snippet.
+    folder is self-contained. ``repo_id`` names the dataset in its card; the card's usage example
+    loads this folder until :func:`push_folder` rewrites it to the repo it pushed to.
 
     Each distinct image is stored once per row group (``share_images=True``, the default): the rows
     of a split are written grouped by ``image_id`` (a stable grouping by first appearance: rows that
@@ -158,11 +161,26 @@ def write_hub_folder(
     staging = folder.parent / f".{folder.name}{_STAGING}{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         _write_folder_contents(dsd, staging, repo_id=repo_id, pretty_name=pretty_name, summary=summary, license=license,
-                               template=template, max_shard_size=max_shard_size, card_vars=card_vars, share_images=share_images)
+                               template=template, max_shard_size=max_shard_size, card_vars=card_vars, share_images=share_images,
+                               target=folder)
         _swap_in(staging, folder)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+#: Ends the card's usage line while it names the local folder; `vhx push` replaces both with the repo id.
+LOCAL_LOAD_NOTE = "  # this folder; after `vhx push FOLDER REPO_ID`: the repo id"
+
+
+def _card_for_repo(card: str, folder: Path, repo_id: str) -> str:
+    """The card text with its usage example loading ``repo_id`` (the repo it is pushed to)."""
+    lines = []
+    for line in card.splitlines(keepends=True):
+        if LOCAL_LOAD_NOTE in line:
+            line = re.sub(r'load_dataset\("[^"]*"', f'load_dataset("{repo_id}"', line.replace(LOCAL_LOAD_NOTE, ""))
+        lines.append(line)
+    return "".join(lines)
 
 
 #: Left in a Hub folder while its data/ and README.md are being replaced; readers refuse such a folder.
@@ -226,8 +244,10 @@ def _write_folder_contents(
     max_shard_size: str | int,
     card_vars: Mapping[str, Any] | None,
     share_images: bool,
+    target: Path,
 ) -> None:
-    """data/ (the parquet shards) and README.md (the card) of a Hub folder, written into ``folder``."""
+    """data/ (the parquet shards) and README.md (the card) of a Hub folder, written into ``folder``
+    (the staging folder; ``target`` is where it will live, named in the card's usage example)."""
     data_dir = folder / "data"
     data_dir.mkdir(parents=True)
 
@@ -270,6 +290,9 @@ def _write_folder_contents(
         {
             "pretty_name": pretty_name or repo_id.split("/")[-1],
             "repo_id": repo_id,
+            # loads as written before any push (this folder); `vhx push` rewrites it to the repo it pushed to
+            "load_name": str(target),
+            "load_note": LOCAL_LOAD_NOTE,
             "summary": summary,
             "splits_table": _splits_table(stats),
             "fields_table": _fields_table(features),
@@ -841,8 +864,16 @@ def push_folder(
     if not (folder / "README.md").is_file() or not (folder / "data").is_dir():
         raise DataError("not a Hub dataset folder (needs README.md and data/); write one with `vhx build`", file=str(folder))
     api = HfApi(token=token)
+    readme = folder / "README.md"
+    original = readme.read_text(encoding="utf-8")
+    pushed = _card_for_repo(original, folder, repo_id)
     try:
         api.create_repo(repo_id, repo_type="dataset", private=private, exist_ok=True)
+        if pushed != original:
+            from vhx.locking import atomic_write_text
+
+            # the card (here and on the Hub) names the repo it was pushed to
+            atomic_write_text(readme, pushed)
         commit = api.upload_folder(
             folder_path=str(folder),
             repo_id=repo_id,
@@ -851,8 +882,10 @@ def push_folder(
             commit_message=commit_message or f"Upload {folder.name} with vhx",
             allow_patterns=["README.md", "data/**"],
         )
-    except Exception as exc:
-        if not _is_network_error(exc):
+    except BaseException as exc:
+        if pushed != original and readme.read_text(encoding="utf-8") != original:
+            readme.write_text(original, encoding="utf-8")  # not pushed: the card keeps loading the folder
+        if not isinstance(exc, Exception) or not _is_network_error(exc):
             raise
         raise _push_error(exc, repo_id, token) from None
     return str(getattr(commit, "commit_url", commit))
