@@ -323,3 +323,22 @@ def test_cli_expand_writes_each_image_once_and_the_rows_expand_gives(tmp_path: P
                 stored += next(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns)
                                if meta.row_group(g).column(c).path_in_schema == "image.bytes")
         assert len(distinct) == 4 and stored < 1.1 * sum(map(len, distinct)) + 2_000, split
+
+
+def test_vhx_gallery_gives_back_the_runs_gallery_and_keeps_it(tmp_path):
+    """The run's gallery and `vhx gallery` on its folder are the same page; another sample needs --overwrite."""
+    from vhx.cli import main
+    from vhx.hub import write_hub_folder
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    write_hub_folder(generate_synthetic(SyntheticConfig(num_images=8, image_size=64)), tmp_path / "src")
+    out = tmp_path / "exp"
+    assert main(["expand", str(tmp_path / "src"), "--out", str(out), "--perturb", "brightness", "--review", "0", "--gallery", "5"]) == 0
+    page = (out / "gallery.html").read_bytes()
+    assert b"<title>src-expanded: original vs generated cases</title>" in page
+    assert main(["gallery", str(out), "--n", "5"]) == 0
+    assert (out / "gallery.html").read_bytes() == page  # same sample, same title: the file is unchanged
+    assert main(["gallery", str(out), "--n", "5", "--seed", "3"]) == 2  # another sample is not written over it
+    assert (out / "gallery.html").read_bytes() == page
+    assert main(["gallery", str(out), "--n", "5", "--seed", "3", "--overwrite"]) == 0
+    assert (out / "gallery.html").read_bytes() != page

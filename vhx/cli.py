@@ -191,7 +191,7 @@ def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any
 def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_id: str) -> Any:
     """Expand ``dsd`` as the options say, write the Hub folder, the review export and the gallery."""
     from vhx.pipeline import expand
-    from vhx.gallery import write_gallery
+    from vhx.gallery import gallery_title, write_gallery
     from vhx.hub import write_hub_folder
     from vhx.review import review_export
 
@@ -219,7 +219,8 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
     if args.review:
         csv_path, html_path = review_export(expanded["original"], out / "review", n=args.review, seed=args.seed or 0)
         print(f"review sample: {csv_path} and {html_path}")
-    gallery = write_gallery(expanded, out / "gallery.html", n=args.gallery, title=f"{repo_id}: original vs generated cases")
+    gallery = write_gallery(expanded, out / "gallery.html", n=args.gallery, seed=args.seed or 0,
+                            title=gallery_title(repo_id.split("/")[-1]))
     print(f"gallery: {gallery}")
     stats = getattr(negator, "stats", None)
     if stats is not None:
@@ -280,9 +281,14 @@ def cmd_expand(args: argparse.Namespace) -> int:
 
 def cmd_gallery(args: argparse.Namespace) -> int:
     """``vhx gallery``: HTML page of original vs generated cases."""
-    from vhx.gallery import write_gallery
+    from huggingface_hub import DatasetCard
 
-    out = write_gallery(_load_folder(args.folder), args.out or Path(args.folder) / "gallery.html", n=args.n, seed=args.seed)
+    from vhx.gallery import gallery_title, write_gallery
+
+    name = DatasetCard.load(Path(args.folder) / "README.md").data.get("pretty_name") or Path(args.folder).name
+    # the run's own gallery comes back unchanged (same sample, same title); another one is not written over it
+    out = write_gallery(_load_folder(args.folder), args.out or Path(args.folder) / "gallery.html", n=args.n, seed=args.seed,
+                        title=gallery_title(str(name)), overwrite=args.overwrite)
     print(f"wrote {out}")
     return 0
 
@@ -627,7 +633,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder")
     p.add_argument("--out", help="HTML file (default FOLDER/gallery.html)")
     p.add_argument("--n", type=int, default=12, help="cases to show")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (the run's gallery: the expansion's --seed)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing gallery file that shows another sample")
     p.set_defaults(func=cmd_gallery)
 
     p = sub.add_parser(

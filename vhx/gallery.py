@@ -55,6 +55,11 @@ def base_id(case_id: str) -> str:
     return case_id.split("@", 1)[0]
 
 
+def gallery_title(name: str) -> str:
+    """The gallery's title for the dataset ``name`` (the same whichever command writes it)."""
+    return f"{name}: original vs generated cases"
+
+
 def write_gallery(
     dsd: datasets.DatasetDict,
     out: str | Path,
@@ -63,19 +68,25 @@ def write_gallery(
     seed: int = 0,
     title: str = "vhx gallery",
     reference_split: str | None = None,
+    overwrite: bool = True,
 ) -> Path:
     """Write an HTML page: for ``n`` sampled cases, the image in every split side by side.
 
     Rows are cases of ``reference_split`` (default ``original`` if present, else the first split);
     columns are the splits, each showing that case's image (matched by id without the transform
     suffix), with question and answer. Negated twins show their own question and flipped answer.
+    The sample depends on the case ids, ``n`` and ``seed`` only (not on the rows' order), so the
+    in-memory expansion and the folder written from it give the same page. With ``overwrite=False``
+    an existing file with other content is refused (:class:`FileExistsError`).
     """
     splits = list(dsd)
     ref = reference_split or (ORIGINAL if ORIGINAL in dsd else splits[0])
     raw = {s: dsd[s].cast_column("image", datasets.Image(decode=False)) for s in splits}
     index = {s: {base_id(i): k for k, i in enumerate(raw[s]["id"])} for s in splits}
     ref_ds = raw[ref]
-    picks = sorted(random.Random(seed).sample(range(len(ref_ds)), min(n, len(ref_ds))))
+    ids = _ids(ref_ds)
+    by_id = sorted(range(len(ids)), key=ids.__getitem__)
+    picks = [by_id[j] for j in sorted(random.Random(seed).sample(range(len(by_id)), min(n, len(by_id))))]
     columns = [ref] + [s for s in splits if s != ref]
     head = "".join(f"<th>{html.escape(s)}</th>" for s in columns)
     body = []
@@ -103,6 +114,12 @@ def write_gallery(
         f"<table><tr><th>case</th>{head}</tr>{''.join(body)}</table></body></html>"
     )
     out = Path(out)
+    if not overwrite and out.is_file() and out.read_text(encoding="utf-8") != page:
+        raise FileExistsError(f"{out} exists and holds another gallery; pass --overwrite to replace it, or --out for another file")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(page, encoding="utf-8")
     return out
+
+
+def _ids(ds: datasets.Dataset) -> list[str]:
+    return ds.select_columns(["id"])["id"]

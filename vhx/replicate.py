@@ -417,7 +417,7 @@ def stage_build(study: Study) -> None:
 
 def stage_expand(study: Study) -> None:
     """Negation + the four common perturbations of every benchmark."""
-    from vhx.gallery import write_gallery
+    from vhx.gallery import gallery_title, write_gallery
     from vhx.hub import load_folder_by_reference, write_hub_folder
     from vhx.negation import RuleNegator, describe_negators, negator_counts
     from vhx.pipeline import expand
@@ -437,7 +437,7 @@ def stage_expand(study: Study) -> None:
                 write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-expanded", overwrite=True,
                                  summary=f"{benchmark_name(bench)} expanded by vhx replicate: negation "
                                          f"({describe_negators(negator_counts(expanded['original']))}) and the four common perturbations.")
-                write_gallery(expanded, out / "gallery.html", n=12, title=f"{benchmark_name(bench)}: original vs generated cases")
+                write_gallery(expanded, out / "gallery.html", n=12, seed=cfg.seed, title=gallery_title(f"{benchmark_name(bench)}-expanded"))
                 _mark_done(out, params)
             state.wait_for_everyone()
             bar.update()
