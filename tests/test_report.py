@@ -412,3 +412,42 @@ def test_unexpanded_data_scores_and_reports_with_pair_metrics_na(tmp_path):
     assert "4 of 12 cases have no negated twin" in text and "4 complete pairs" in text
     scores = pd.read_csv(tmp_path / "r2" / "report" / "scores.csv").set_index("split")
     assert not np.isnan(scores.loc["existence", "symmetric_accuracy"]) and np.isnan(scores.loc["color", "symmetric_accuracy"])
+
+
+def test_report_html_is_self_contained_with_summary_tables_and_plots(tmp_path):
+    """report.html: a summary written from the numbers, the tables and at least three embedded plots."""
+    from html.parser import HTMLParser
+
+    from vhx.cli import main
+    from vhx.hub import write_hub_folder
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    write_hub_folder(generate_synthetic(SyntheticConfig(num_images=6, image_size=64)), tmp_path / "src")
+    assert main(["expand", str(tmp_path / "src"), "--out", str(tmp_path / "exp"), "--perturb", "brightness,defocus_blur",
+                 "--review", "4", "--gallery", "3"]) == 0
+    assert main(["evaluate", str(tmp_path / "exp"), "--model", "vhx-mini", "--mode", "logits", "--out", str(tmp_path / "run")]) == 0
+
+    class Page(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.tags: list[tuple[str, dict]] = []
+            self.text: list[str] = []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append((tag, dict(attrs)))
+
+        def handle_data(self, data):
+            self.text.append(data)
+
+    page = Page()
+    page.feed((tmp_path / "run" / "report" / "report.html").read_text(encoding="utf-8"))
+    images = [a["src"] for t, a in page.tags if t == "img"]
+    assert len(images) >= 3 and all(src.startswith("data:image/png;base64,") for src in images)  # embedded, mailable
+    assert sum(t == "table" for t, _ in page.tags) >= 2
+    text = " ".join(page.text)
+    scores = pd.read_csv(tmp_path / "run" / "report" / "scores.csv").set_index("split")
+    base = scores.loc["original", "symmetric_accuracy"]
+    assert f"from {base:.2f} on the original images" in text  # the summary quotes the report's own number
+    assert f"{int(scores['n_new_vh'].sum()):,} new successful VH test case(s)" in text
+    links = [a["href"] for t, a in page.tags if t == "a"]
+    assert any(h.endswith("gallery.html") for h in links) and any(h.endswith("negation_review.html") for h in links)

@@ -465,10 +465,12 @@ def report(
 ) -> dict[str, Path]:
     """Score the runs and write the report files into ``out_dir``; returns ``{kind: path}``.
 
-    Kinds: ``markdown``, ``csv``, ``json``, and where they apply ``compare_csv`` (exactly two
+    Kinds: ``markdown``, ``html`` (``report.html``: a summary from the numbers, the tables and the
+    plots embedded, links to the gallery and review), ``csv``, ``json``, and where they apply ``compare_csv`` (exactly two
     models), ``mme_csv`` (MME rows present), ``pope_csv`` (POPE rows present), ``blind_csv`` (a
-    ``blank`` split scored: :func:`vhx.scoring.blind.blind_scores`), ``bars_png`` and
-    ``scatter_png`` (``plots`` and matplotlib installed). ``bootstrap`` > 0 adds image-level bootstrap intervals to the CSV/JSON;
+    ``blank`` split scored: :func:`vhx.scoring.blind.blind_scores`), ``bars_png``,
+    ``scatter_png`` and ``yes_vh_png`` (yes-ratio and # new VH cases per group; ``plots`` and
+    matplotlib installed). ``bootstrap`` > 0 adds image-level bootstrap intervals to the CSV/JSON;
     ``compare_boot`` is the number of pair resamples of the two-model comparison.
 
     Cases without their negated twin (a benchmark scored straight from ``vhx build``, or a partly
@@ -587,8 +589,11 @@ def report(
             logger.warning("matplotlib is not importable: the report has no plots (pip install matplotlib)")
         else:
             score_models = [m for m in models if m in set(scores["model"])]
+            from vhx.report_html import plot_yes_ratio_and_new_vh
+
             paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / "accuracy_vs_symmetric.png")
             paths["scatter_png"] = plot_accuracy_scatter(scores, keys, score_models, out / "accuracy_scatter.png")
+            paths["yes_vh_png"] = plot_yes_ratio_and_new_vh(scores, keys, score_models, out / "yes_ratio_and_new_vh.png", _group_label)
             md += [
                 "## Plots",
                 "",
@@ -596,12 +601,17 @@ def report(
                 "",
                 f"![accuracy vs symmetric accuracy]({paths['scatter_png'].name})",
                 "",
+                f"![yes-ratio and new VH cases per split]({paths['yes_vh_png'].name})",
+                "",
             ]
 
     md += ["## Definitions", "", DEFINITIONS + ("\n" + BLIND_DEFINITION if len(blind) else ""), ""]
 
     paths["markdown"] = out / "report.md"
     paths["markdown"].write_text("\n".join(md), encoding="utf-8")
+    from vhx.report_html import write_report_html
+
+    paths["html"] = write_report_html("\n".join(md), scores, keys, metas, out)
     paths["json"] = out / "scores.json"
     paths["json"].write_text(json.dumps(_jsonable(doc), indent=2, ensure_ascii=False), encoding="utf-8")
     return paths

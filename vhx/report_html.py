@@ -1,0 +1,220 @@
+"""The report as one self-contained HTML page (``report.html``): a summary written from the numbers,
+then the report's tables and its plots embedded, with links to the gallery and negation review.
+
+The page is made from the same Markdown ``report.md`` holds (one source for both), so every number
+on it is a number of the report; plots are embedded as data URIs so the file can be mailed.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from vhx.schema import ORIGINAL
+
+_CSS = (
+    "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}"
+    "table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
+    "th{background:#f2f2f2}img{max-width:100%;border:1px solid #ddd;margin:.5em 0}"
+    ".summary{background:#f6f8fa;border-left:4px solid #0969da;padding:.6em 1em}.summary li{margin:.25em 0}"
+    "code{background:#f2f2f2;padding:0 3px}"
+)
+
+
+def summary_lines(scores: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+    """Plain sentences from the scores: per model, the largest fall of symmetric accuracy from the
+    ``original`` split, the new VH cases, the ones negation alone found; across models, where accuracy
+    and symmetric accuracy rank them differently."""
+    if scores.empty or "split" not in keys:
+        return []
+    lines: list[str] = []
+    models = list(dict.fromkeys(scores["model"]))
+    for model in models:
+        s = scores[scores["model"] == model].groupby("split").agg(
+            symmetric_accuracy=("symmetric_accuracy", "mean"), n_new_vh=("n_new_vh", "sum"), n_generated=("n_generated", "sum"))
+        name = f"{model}: " if len(models) > 1 else ""
+        if ORIGINAL in s.index and not math.isnan(s.loc[ORIGINAL, "symmetric_accuracy"]):
+            base = s.loc[ORIGINAL, "symmetric_accuracy"]
+            others = s.drop(index=ORIGINAL)["symmetric_accuracy"].dropna()
+            if len(others):
+                worst = others.idxmin()
+                verb = "falls" if others[worst] < base else "stays"
+                lines.append(f"{name}symmetric accuracy {verb} from {base:.2f} on the original images to {others[worst]:.2f} "
+                             f"under {worst} (the largest change of {len(others)} perturbed split(s)).")
+            else:
+                lines.append(f"{name}symmetric accuracy {base:.2f} on the original images.")
+            found = int(s.loc[ORIGINAL, "n_new_vh"])
+            if s.loc[ORIGINAL, "n_generated"]:
+                lines.append(f"{name}negation alone found {found:,} new VH case(s) on the original images: negated "
+                             "questions answered wrong that accuracy on the source questions does not count.")
+        total = int(s["n_new_vh"].sum())
+        if s["n_generated"].sum():
+            lines.append(f"{name}{total:,} new successful VH test case(s) in all splits.")
+        elif not lines or not lines[-1].startswith(name):
+            lines.append(f"{name}no negated or perturbed cases: only accuracy applies (run `vhx expand` for the rest).")
+    if len(models) > 1:
+        orig = scores[scores["split"] == ORIGINAL] if ORIGINAL in set(scores["split"]) else scores
+        per = orig.groupby("model")[["accuracy_original", "symmetric_accuracy"]].mean().dropna()
+        flips = []
+        names = list(per.index)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                da = per.loc[a, "accuracy_original"] - per.loc[b, "accuracy_original"]
+                ds = per.loc[a, "symmetric_accuracy"] - per.loc[b, "symmetric_accuracy"]
+                if da * ds < 0:
+                    hi, lo = (a, b) if da > 0 else (b, a)
+                    flips.append(f"{hi} has the higher accuracy but the lower symmetric accuracy than {lo}")
+        if flips:
+            lines.append("Accuracy and symmetric accuracy rank models differently: " + "; ".join(flips) + ".")
+        else:
+            lines.append("Accuracy and symmetric accuracy rank the models the same way here.")
+    return lines
+
+
+def _inline(text: str) -> str:
+    out = html.escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
+    out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
+    return re.sub(r"(?<![\w*])\*([^*]+)\*(?![\w*])", r"<i>\1</i>", out)
+
+
+def _cells(row: str) -> list[str]:
+    inner = row.strip()[1:-1] if row.strip().endswith("|") else row.strip()[1:]
+    cells, cell, escaped = [], "", False
+    for ch in inner:
+        if ch == "\\" and not escaped:
+            escaped = True
+            continue
+        if ch == "|" and not escaped:
+            cells.append(cell.strip())
+            cell = ""
+        else:
+            cell += ch
+        escaped = False
+    cells.append(cell.strip())
+    return cells
+
+
+def _data_uri(path: Path) -> str:
+    kind = "png" if path.suffix.lower() == ".png" else "jpeg"
+    return f"data:image/{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def markdown_to_html(markdown: str, folder: Path) -> str:
+    """The report's Markdown (headings, paragraphs, lists, tables, images) as HTML, images embedded."""
+    out: list[str] = []
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level}>{_inline(line[level:].strip())}</h{level}>")
+        elif line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append(lines[i])
+                i += 1
+            head, rows = _cells(block[0]), [_cells(r) for r in block[2:]]
+            out.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
+                       + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in r) + "</tr>" for r in rows) + "</table>")
+            continue
+        elif (m := re.fullmatch(r"!\[(.*)\]\((.+)\)", line.strip())) is not None:
+            image = folder / m.group(2)
+            if image.is_file():
+                out.append(f"<img alt='{html.escape(m.group(1))}' src='{_data_uri(image)}'>")
+        elif line.startswith("- "):
+            items = []
+            while i < len(lines) and lines[i].startswith("- "):
+                items.append(lines[i][2:])
+                i += 1
+            out.append("<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + "</ul>")
+            continue
+        elif line.strip():
+            para = [line]
+            while i + 1 < len(lines) and lines[i + 1].strip() and not lines[i + 1].startswith(("#", "|", "- ", "![")):
+                i += 1
+                para.append(lines[i])
+            out.append(f"<p>{_inline(' '.join(para))}</p>")
+        i += 1
+    return "\n".join(out)
+
+
+def _links(metas: Sequence[dict[str, Any]], out: Path) -> list[str]:
+    """Links to the gallery and negation review of the scored folders, where they exist."""
+    links = []
+    for meta in metas:
+        dataset = meta.get("dataset")
+        source = dataset.get("source") if isinstance(dataset, dict) else dataset
+        if not source or not Path(str(source)).is_dir():
+            continue
+        folder = Path(str(source)).resolve()
+        for name, what in (("gallery.html", "gallery"), ("review/negation_review.html", "negation review")):
+            page = folder / name
+            if page.is_file():
+                links.append(f"<a href='{html.escape(page.as_uri())}'>{html.escape(what)} of {html.escape(folder.name)}</a>")
+    return list(dict.fromkeys(links))
+
+
+def write_report_html(markdown: str, scores: pd.DataFrame, keys: Sequence[str], metas: Sequence[dict[str, Any]], out: Path) -> Path:
+    """``out/report.html``: the summary, links, then the report itself with its plots embedded."""
+    summary = summary_lines(scores, keys)
+    links = _links(metas, out)
+    body = ["<h1>vhx report</h1>"]
+    if summary:
+        body.append("<div class='summary'><b>Summary</b><ul>" + "".join(f"<li>{html.escape(s)}</li>" for s in summary) + "</ul></div>")
+    if links:
+        body.append("<p>" + " · ".join(links) + "</p>")
+    # the Markdown's own title is replaced by the one above
+    body.append(markdown_to_html("\n".join(markdown.splitlines()[1:]), out))
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx report</title><style>{_CSS}</style></head>"
+            f"<body>{''.join(body)}</body></html>\n")
+    path = out / "report.html"
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path, label: Any) -> Path:
+    """Two panels per model: yes-ratio per group (95% Wilson interval, 0.5 marked) and # new VH cases per group."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    from vhx.scoring.stats import wilson_interval
+
+    groups = max(len(scores[scores["model"] == m]) for m in models)
+    fig = Figure(figsize=(max(6.0, 1.0 * groups + 4), 3.0 * len(models)), layout="constrained")
+    axes = fig.subplots(len(models), 2, squeeze=False)
+    for (ax_yes, ax_vh), model in zip(axes, models):
+        s = scores[scores["model"] == model]
+        x = np.arange(len(s))
+        ticks = [label(r, keys) for _, r in s.iterrows()]
+        v = s["yes_ratio"].to_numpy(dtype=float)
+        parsed = (s["n"] - s["n_unknown"]).to_numpy(dtype=int)
+        ci = np.array([wilson_interval(int(round(y * n)), int(n)) if n and not math.isnan(y) else (math.nan, math.nan)
+                       for y, n in zip(v, parsed)])
+        err = np.clip(np.nan_to_num(np.vstack([v - ci[:, 0], ci[:, 1] - v])), 0.0, None)
+        ax_yes.bar(x, np.nan_to_num(v), 0.6, yerr=err, capsize=3, color="tab:green")
+        ax_yes.axhline(0.5, color="grey", linestyle="--", linewidth=1)
+        ax_yes.set_ylim(0, 1.05)
+        ax_yes.set_xticks(x, ticks, rotation=30, ha="right")
+        ax_yes.set_ylabel('share of "yes"')
+        ax_yes.set_title(f"{model or '(unnamed model)'}: yes-ratio")
+        n_vh = s["n_new_vh"].to_numpy(dtype=float)
+        ax_vh.bar(x, n_vh, 0.6, color="tab:red")
+        for xi, value, generated in zip(x, n_vh, s["n_generated"].to_numpy(dtype=int)):
+            ax_vh.annotate(f"{int(value)}/{generated}" if generated else "n/a", (xi, value), ha="center", va="bottom", fontsize=7)
+        ax_vh.set_xticks(x, ticks, rotation=30, ha="right")
+        ax_vh.set_ylabel("cases")
+        ax_vh.set_title("# new VH cases (of generated)")
+        ax_vh.set_ylim(0, max(1.0, float(np.nanmax(n_vh)) * 1.2 if len(n_vh) else 1.0))
+        ax_vh.yaxis.set_major_locator(MaxNLocator(integer=True))
+    fig.savefig(path, dpi=110)
+    return path
