@@ -20,10 +20,15 @@ POPE_SUBSETS = ("random", "popular", "adversarial")
 
 
 def pope_samples_dir() -> Path:
-    """The folder of the real POPE question files (beside the checkout), or skip."""
-    path = SAMPLES / "pope"
+    """The folder of the real POPE question files: ``VHX_POPE_QUESTIONS`` (any copy of POPE's
+    ``output/coco/`` files), else the team's samples folder beside the checkout; or skip, saying how."""
+    override = os.environ.get("VHX_POPE_QUESTIONS")
+    path = Path(override) if override else SAMPLES / "pope"
     if not (path / "coco_pope_random.json").is_file():
-        pytest.skip(f"real POPE question files not found at {path}")
+        pytest.skip(
+            f"real POPE question files (coco_pope_{{random,popular,adversarial}}.json) not found in {path}; set "
+            "VHX_POPE_QUESTIONS to a folder holding them (e.g. POPE/output/coco of https://github.com/AoiDragon/POPE)"
+        )
     return path
 
 
