@@ -716,7 +716,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             if hasattr(signal, name):
                 previous[getattr(signal, name)] = signal.signal(getattr(signal, name), _on_sigterm)
     try:
-        return args.func(args)
+        from tqdm.contrib.logging import logging_redirect_tqdm
+
+        # warnings and log lines print above the progress bars, not through them
+        logging.captureWarnings(True)
+        with logging_redirect_tqdm():
+            return args.func(args)
     except (VHXError, FileExistsError, FileNotFoundError) as exc:
         print(f"vhx {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -733,6 +738,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vhx {args.command}: interrupted; rerun the same command to resume", file=sys.stderr)
         return EXIT_SIGINT
     finally:
+        logging.captureWarnings(False)
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 

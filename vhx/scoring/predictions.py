@@ -211,6 +211,9 @@ def validate_predictions(predictions: Predictions, *, required: Iterable[str] = 
 # pairs and groups
 
 
+_NOTED: set[tuple[int, str, str]] = set()
+
+
 def pair_frame(df: pd.DataFrame, keys: Sequence[str] = (), *, allow_unpaired: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Complete pairs (one row each) and the rows of incomplete ones, from validated rows.
 
@@ -244,7 +247,10 @@ def pair_frame(df: pd.DataFrame, keys: Sequence[str] = (), *, allow_unpaired: bo
                 f"pass allow_unpaired=True to leave incomplete pairs out ({int(lonely.sum())} in all)",
                 field="pair_id",
             )
-        logger.warning("left out %d incomplete pair(s) (e.g. %r lacks its %s)", int(lonely.sum()), first["pair_id"], lacking)
+        note = (int(lonely.sum()), str(first["pair_id"]), lacking)
+        if note not in _NOTED:  # the report scores the same rows several times: say it once
+            _NOTED.add(note)
+            logger.warning("left out %d incomplete pair(s) (e.g. %r lacks its %s)", *note)
     lonely_keys = merged.loc[lonely, index]
     unpaired = df.merge(lonely_keys, on=index, how="inner")
     pairs = merged.loc[~lonely].reset_index(drop=True)
