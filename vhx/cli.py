@@ -449,7 +449,7 @@ def _run(args: argparse.Namespace) -> int:
     # the folder read in place, as `vhx evaluate` does (and run.json names it)
     score_and_report(str(root / "synthetic-expanded"), model_spec, options, root / "run", report_step="[4/4] writing the report")
     print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html, "
-          f"report {root}/run/report/report.md")
+          f"report {root}/run/report/report.html (and report.md)")
     return 0
 
 
