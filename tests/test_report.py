@@ -451,3 +451,30 @@ def test_report_html_is_self_contained_with_summary_tables_and_plots(tmp_path):
     assert f"{int(scores['n_new_vh'].sum()):,} new successful VH test case(s)" in text
     links = [a["href"] for t, a in page.tags if t == "a"]
     assert any(h.endswith("gallery.html") for h in links) and any(h.endswith("negation_review.html") for h in links)
+
+
+def test_report_columns_are_run_configurations(tmp_path):
+    """One model on two datasets, or in two dtypes, gives separate columns; shards of one configuration pool."""
+    from vhx.cli import main
+    from vhx.hub import write_hub_folder
+    from vhx.pipeline import expand
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    for name, seed, images in (("s1", 0, 4), ("s2", 1, 6)):
+        write_hub_folder(expand(generate_synthetic(SyntheticConfig(num_images=images, seed=seed, image_size=64))), tmp_path / name)
+    model = ["--model", "vhx-mini", "--mode", "logits"]
+    assert main(["evaluate", str(tmp_path / "s1"), *model, "--out", str(tmp_path / "r1")]) == 0
+    assert main(["evaluate", str(tmp_path / "s2"), *model, "--out", str(tmp_path / "r2")]) == 0
+    assert main(["evaluate", str(tmp_path / "s1"), *model, "--dtype", "bfloat16", "--out", str(tmp_path / "r3")]) == 0
+    paths = report([tmp_path / "r1", tmp_path / "r2"], tmp_path / "rep")
+    scores = pd.read_csv(paths["csv"])
+    assert set(scores["model"]) == {"vhx-mini|logits @ s1", "vhx-mini|logits @ s2"}
+    counts = scores[scores["split"] == "original"].set_index("model")["n"]
+    assert counts["vhx-mini|logits @ s1"] == 2 * 4 * 4 and counts["vhx-mini|logits @ s2"] == 2 * 4 * 6  # not pooled
+    paths = report([tmp_path / "r1", tmp_path / "r3"], tmp_path / "rep2")
+    assert set(pd.read_csv(paths["csv"])["model"]) == {"vhx-mini|logits [auto]", "vhx-mini|logits [bfloat16]"}
+    # shards of one configuration (the same dataset, model and dtype in two run folders) pool into one column
+    assert main(["evaluate", str(tmp_path / "s1"), *model, "--limit", "8", "--out", str(tmp_path / "a")]) == 0
+    paths = report([tmp_path / "a", tmp_path / "r1"], tmp_path / "rep3")
+    pooled = pd.read_csv(paths["csv"])
+    assert list(pooled["model"]) == ["vhx-mini|logits"] and int(pooled["n"].iloc[0]) == 2 * 4 * 4

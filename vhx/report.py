@@ -16,6 +16,7 @@ MME rows (``source == "mme"``) have no negated twins; they go to the MME table o
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -62,19 +63,52 @@ def _as_dirs(run_dirs: RunDirs) -> list[Path]:
     return [Path(d) for d in run_dirs]
 
 
+def _run_configuration(meta: dict[str, Any], run: Path) -> tuple[str, str, str]:
+    """(dataset name, dataset identity, dtype) of a run from its run.json."""
+    dataset = meta.get("dataset")
+    name = _dataset_cells(dataset)[0] or run.name
+    content = dataset.get("content") if isinstance(dataset, dict) else None
+    identity = json.dumps(content, sort_keys=True) if content else f"{name}:{dataset.get('source') if isinstance(dataset, dict) else dataset}"
+    options = meta.get("options") if isinstance(meta.get("options"), dict) else {}
+    return name, identity, str(options.get("dtype") or "")
+
+
 def load_runs(run_dirs: RunDirs) -> pd.DataFrame:
     """All predictions of the given run directories in one DataFrame, with a ``run`` column.
 
-    A ``(model, id)`` seen in several runs keeps the row of the last run given.
+    A column of the report is a run configuration: the model (its label says the mode), the dataset
+    scored and the precision. Runs of one model on different datasets, or in different dtypes, get
+    labels of their own (``model @ dataset``, ``model [dtype]``) and are never pooled; shards of one
+    configuration (several run folders of the same model, dataset and dtype) are. A ``(model, id)``
+    seen in several runs of one configuration keeps the row of the last run given.
     """
     frames = []
-    for d in _as_dirs(run_dirs):
+    configs: dict[str, dict[str, set[str]]] = {}
+    dirs = _as_dirs(run_dirs)
+    for d in dirs:
         df = load_predictions(d)
         df["run"] = str(d)
+        name, identity, dtype = _run_configuration(read_run_meta(d), d)
+        df["_dataset"], df["_identity"], df["_dtype"] = name, identity, dtype
+        for model in df["model"].unique():
+            entry = configs.setdefault(model, {"identity": set(), "dtype": set()})
+            entry["identity"].add(identity)
+            entry["dtype"].add(dtype)
         frames.append(df)
     if not frames:
         raise ValueError("no run directories given")
     df = pd.concat(frames, ignore_index=True)
+    names_of = df.groupby("_identity")["_dataset"].first()
+    clash = names_of[names_of.duplicated(keep=False)].index  # two datasets of one name: say which is which
+    label = df["model"].astype(str)
+    several_data = df["model"].map(lambda m: len(configs[m]["identity"]) > 1)
+    several_dtype = df["model"].map(lambda m: len(configs[m]["dtype"]) > 1)
+    dataset_label = df["_dataset"] + df["_identity"].map(
+        lambda i: f" ({hashlib.sha1(i.encode()).hexdigest()[:6]})" if i in set(clash) else "")
+    label = label.where(~several_data, label + " @ " + dataset_label)
+    label = label.where(~several_dtype, label + " [" + df["_dtype"] + "]")
+    df["model"] = label
+    df = df.drop(columns=["_dataset", "_identity", "_dtype"])
     return df.drop_duplicates(subset=["model", "id"], keep="last").reset_index(drop=True)
 
 
