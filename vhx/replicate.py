@@ -327,9 +327,10 @@ class Study:
 
 
 def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
-    """vhx's attack options from the study's (eps and step in 1/255 units)."""
+    """vhx's attack options from the study's (eps and step in 1/255 units; the VH branch's random
+    start follows AttackConfig's default, min(5/255, eps))."""
     return {"eps": values["eps"] / 255, "step": values["step"] / 255, "steps_vh": int(values["steps_vh"]),
-            "steps_nonvh": int(values["steps_nonvh"])}  # the VH branch's random start defaults to min(5/255, eps) in AttackConfig
+            "steps_nonvh": int(values["steps_nonvh"])}
 
 
 def _setting_name(key: str, value: float) -> str:
