@@ -178,7 +178,10 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     from vhx.cli import main
 
     out = tmp_path / "study"
-    assert main(["replicate", "--quick", "--num-images", "12", "--out", str(out)]) == 0
+    # --quick at 8 scenes and a two-value grid per Table 6 setting: every stage, in a fraction of the time
+    grid = ["--ablation", "eps=4,8", "--ablation", "step=0.5,0.7", "--ablation", "steps_vh=5,10", "--ablation", "steps_nonvh=10,50",
+            "--ablation", "repetitions=1,2", "--ablation", "temperature=0,1"]
+    assert main(["replicate", "--quick", "--num-images", "8", *grid, "--out", str(out)]) == 0
     result = json.loads((out / "tables.json").read_text(encoding="utf-8"))
     assert [t["table"] for t in result["tables"]] == [3, 4, 5, 6, 7, 8]
     markdown = (out / "tables.md").read_text(encoding="utf-8")
