@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import importlib.util
 import shutil
 import tempfile
 from typing import Any
@@ -60,8 +61,12 @@ def get_builder_class(source: str) -> type[datasets.GeneratorBasedBuilder]:
     if not isinstance(target, str):
         return target
     module, cls = target.split(":")
-    module = module if "." in module else f"{__name__}.{module}"
-    return getattr(importlib.import_module(module), cls)
+    if "." not in module and importlib.util.find_spec(f"{__name__}.{module}") is not None:
+        module = f"{__name__}.{module}"  # vhx's own builders; any other module is imported as named
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"builder {source!r}: cannot load {target!r} ({type(exc).__name__}: {exc})") from None
 
 
 def load_source(

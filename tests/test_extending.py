@@ -147,3 +147,91 @@ def test_a_new_attack_makes_its_own_split_through_expand(registries, tmp_path: P
     clean = np.asarray(next(r for r in expanded["original"] if r["pair_id"] == first["pair_id"].split("@")[0])["image"].convert("RGB"), dtype=int)
     moved = np.abs(np.asarray(first["image"].convert("RGB"), dtype=int) - clean)
     assert moved.max() <= 8 and moved.max() > 0  # inside the eps ball, and actually perturbed
+
+
+PLUGIN_PACKAGE = '''
+"""A third-party vhx plug-in: a benchmark builder and a perturbation, no edit to vhx."""
+import numpy as np
+from pathlib import Path
+
+from vhx.builders._base import VHBuilder, image_value
+from vhx.perturbations import Param, register_perturbation
+from vhx.schema import make_case
+
+
+class TsvBuilder(VHBuilder):
+    SOURCE = "tsvbench"
+
+    def _split_generators(self, dl_manager):
+        import datasets
+        return [datasets.SplitGenerator(name="test", gen_kwargs={"path": self.data_path() / "questions.tsv"})]
+
+    def _generate_examples(self, path):
+        for i, line in enumerate(Path(path).read_text().splitlines()):
+            image, question, answer = line.split("\\t")
+            case = make_case(source=self.SOURCE, subset="test", source_id=i, image=image_value(path.parent / image),
+                             image_id=f"tsv:{image}", question=question, answer=answer)
+            yield case["id"], case
+
+
+def invert(image, *, amount):
+    out = (1 - amount) * image.astype(np.float64) + amount * (255.0 - image)
+    return np.clip(np.rint(out), 0, 255).astype(np.uint8)
+
+
+register_perturbation("plug_invert", invert, summary="blend with the negative image",
+                      params={"amount": Param(float, lambda v: None, "share of the negative")},
+                      defaults={"amount": 1.0}, severities=[{"amount": a} for a in (0.2, 0.4, 0.6, 0.8, 1.0)])
+'''
+
+
+def _install_plugin(site: Path) -> None:
+    """Install the plug-in package as pip would leave it: the module plus a dist-info with its entry points."""
+    (site / "vhx_tsvplug").mkdir(parents=True)
+    (site / "vhx_tsvplug" / "__init__.py").write_text(PLUGIN_PACKAGE, encoding="utf-8")
+    info = site / "vhx_tsvplug-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: vhx-tsvplug\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(
+        "[vhx.builders]\ntsvbench = vhx_tsvplug:TsvBuilder\n\n[vhx.perturbations]\nplug_invert = vhx_tsvplug\n", encoding="utf-8")
+
+
+def test_an_installed_plugin_package_is_used_by_the_cli_without_editing_vhx(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    _install_plugin(site)
+    data = _release(tmp_path / "tsv")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+    def vhx(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "vhx.cli", *args], capture_output=True, text=True, env=env)
+
+    assert "tsvbench" in vhx("build", "--help").stdout
+    assert "plug_invert" in vhx("expand", "--help").stdout
+    built = vhx("build", "tsvbench", "--data-dir", str(data), "--out", str(tmp_path / "hub"))
+    assert built.returncode == 0, built.stderr[-1500:]
+    expanded = vhx("expand", str(tmp_path / "hub"), "--out", str(tmp_path / "exp"), "--perturb", "all", "--review", "0")
+    assert expanded.returncode == 0, expanded.stderr[-1500:]
+    splits = set(datasets.load_dataset(str(tmp_path / "exp")))
+    assert "plug_invert" not in splits and len(splits) == 5  # 'all' stays the paper's four
+    registered = vhx("expand", str(tmp_path / "hub"), "--out", str(tmp_path / "exp2"), "--perturb", "all-registered", "--review", "0")
+    assert registered.returncode == 0, registered.stderr[-1500:]
+    assert {"plug_invert", "blank"} <= set(datasets.load_dataset(str(tmp_path / "exp2")))
+
+
+def test_a_broken_plugin_is_named(tmp_path: Path):
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    info = site / "broken-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: broken\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text("[vhx.perturbations]\nnope = no_such_module_here\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-m", "vhx.cli", "info", "x"], capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "entry point 'nope'" in out.stderr and "from broken" in out.stderr

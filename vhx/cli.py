@@ -231,8 +231,11 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
 def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None = None) -> None:
     p.add_argument("--out", required=out_default is None, default=out_default, help="output folder")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
-    p.add_argument("--perturb", default="all", help="'all' (the paper's four), 'none', or names: gaussian_noise,brightness,defocus_blur,jpeg_compression, and "
-                   "blank (a blind baseline: every image one uniform colour; not in 'all'); name:key=value sets a parameter")
+    from vhx.perturbations import PERTURBATIONS
+
+    p.add_argument("--perturb", default="all", help="'all' (the paper's four), 'none', 'all-registered' (every one below, "
+                   f"plug-ins included), or names: {', '.join(PERTURBATIONS)} (blank: a blind baseline, every image one uniform "
+                   "colour); name:key=value sets a parameter")
     p.add_argument("--seed", type=int, default=0, help="seed of the random perturbations and of the attacks' random starts")
     p.add_argument("--num-proc", type=int, help="worker processes for datasets.map")
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
@@ -705,6 +708,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     import signal
     import threading
 
+    from vhx.plugins import load_plugins
+
+    try:
+        load_plugins()  # installed plug-ins join the registries before --help and the choices are built
+    except VHXError as exc:
+        print(f"vhx: error: {exc}", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")

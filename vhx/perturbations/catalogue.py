@@ -63,6 +63,7 @@ register_perturbation(
     severities=[{"sigma": s} for s in (0.08, 0.12, 0.18, 0.26, 0.38)],
     random=True,
     notes="seeded per (image_id, perturbation, seed); compared with the reference statistically",
+    in_all=True,  # the paper's four make up --perturb all
 )
 
 register_perturbation(
@@ -75,6 +76,7 @@ register_perturbation(
     },
     defaults={"c": 0.5, "rounding": "truncate"},
     severities=[{"c": c} for c in (0.1, 0.2, 0.3, 0.4, 0.5)],
+    in_all=True,  # the paper's four make up --perturb all
 )
 
 register_perturbation(
@@ -89,6 +91,7 @@ register_perturbation(
     defaults={"radius": 5, "alias_blur": 0.5, "rounding": "truncate"},
     severities=[{"radius": r, "alias_blur": a} for r, a in ((3, 0.1), (4, 0.5), (6, 0.5), (8, 0.5), (10, 0.5))],
     notes="alias_blur=0.5 at radius 5: both neighbouring severity levels (radius 4 and 6) use 0.5",
+    in_all=True,  # the paper's four make up --perturb all
 )
 
 register_perturbation(
@@ -99,6 +102,7 @@ register_perturbation(
     defaults={"quality": 30},
     severities=[{"quality": q} for q in (25, 18, 15, 10, 7)],
     file_format="JPEG",
+    in_all=True,  # the paper's four make up --perturb all
 )
 
 register_perturbation(

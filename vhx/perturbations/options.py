@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation
+from vhx.perturbations.registry import PERTURBATIONS, PerturbationError, default_perturbations, get_perturbation
 
 
 def parse_perturb_option(text: str) -> tuple[list[str], dict[str, dict[str, Any]]]:
     """Parse a ``--perturb`` value into ``(names, params)``.
 
-    ``"all"`` (the paper's four, and any plug-in registered for ``all``; paper defaults), ``"none"``, names separated by commas, and
+    ``"all"`` (the paper's four, paper defaults; a plug-in joins only if registered with ``in_all=True``),
+    ``"all-registered"`` (every registered perturbation, plug-ins and ``blank`` included), ``"none"``, names separated by commas, and
     parameters after a colon: ``"brightness:c=0.3"``, ``"defocus_blur:radius=3:alias_blur=0.1"``
     (a ``key=value`` item after a comma also belongs to the previous name:
     ``"defocus_blur:radius=3,alias_blur=0.1,jpeg_compression"``), ``"gaussian_noise:severity=3"``.
@@ -31,10 +32,11 @@ def parse_perturb_option(text: str) -> tuple[list[str], dict[str, dict[str, Any]
         else:
             head, *settings = item.split(":")
             head = head.strip()
-            if head in ("all", "none"):
+            if head in ("all", "all-registered", "none"):
                 if settings:
                     raise PerturbationError(f"--perturb {text!r}: {head!r} takes no parameters")
-                for name in default_perturbations() if head == "all" else ():
+                chosen = default_perturbations() if head == "all" else list(PERTURBATIONS) if head == "all-registered" else []
+                for name in chosen:
                     if name not in names:
                         names.append(name)
                 current = None

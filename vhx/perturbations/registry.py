@@ -55,7 +55,8 @@ class Perturbation:
     ``"JPEG"`` (the compressed file itself, encoded at the ``quality`` parameter). ``notes`` is one
     line for documentation (how the defaults were chosen, how the result is checked). ``in_all``:
     whether ``--perturb all`` (and :func:`~vhx.perturbations.dataset.perturb_splits` without names)
-    runs it; the paper's four do, diagnostics such as ``blank`` do not.
+    runs it; the paper's four do, diagnostics such as ``blank`` do not, and a plug-in does only when
+    registered with ``in_all=True`` (``--perturb all-registered`` runs every registered one).
     """
 
     name: str
@@ -157,7 +158,7 @@ def register_perturbation(
     random: bool = False,
     file_format: str = "PNG",
     notes: str = "",
-    in_all: bool = True,
+    in_all: bool = False,
 ) -> Perturbation:
     """Add a perturbation to :data:`PERTURBATIONS` (after those already there) and return it.
 
