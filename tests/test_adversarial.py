@@ -801,3 +801,12 @@ def test_a_small_eps_needs_no_init_by_hand():
     assert AttackConfig(eps=4 / 255, init=2 / 255).init == pytest.approx(2 / 255)
     with pytest.raises(Exception, match="init must lie in"):
         AttackConfig(eps=4 / 255, init=5 / 255)
+
+
+def test_a_random_first_step_larger_than_the_ball_is_refused():
+    from vhx.adversarial.attack import AttackConfig
+
+    with pytest.raises(Exception, match="corner of the eps ball"):
+        AttackConfig(method="pgd", first_step="random", step=1.0, grad_norm="none")
+    AttackConfig(method="pgd", first_step="gradient", step=1.0, grad_norm="none")  # the authors' PGD
+    AttackConfig(method="ifgsm", first_step="random")  # 0.5/255 inside 8/255

@@ -223,6 +223,12 @@ class AttackConfig:
             object.__setattr__(self, "init", min(PAPER_INIT, self.eps))
         if not 0 <= self.init <= self.eps:
             raise AttackError(f"init must lie in [0, eps], got {self.init!r}")
+        if self.first_step == "random" and self.step > self.eps:
+            # a +-step sign step larger than the ball lands every pixel on a corner of it
+            raise AttackError(
+                f"first_step='random' with step {self.step:.4g} > eps {self.eps:.4g} jumps every pixel to a corner of the eps "
+                "ball (PGD's raw-gradient step 1.0 is an example); use first_step='gradient' or a step <= eps"
+            )
         if not abs(self.start_offset) <= self.eps:
             raise AttackError(f"start_offset must lie in [-eps, eps], got {self.start_offset!r}")
         if self.patience is not None and self.patience < 1:
