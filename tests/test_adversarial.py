@@ -810,3 +810,17 @@ def test_a_random_first_step_larger_than_the_ball_is_refused():
         AttackConfig(method="pgd", first_step="random", step=1.0, grad_norm="none")
     AttackConfig(method="pgd", first_step="gradient", step=1.0, grad_norm="none")  # the authors' PGD
     AttackConfig(method="ifgsm", first_step="random")  # 0.5/255 inside 8/255
+
+
+def test_truncation_may_leave_the_ball_by_one_level_rounding_never_does():
+    """The README's claim: --quantize round keeps every pixel within eps; the authors' floor, within eps + 1/255."""
+    values = torch.arange(0, 256, dtype=torch.float32) / 255
+    x = values.view(1, 1, 1, -1).expand(1, 3, 1, 256).contiguous()
+    for sign in (-1.0, 1.0):
+        adv = (x + sign * 8 / 255).clamp(0, 1)  # on the edge of the ball, as a projection leaves it
+        for mode, bound in (("round", 8), ("truncate", 9)):
+            q = quantize(x, adv, 8 / 255, mode)
+            diff = (q - x * 255).abs().max().item()
+            assert diff <= bound + 1e-4, (mode, sign, diff)
+    worst = (quantize(x, (x - 8 / 255).clamp(0, 1), 8 / 255, "truncate") - x * 255).abs().max().item()
+    assert worst == pytest.approx(9.0)  # floor of a value a hair below an integer: one level more
