@@ -763,7 +763,8 @@ def _cache_keyword(model: Any) -> str:
     old ``past_key_values`` there prints a FutureWarning on every batch), else ``past_key_values``."""
     import inspect
 
-    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # a PEFT wrapper takes **kwargs
+    return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
 @dataclass(frozen=True)
