@@ -1076,26 +1076,14 @@ def tables_markdown(result: Mapping[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating, float)):
-        return None if math.isnan(float(obj)) else float(obj)
-    if isinstance(obj, (np.bool_,)):
-        return bool(obj)
-    return obj
-
-
 def stage_tables(study: Study) -> dict[str, Path]:
     """Write ``tables.md`` and ``tables.json`` (main process)."""
     state = _state()
     paths = {"markdown": study.out / "tables.md", "json": study.out / "tables.json"}
     if state.is_main_process:
         with _stage_bar("tables", 1) as bar:
+            from vhx.report import _jsonable  # the report's own JSON cleaning (NaN -> null, numpy -> python)
+
             result = _jsonable(build_tables(study))
             for path, text in ((paths["json"], json.dumps(result, indent=1) + "\n"), (paths["markdown"], tables_markdown(result))):
                 atomic_write_text(path, text)
