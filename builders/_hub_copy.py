@@ -29,7 +29,8 @@ def resolve_data_dir(spec: str) -> str:
     from huggingface_hub import snapshot_download
 
     try:
-        return snapshot_download(repo_id=spec, repo_type="dataset", allow_patterns=["*.parquet", "**/*.parquet", "README.md"])
+        # the default config (data/), as load_dataset(spec) reads it
+        return snapshot_download(repo_id=spec, repo_type="dataset", allow_patterns=["data/*.parquet", "README.md"])
     except Exception as exc:  # offline, unknown repo, refused: one line naming it
         raise DataError(f"{spec}: not a folder, and the Hub dataset could not be downloaded ({type(exc).__name__}: {exc})") from None
 
@@ -47,8 +48,15 @@ def columns_of(path: Path) -> list[str]:
 
 
 def find_hub_copy(root: Path, required: Sequence[str]) -> list[Path]:
-    """The parquet files under ``root`` that hold every column of ``required`` (empty if none)."""
-    return [p for p in parquet_files(root) if set(required) <= set(columns_of(p))]
+    """The parquet files under ``root`` that hold every column of ``required`` (empty if none).
+
+    Where the snapshot has a ``data/`` folder (the repo's default config, what ``load_dataset(id)``
+    and lmms-eval read), only its files count: other configs beside it (``lmms-lab/POPE``'s
+    ``Full/`` with A-OKVQA and GQA) are not mixed in.
+    """
+    files = [p for p in parquet_files(root) if set(required) <= set(columns_of(p))]
+    default = [p for p in files if p.relative_to(root).parts[0] == "data"]
+    return default or files
 
 
 def rows(files: Sequence[Path], columns: Sequence[str], batch_size: int = 64) -> Iterator[tuple[Path, int, dict[str, Any]]]:

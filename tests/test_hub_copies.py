@@ -129,3 +129,14 @@ def test_a_hub_id_is_downloaded_and_an_unreachable_one_says_so(tmp_path, monkeyp
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(DataError, match="lmms-lab/MME: not a folder, and the Hub dataset could not be downloaded"):
         resolve_data_dir("lmms-lab/MME")
+
+
+def test_only_the_default_config_is_read_where_the_snapshot_has_several(tmp_path):
+    """lmms-lab/POPE's snapshot also holds a Full/ config (A-OKVQA, GQA): the default data/ is what is built."""
+    folder = _pope_copy(tmp_path / "snap")
+    other = tmp_path / "snap" / "Full"
+    other.mkdir()
+    for path in (tmp_path / "snap" / "data").glob("*.parquet"):
+        (other / f"adversarial-{path.name}").write_bytes(path.read_bytes())  # same ids: mixing would clash
+    dsd, report = load_source("pope", str(folder), cache_dir=str(tmp_path / "c"))
+    assert len(report) == 0 and dsd["adversarial"]["source_id"] == ["1", "2"]
