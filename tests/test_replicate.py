@@ -199,3 +199,15 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert all(f["evidence"] for f in result["findings"] if not f["status"].startswith("not tested"))
     study = Study(ReplicateConfig(out=out, models=result["models"]))
     assert (study.adapter(result["models"][0], "finetuned_expanded") / "adapter_model.safetensors").is_file()
+
+
+def test_a_missing_finetune_extra_is_said_before_any_stage_runs(tmp_path, monkeypatch):
+    import importlib.util
+
+    from vhx.errors import VHXError
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trl" else real(name, *a))
+    with pytest.raises(VHXError, match=r"needs trl: pip install 'vhx\[finetune\]'"):
+        replicate(ReplicateConfig(out=tmp_path / "study", models=["vhx-mini"]))
+    assert not (tmp_path / "study").exists()

@@ -1103,6 +1103,14 @@ def replicate(config: ReplicateConfig) -> dict[str, Path]:
     import datasets
     import transformers
 
+    if "finetune" in config.stages:
+        import importlib.util
+
+        missing = [m for m in ("trl", "peft") if importlib.util.find_spec(m) is None]
+        if missing:
+            # said before any stage runs, not after the attacks have taken their minutes
+            raise VHXError(f"the finetune stage needs {' and '.join(missing)}: pip install 'vhx[finetune]' "
+                           "(or leave the stage out: --stages build,expand,attack,evaluate,ablation,tables)")
     study = Study(config)
     config.out.mkdir(parents=True, exist_ok=True)
     # one bar per stage: datasets' and transformers' own bars are off meanwhile
