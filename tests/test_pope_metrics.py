@@ -125,3 +125,16 @@ def test_same_numbers_as_lmms_eval_on_the_released_pope_questions():
         assert their_yes == pytest.approx(score(subset_rows, allow_unpaired=True).iloc[0]["q_yes"]) == pytest.approx(0.5)
         assert ours.loc[subset, "yes_ratio_original"] == pytest.approx(sum(r["pred"] == "yes" for r in subset_rows) / len(subset_rows))
     assert 0.75 < ours.loc["mean", "f1"] < 0.9  # the guesser is not trivially perfect or hopeless
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_yes_ratio_is_never_above_popes_formula(seed):
+    """vhx leaves unreadable replies out of the yes-ratio; POPE's evaluate.py counts them as "yes" (the README's claim)."""
+    rng = random.Random(seed)
+    spec = [(f"q{i}", rng.choice(["yes", "no"]), rng.choice(["yes", "no", "unknown"])) for i in range(60)]
+    rows = [case(q, a, p) for q, a, p in spec]
+    ours = score(rows, allow_unpaired=True).iloc[0]["yes_ratio_original"]
+    popes = sum(p in ("yes", "unknown") for _, _, p in spec) / len(spec)
+    n_no, n_unknown = sum(p == "no" for *_, p in spec), sum(p == "unknown" for *_, p in spec)
+    assert ours <= popes + 1e-12
+    assert (ours < popes) == (n_unknown > 0 and n_no > 0)
