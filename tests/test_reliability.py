@@ -268,3 +268,14 @@ def test_the_pixel_limit_holds_at_expand_and_evaluate_time(tmp_path, monkeypatch
     assert "synthetic/" in err and "above the limit" in err  # the case is named
     monkeypatch.setenv("VHX_MAX_IMAGE_PIXELS", "0")  # 0: no vhx limit
     assert main(["evaluate", str(pairs), "--model", "vhx-mini", "--mode", "logits", "--out", str(tmp_path / "run")]) == 0
+
+
+def test_the_pixel_limit_holds_for_the_attacks(tmp_path, monkeypatch):
+    from vhx.adversarial import adversarial_splits
+    from vhx.pipeline import expand
+
+    pairs = expand(_small(0))["original"]
+    monkeypatch.setenv("VHX_MAX_IMAGE_PIXELS", "1000")  # the 64 x 64 scenes are above it
+    with pytest.raises(DataError, match="above the limit") as err:
+        adversarial_splits(pairs, "vhx-tiny:llava", methods=("ifgsm",), vh_column="negated", steps_nonvh=1, steps_vh=1, progress=False)
+    assert "synthetic/" in str(err.value)

@@ -78,7 +78,7 @@ from vhx.adversarial.attack import (
 )
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
-from vhx.images import DECODE_ERRORS, decode_error, strict_decoding
+from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
@@ -584,6 +584,8 @@ def adversarial_splits(
                 sizes[image_id] = _image_size(cases[row]["image"])
             except DECODE_ERRORS as exc:
                 raise decode_error(exc, case_id=cases[row]["id"], image_id=image_id) from exc
+            height, width = sizes[image_id]
+            check_pixels((width, height), case_id=cases[row]["id"], image_id=image_id)  # before any image is attacked
 
     out: dict[str, datasets.Dataset] = {}
     for method, config in configs.items():
