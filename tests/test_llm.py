@@ -450,3 +450,11 @@ def test_local_model_answers_are_cached_like_the_endpoints(tiny_chat_lm, tmp_pat
     again = LLMNegator(config)
     assert [r.question for r in again.negate_batch(QUESTIONS_LOCAL)] == [r.question for r in first[:3]]
     assert calls == [3] and again.stats.cache_hits == 3
+
+
+def test_a_local_model_that_cannot_load_is_one_clear_error(tmp_path):
+    from vhx.llm import LLMError
+
+    negator = LLMNegator(LLMConfig(model=f"hf:{tmp_path / 'no-such-model'}", cache_dir=tmp_path / "cache"))
+    with pytest.raises(LLMError, match="cannot load the local LLM hf:"):
+        negator.negate_batch(["Is there a cat?"])

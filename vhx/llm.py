@@ -208,7 +208,10 @@ class LocalChatModel:
     def __init__(self, spec: str, config: LLMConfig, *, batch_size: int = 8) -> None:
         from vhx.models.loading import load_pretrained
 
-        loaded = load_pretrained(spec, text_only=True, dtype=config.local_dtype, device=config.local_device)
+        try:
+            loaded = load_pretrained(spec, text_only=True, dtype=config.local_dtype, device=config.local_device)
+        except (OSError, ValueError) as exc:  # not downloaded (offline), not a chat model, a bad folder
+            raise LLMError(f"cannot load the local LLM {LOCAL_PREFIX}{spec}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
         self.model, self.tokenizer = loaded.model.eval(), loaded.processor
         self.tokenizer.padding_side = "left"  # generation continues after the prompt
         if self.tokenizer.pad_token is None:
