@@ -138,3 +138,16 @@ def test_share_prefix_flag_reaches_the_model(tmp_path: Path):
     assert load_model(path, **default).share_prefix is True
     api = cli._model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", "openai:gpt-4o", "--share-prefix"]))
     assert "share_prefix" not in api
+
+
+def test_a_model_that_cannot_load_is_one_line(tmp_path: Path, capsys):
+    """An unknown folder (or a Hub id offline) ends in one line naming it, exit 2, not a traceback."""
+    from vhx.hub import write_hub_folder
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    write_hub_folder(generate_synthetic(SyntheticConfig(num_images=2, image_size=64)), tmp_path / "s")
+    empty = tmp_path / "not-a-model"
+    empty.mkdir()
+    assert main(["evaluate", str(tmp_path / "s"), "--model", str(empty), "--out", str(tmp_path / "run")]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("vhx evaluate")]
+    assert len(err) == 1 and str(empty) in err[0]

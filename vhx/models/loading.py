@@ -21,6 +21,7 @@ Device placement follows :func:`vhx.runtime.default_device` unless a device or `
 
 from __future__ import annotations
 
+import errno
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -212,8 +213,14 @@ def load_pretrained(
         # transformers' own refusal (a processor or model class from the repository's code) is a
         # ValueError naming trust_remote_code: one line instead of its traceback
         if trust_remote_code or "trust_remote_code" not in str(exc):
-            raise
+            # an unknown architecture, a folder that is no checkpoint: one line naming it
+            raise VHXError(f"{base}: cannot load the checkpoint ({str(exc).splitlines()[0][:300]})") from None
         raise VHXError(f"{base}: the checkpoint needs its own code ({str(exc).splitlines()[0][:200]}); {_REMOTE_CODE_HINT}") from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise  # disk full while downloading: the CLI says so in its own words
+        # not on the Hub, offline without a cached copy, a folder without weights: one line, not a traceback
+        raise VHXError(f"{base}: cannot load the checkpoint ({str(exc).splitlines()[0][:300]})") from None
     if adapter:
         model = _apply_adapter(model, adapter, merge=merge_adapter)
     placed: str | None = None
