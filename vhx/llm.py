@@ -42,7 +42,7 @@ from vhx.api_client import (
     request_key,
     resolve_endpoint,
 )
-from vhx.errors import DataError, OnError
+from vhx.errors import DataError, OnError, VHXError
 from vhx.negation import NegationResult, RuleNegator, check_question
 
 logger = logging.getLogger("vhx.llm")
@@ -210,8 +210,8 @@ class LocalChatModel:
 
         try:
             loaded = load_pretrained(spec, text_only=True, dtype=config.local_dtype, device=config.local_device)
-        except (OSError, ValueError) as exc:  # not downloaded (offline), not a chat model, a bad folder
-            raise LLMError(f"cannot load the local LLM {LOCAL_PREFIX}{spec}: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}") from None
+        except (OSError, ValueError, VHXError) as exc:  # not downloaded (offline), not a chat model, a bad folder
+            raise LLMError(f"cannot load the local LLM {LOCAL_PREFIX}{spec}: {str(exc).splitlines()[0][:300]}") from None
         self.model, self.tokenizer = loaded.model.eval(), loaded.processor
         self.tokenizer.padding_side = "left"  # generation continues after the prompt
         if self.tokenizer.pad_token is None:
