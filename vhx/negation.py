@@ -487,7 +487,10 @@ def _opens_noun_phrase(token: str, low: str, prev_token: str) -> bool:
     text, a number, or a capitalised name after a lower-case word ("in the picture Santa Claus")."""
     if token[:1] in _QUOTE_PAIRS or _NUMBER.fullmatch(low):
         return True
-    return token[:1].isupper() and prev_token[:1].islower() and not token.isupper() or (token.isupper() and len(token) > 1 and prev_token[:1].islower() and low not in _PREPOSITIONS)
+    if not (token[:1].isupper() and prev_token[:1].islower()):
+        return False
+    # a capitalised name; an all-capitals word only when longer than a letter and no preposition ("IN")
+    return not token.isupper() or (len(token) > 1 and low not in _PREPOSITIONS)
 
 
 #: Nouns of a phrase that frames the whole question ("in the image") rather than saying where a thing is.

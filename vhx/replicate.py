@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import gc
 import importlib.resources
 import io
@@ -596,18 +597,26 @@ def stage_finetune(study: Study) -> None:
 
 def _scores(run: Path) -> pd.DataFrame | None:
     """score() of a run folder by split, or None when it holds no predictions."""
-    from vhx.scoring import load_predictions, score
+    from vhx.scoring import score
 
-    if not run.is_dir() or not any(run.glob("predictions*.jsonl")):
-        return None
-    return score(load_predictions(run), by=("split",))
+    rows = _rows(run)
+    return None if rows is None else score(rows, by=("split",))
 
 
 def _rows(run: Path) -> pd.DataFrame | None:
+    """The predictions of a run folder (read once per state of its files: the tables and the findings
+    both use them), or None when it holds none."""
+    files = sorted(run.glob("predictions*.jsonl")) if run.is_dir() else []
+    if not files:
+        return None
+    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    return _load_rows(str(run), stamp).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _load_rows(run: str, stamp: tuple[tuple[str, int, int], ...]) -> pd.DataFrame:
     from vhx.scoring import load_predictions
 
-    if not run.is_dir() or not any(run.glob("predictions*.jsonl")):
-        return None
     return load_predictions(run)
 
 

@@ -55,10 +55,9 @@ def summary_lines(scores: pd.DataFrame, keys: Sequence[str]) -> list[str]:
             if s.loc[ORIGINAL, "n_generated"]:
                 lines.append(f"{name}negation alone found {found:,} new VH case(s) on the original images: negated "
                              "questions answered wrong that accuracy on the source questions does not count.")
-        total = int(s["n_new_vh"].sum())
         if s["n_generated"].sum():
-            lines.append(f"{name}{total:,} new successful VH test case(s) in all splits.")
-        elif not lines or not lines[-1].startswith(name):
+            lines.append(f"{name}{int(s['n_new_vh'].sum()):,} new successful VH test case(s) in all splits.")
+        else:
             lines.append(f"{name}no negated or perturbed cases: only accuracy applies (run `vhx expand` for the rest).")
     if len(models) > 1:
         orig = scores[scores["split"] == ORIGINAL] if ORIGINAL in set(scores["split"]) else scores
