@@ -14,7 +14,7 @@ from PIL import Image
 from vhx.models import DEFAULT_PROMPT_TEMPLATE, Prediction, VHModel, load_model
 from vhx.models.hf import HFModel, load_processor, yes_no_token_ids
 from vhx.parsing import majority_vote, parse_yes_no
-from vhx.tiny_models import MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
+from vhx.tiny_models import EXTRA_ARCHS, MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
 
 PROCESSOR_CLASSES = {
     "llava": "LlavaProcessor",
@@ -26,6 +26,12 @@ PROCESSOR_CLASSES = {
     "paligemma": "PaliGemmaProcessor",
     "internvl": "InternVLProcessor",
     "qwen3_vl": "Qwen3VLProcessor",
+    "idefics2": "Idefics2Processor",
+    "aya_vision": "AyaVisionProcessor",
+    "blip_2": "Blip2Processor",
+    "glm4v": "Glm4vProcessor",
+    "aria": "AriaProcessor",
+    "kosmos2": "Kosmos2Processor",
 }
 MODEL_CLASSES = {
     "llava": "LlavaForConditionalGeneration",
@@ -37,6 +43,12 @@ MODEL_CLASSES = {
     "paligemma": "PaliGemmaForConditionalGeneration",
     "internvl": "InternVLForConditionalGeneration",
     "qwen3_vl": "Qwen3VLForConditionalGeneration",
+    "idefics2": "Idefics2ForConditionalGeneration",
+    "aya_vision": "AyaVisionForConditionalGeneration",
+    "blip_2": "Blip2ForConditionalGeneration",
+    "glm4v": "Glm4vForConditionalGeneration",
+    "aria": "AriaForConditionalGeneration",
+    "kosmos2": "Kosmos2ForConditionalGeneration",
 }
 
 # Different sizes and aspect ratios (anyres tiling, Qwen2-VL's dynamic resolution) and questions of
@@ -68,7 +80,7 @@ def tiny(tiny_cache: Path):
     return get
 
 
-@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS)
+@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS + EXTRA_ARCHS)
 def test_tiny_model_round_trips_through_auto_classes(arch, tiny):
     from transformers import AutoModelForImageTextToText
 
@@ -108,7 +120,7 @@ def _encode_batch(model: HFModel) -> dict:
     return model._encode(IMAGES, QUESTIONS)
 
 
-@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS)
+@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS + EXTRA_ARCHS)
 def test_logits_mode_batched_equals_one_at_a_time(arch, tiny):
     model = load_model(str(tiny(arch)), mode="logits", batch_size=3)
     assert isinstance(model, VHModel)
@@ -151,7 +163,7 @@ def test_processors_taking_images_per_sample_batch_like_one_at_a_time(arch, tiny
     assert batched == [p.raw for p in model.predict(IMAGES, QUESTIONS)]
 
 
-@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS)
+@pytest.mark.parametrize("arch", TINY_ARCHS + MORE_ARCHS + EXTRA_ARCHS)
 def test_generate_mode_greedy_is_deterministic_and_batch_invariant(arch, tiny):
     model = load_model(str(tiny(arch)), mode="generate", batch_size=3)
     first = model.predict(IMAGES, QUESTIONS)

@@ -34,6 +34,11 @@ TINY_ARCHS: tuple[str, ...] = ("llava", "llava_next", "llava_onevision", "instru
 NESTED_IMAGE_ARCHS: tuple[str, ...] = ("mllama", "gemma3", "idefics3")
 #: Further families scored and attacked (no prefix sharing), whose processors take a flat list of images.
 MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
+#: Families added for issue 29 (scored, no prefix sharing): Idefics2 (one image list per sample),
+#: Aya Vision, BLIP-2, GLM-4V, Aria (its processor always asks for 980 px tiles, so the tiny Aria
+#: reads 980 px images in 70 px patches) and Kosmos-2. The README's model table says which other
+#: families cannot be built here, and why.
+EXTRA_ARCHS: tuple[str, ...] = ("idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2")
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
 DEFAULT_SIZES: dict[str, int] = {
@@ -611,6 +616,150 @@ def _build_qwen3_vl(path: Path, sizes: dict[str, int]) -> None:
     _save(Qwen3VLForConditionalGeneration(config), processor, path)
 
 
+def _build_idefics2(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Idefics2Config, Idefics2ForConditionalGeneration, Idefics2Processor
+    from transformers.models.idefics2.image_processing_pil_idefics2 import Idefics2ImageProcessorPil
+
+    template = _turns_template("{role}:", "<end_of_utterance>\\n", "<image>", prefix="<s>")
+    tok = build_tokenizer(["<image>", "<fake_token_around_image>", "<end_of_utterance>"], template,
+                          eos_token="<end_of_utterance>", image_token="<image>", image_boundary_token="<fake_token_around_image>",
+                          end_of_utterance_token="<end_of_utterance>")
+    side, hidden, latents = sizes["image_size"], sizes["hidden"], 4
+    perceiver = {"hidden_size": hidden, "resampler_n_latents": latents, "resampler_depth": 1, "resampler_n_heads": sizes["heads"],
+                 "resampler_head_dim": hidden // sizes["heads"], "num_key_value_heads": sizes["heads"]}
+    config = Idefics2Config(
+        vision_config={k: v for k, v in _siglip_vision(sizes).items() if k != "model_type"},
+        perceiver_config=perceiver, text_config=_text_config("mistral", tok, sizes, sliding_window=None),
+        image_token_id=tok.convert_tokens_to_ids("<image>"),
+    )
+    # images up to twice the tile side: the vision tower reads each at its own (padded) size
+    image_processor = Idefics2ImageProcessorPil(size={"shortest_edge": side, "longest_edge": 2 * side}, do_image_splitting=False)
+    processor = Idefics2Processor(image_processor=image_processor, tokenizer=tok, image_seq_len=latents, chat_template=template)
+    _save(Idefics2ForConditionalGeneration(config), processor, path)
+
+
+def _build_aya_vision(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import AyaVisionConfig, AyaVisionForConditionalGeneration, AyaVisionProcessor
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    template = (
+        "{% for message in messages %}{{ '<|START_OF_TURN_TOKEN|>' }}"
+        "{{ '<|CHATBOT_TOKEN|>' if message['role'] == 'assistant' else '<|' + message['role'].upper() + '_TOKEN|>' }}"
+        "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' %}{{ '<image>' }}{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}{{ '<|END_OF_TURN_TOKEN|>' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>' }}{% endif %}"
+    )
+    specials = ["<image>", "<|START_OF_IMG|>", "<|END_OF_IMG|>", "<|IMG_PATCH|>", "<|IMG_LINE_BREAK|>", "TILE", "TILE_GLOBAL",
+                "<|START_OF_TURN_TOKEN|>", "<|END_OF_TURN_TOKEN|>", "<|USER_TOKEN|>", "<|SYSTEM_TOKEN|>", "<|CHATBOT_TOKEN|>"]
+    tok = build_tokenizer(specials, template, add_bos=True, eos_token="<|END_OF_TURN_TOKEN|>", image_token="<image>")
+    side, patch, downsample = sizes["image_size"], _patch(sizes), 2
+    text = _text_config("cohere2", tok, sizes, head_dim=sizes["hidden"] // sizes["heads"], sliding_window=64,
+                        layer_types=["full_attention"] * sizes["layers"])
+    config = AyaVisionConfig(
+        vision_config={**_siglip_vision(sizes), "vision_use_head": False}, text_config=text, downsample_factor=downsample,
+        image_token_index=tok.convert_tokens_to_ids("<|IMG_PATCH|>"),
+    )
+    # up to 4 tiles plus the thumbnail, as InternVL's processor (the same image processor)
+    image_processor = GotOcr2ImageProcessorPil(size={"height": side, "width": side}, max_patches=4, crop_to_patches=True)
+    processor = AyaVisionProcessor(image_processor=image_processor, tokenizer=tok, patch_size=patch * downsample, img_size=side,
+                                   chat_template=template)
+    _save(AyaVisionForConditionalGeneration(config), processor, path)
+
+
+def _build_blip_2(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Blip2Config, Blip2ForConditionalGeneration, Blip2Processor
+    from transformers.models.blip.image_processing_pil_blip import BlipImageProcessorPil
+
+    # BLIP-2 has no chat template ("Question: ... Answer:" is the usual prompt). Its processor adds
+    # the "<image>" query placeholder to the tokenizer itself (given as a string on the tokenizer,
+    # it fails) and puts the placeholders before the text.
+    tok = build_tokenizer([], None, add_bos=True)
+    side, hidden, vhidden, num_query = sizes["image_size"], sizes["hidden"], sizes["vision_hidden"], 4
+    processor = Blip2Processor(image_processor=BlipImageProcessorPil(size={"height": side, "width": side}), tokenizer=tok,
+                               num_query_tokens=num_query)
+    vision = {"hidden_size": vhidden, "intermediate_size": vhidden * 2, "num_hidden_layers": sizes["vision_layers"],
+              "num_attention_heads": sizes["heads"], "image_size": side, "patch_size": _patch(sizes)}
+    qformer = {"hidden_size": hidden, "num_hidden_layers": 1, "num_attention_heads": sizes["heads"], "intermediate_size": hidden * 2,
+               "cross_attention_frequency": 1, "encoder_hidden_size": vhidden, "vocab_size": 64, "max_position_embeddings": 64}
+    # OPT, as in Salesforce/blip2-opt-*: learned positions counted from the attention mask
+    text = {"model_type": "opt", "vocab_size": len(tok), "hidden_size": hidden, "word_embed_proj_dim": hidden, "ffn_dim": hidden * 2,
+            "num_hidden_layers": sizes["layers"], "num_attention_heads": sizes["heads"], "max_position_embeddings": 512,
+            "pad_token_id": tok.pad_token_id, "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
+    config = Blip2Config(vision_config=vision, qformer_config=qformer, text_config=text, num_query_tokens=num_query,
+                         image_token_index=tok.convert_tokens_to_ids("<image>"))
+    _save(Blip2ForConditionalGeneration(config), processor, path)
+
+
+def _build_glm4v(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Glm4vConfig, Glm4vForConditionalGeneration, Glm4vProcessor
+    from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil
+
+    template = _turns_template("<|{role}|>\\n", "", "<|begin_of_image|><|image|><|end_of_image|>", prefix="[gMASK]<sop>")
+    specials = ["[gMASK]", "<sop>", "<|system|>", "<|user|>", "<|assistant|>", "<|begin_of_image|>", "<|end_of_image|>", "<|image|>",
+                "<|begin_of_video|>", "<|end_of_video|>", "<|video|>", "<|endoftext|>"]
+    tok = build_tokenizer(specials, template, eos_token="<|user|>", image_token="<|image|>", video_token="<|video|>")
+    side, hidden, patch, merge = sizes["image_size"], sizes["hidden"], _patch(sizes), 2
+    head_dim = hidden // sizes["heads"]
+    vision = {"depth": sizes["vision_layers"], "hidden_size": sizes["vision_hidden"], "intermediate_size": sizes["vision_hidden"] * 2,
+              "num_heads": sizes["heads"], "image_size": side, "patch_size": patch, "spatial_merge_size": merge,
+              "temporal_patch_size": 2, "out_hidden_size": hidden}
+    # GLM rotates half of each head: the mrope sections split a quarter of head_dim
+    rope = {"rope_type": "default", "mrope_section": _mrope_section(head_dim // 2), "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
+    ids = {"image_token_id": "<|image|>", "video_token_id": "<|video|>", "image_start_token_id": "<|begin_of_image|>",
+           "image_end_token_id": "<|end_of_image|>", "video_start_token_id": "<|begin_of_video|>", "video_end_token_id": "<|end_of_video|>"}
+    config = Glm4vConfig(vision_config=vision, text_config=_text_config("glm4v_text", tok, sizes, rope_parameters=rope),
+                         **{k: tok.convert_tokens_to_ids(v) for k, v in ids.items()})
+    image_processor = Glm4vImageProcessorPil(size={"shortest_edge": (patch * merge) ** 2, "longest_edge": side * side * 2},
+                                             patch_size=patch, merge_size=merge, temporal_patch_size=2)
+    processor = _image_only(Glm4vProcessor)(image_processor=image_processor, tokenizer=tok, chat_template=template)
+    _save(Glm4vForConditionalGeneration(config), processor, path)
+
+
+def _build_aria(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import AriaConfig, AriaForConditionalGeneration, AriaProcessor
+    from transformers.models.aria.image_processing_pil_aria import AriaImageProcessorPil
+
+    template = _chatml_template("<fim_prefix><|img|><fim_suffix>", None)
+    specials = ["<|im_start|>", "<|im_end|>", "<fim_prefix>", "<fim_suffix>", "<|img|>"]
+    tok = build_tokenizer(specials, template, eos_token="<|im_end|>", image_token="<|img|>")
+    # AriaProcessor passes max_image_size=980 to its image processor on every call (a class default,
+    # not a saved setting), so the tiny model reads 980 px tiles too, in 14 x 14 patches of 70 px
+    side, patch, hidden, queries = 980, 70, sizes["hidden"], 4
+    # a mixture-of-experts language model: 2 experts, 1 picked per token, 1 shared
+    text = _text_config("aria_text", tok, sizes, moe_num_experts=2, moe_topk=1, moe_num_shared_experts=1)
+    vision = {k: v for k, v in _siglip_vision(sizes).items() if k != "model_type"}
+    vision.update(model_type="idefics3_vision", image_size=side, patch_size=patch)
+    config = AriaConfig(
+        vision_config=vision, text_config=text,
+        # the projector's learned queries per image, keyed by the vision tower's patch count
+        projector_patch_to_query_dict={(side // patch) ** 2: queries}, image_token_index=tok.convert_tokens_to_ids("<|img|>"),
+    )
+    # every image resized (longest edge) and padded to one side x side tile
+    image_processor = AriaImageProcessorPil(max_image_size=side, min_image_size=side)
+    processor = AriaProcessor(image_processor=image_processor, tokenizer=tok, chat_template=template, size_conversion={side: queries})
+    _save(AriaForConditionalGeneration(config), processor, path)
+
+
+def _build_kosmos2(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Kosmos2Config, Kosmos2ForConditionalGeneration, Kosmos2Processor
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    # Kosmos-2 has no chat template: its processor writes <s><image> + the image's query tokens +
+    # </image>, then the prompt; it adds its tag and patch-index tokens to the tokenizer itself
+    tok = build_tokenizer([], None)
+    # the processor writes 64 query tokens (its default, not a saved setting): the model reads as many
+    side, hidden, queries = sizes["image_size"], sizes["hidden"], 64
+    processor = Kosmos2Processor(image_processor=CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side}),
+                                 tokenizer=tok, num_patch_index_tokens=16)
+    text = {"vocab_size": len(tok), "embed_dim": hidden, "layers": sizes["layers"], "ffn_dim": hidden * 2,
+            "attention_heads": sizes["heads"], "max_position_embeddings": 512, "pad_token_id": tok.pad_token_id,
+            "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
+    config = Kosmos2Config(text_config=text, vision_config=_clip_vision(sizes, _patch(sizes), "kosmos_2_vision_model"),
+                           latent_query_num=queries)
+    _save(Kosmos2ForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -624,6 +773,12 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "paligemma": _build_paligemma,
     "internvl": _build_internvl,
     "qwen3_vl": _build_qwen3_vl,
+    "idefics2": _build_idefics2,
+    "aya_vision": _build_aya_vision,
+    "blip_2": _build_blip_2,
+    "glm4v": _build_glm4v,
+    "aria": _build_aria,
+    "kosmos2": _build_kosmos2,
 }
 
 
@@ -645,7 +800,7 @@ def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int
     """Build (or reuse from the cache) a tiny random ``arch`` model folder and return its path.
 
     Args:
-        arch: one of :data:`TINY_ARCHS`, :data:`NESTED_IMAGE_ARCHS` or :data:`MORE_ARCHS`.
+        arch: one of :data:`TINY_ARCHS`, :data:`NESTED_IMAGE_ARCHS`, :data:`MORE_ARCHS` or :data:`EXTRA_ARCHS`.
         path: where the folder should be; ``None`` returns the cached folder itself. A given path
             receives a copy of the cached build.
         seed: seed of the random weights (same seed, same weights).
@@ -658,7 +813,7 @@ def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int
     import torch
 
     if arch not in _BUILDERS:
-        raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {TINY_ARCHS + NESTED_IMAGE_ARCHS + MORE_ARCHS}")
+        raise ValueError(f"unknown tiny architecture {arch!r}; expected one of {TINY_ARCHS + NESTED_IMAGE_ARCHS + MORE_ARCHS + EXTRA_ARCHS}")
     unknown = set(sizes) - set(DEFAULT_SIZES)
     if unknown:
         raise ValueError(f"unknown size option(s) {sorted(unknown)}; expected some of {sorted(DEFAULT_SIZES)}")

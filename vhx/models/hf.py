@@ -73,13 +73,17 @@ logger = logging.getLogger("vhx")
 DEFAULT_MAX_NEW_TOKENS = 16
 
 # Architectures whose processor inserts the image placeholders itself (query tokens before the text).
-_PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2"}
+_PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2", "fuyu", "kosmos-2"}
 # What separates the image placeholder from the prompt in families without a chat template:
 # PaliGemma's processor itself puts <bos> right after the last image token, so no newline there.
 _IMAGE_SEPARATOR = {"paligemma": ""}
 #: Architectures whose processors take the images as one list per sample: given a flat list they
 #: count every image against the first prompt ("Found [1, 1] <|image|> tokens and [2] images per sample").
 NESTED_IMAGES_TYPES = frozenset({"mllama", "gemma3", "idefics2", "idefics3", "smolvlm", "lfm2_vl"})
+# Families whose generate() counts a row's left padding into the positions of its new tokens
+# (Kosmos-2 numbers them from the cache length, pads included): batched, their greedy answers would
+# depend on the batch, so generate mode runs them one prompt at a time.
+_GENERATE_ONE_AT_A_TIME = frozenset({"kosmos-2"})
 # Space markers of sentencepiece ("▁") and byte-level BPE ("Ġ") vocabularies.
 _SPACE_MARKERS = ("▁", "Ġ", " ")
 
@@ -361,6 +365,9 @@ class HFModel:
             if self.mode == "logits":
                 out.extend(self._predict_logits(chunk_images, chunk_questions))
                 self.prefix_stats["unshared_cases"] += len(chunk_images)
+            elif self._model_type in _GENERATE_ONE_AT_A_TIME:
+                for image, question in zip(chunk_images, chunk_questions):
+                    out.extend(self._predict_generate([image], [question]))
             else:
                 out.extend(self._predict_generate(chunk_images, chunk_questions))
         return out
