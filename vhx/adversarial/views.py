@@ -830,6 +830,117 @@ class Idefics3View(VisionView):
         return _stacked([s.flatten(0, 1) for s in torch.split(states, counts)])
 
 
+@register_view("aya_vision")
+class AyaVisionView(InternVLView):
+    """Aya Vision: InternVL's tiling (the same ``GotOcr2ImageProcessor``), SigLIP, pixel shuffle, projector.
+
+    ``AyaVisionProcessor`` calls its image processor with ``crop_to_patches=True``: the grid of
+    1..``max_patches`` tiles closest to the image's aspect ratio, row-major, then a thumbnail when there is
+    more than one tile (the processor writes the thumbnail's tokens last, as ``TILE_GLOBAL``). The view
+    replays that tiling (:class:`InternVLView`) and returns the model's own ``get_image_features`` of every
+    tile of an image, in that order: ``(B, tiles * N, D)``.
+    """
+
+    family = "aya_vision"
+
+
+@register_view("idefics2")
+class Idefics2View(VisionView):
+    """Idefics2: resize within (shortest_edge, longest_edge), optional 4 crops + the image, SigLIP, perceiver.
+
+    Replays ``Idefics2ImageProcessorPil``: with ``do_image_splitting`` the image is first cut into its
+    four quadrants followed by the whole image, each resized on its own (aspect kept: the longer side
+    brought down to ``longest_edge``, then each side raised to at least ``shortest_edge``, PIL's
+    bilinear filter), rescaled and normalised, then zero-padded at the bottom and right to the largest
+    of them, with the ``pixel_attention_mask`` marking the real pixels. The connector is a perceiver
+    resampler: each image (or crop) gives ``resampler_n_latents`` tokens whatever its size, and the view
+    returns those of every crop in the processor's order, ``(B, crops * latents, D)``.
+    """
+
+    # the processor keeps the image's aspect ratio and size (within its bounds): no fixed tile to attack
+    processor_resolution = False
+    feature_inputs = ("pixel_values", "pixel_attention_mask")
+
+    def __init__(self, model: Any, image_processor: Any, *, model_id: str | None = None) -> None:
+        super().__init__(model, image_processor, model_id=model_id)
+        self.splitting = bool(getattr(image_processor, "do_image_splitting", False))
+        self.settings.update(do_image_splitting=self.splitting)
+
+    def _target_size(self, height: int, width: int) -> tuple[int, int]:
+        """``get_resize_output_image_size`` of the processor module: its truncations and bounds."""
+        size = size_dict(self.image_processor.size)
+        low, high = int(size["shortest_edge"]), int(size["longest_edge"])
+        aspect = width / height
+        if width >= height and width > high:
+            width, height = high, int(high / aspect)
+        elif height > width and height > high:
+            height, width = high, int(high * aspect)
+        return max(height, low), max(width, low)
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` ``(B, crops, 3, H, W)`` (zero-padded to the largest crop) and ``pixel_attention_mask`` ``(B, crops, H, W)``."""
+        height, width = x.shape[-2:]
+        if self.splitting:
+            mid_h, mid_w = height // 2, width // 2
+            parts = [x[..., :mid_h, :mid_w], x[..., :mid_h, mid_w:], x[..., mid_h:, :mid_w], x[..., mid_h:, mid_w:], x]
+        else:
+            parts = [x]
+        if getattr(self.image_processor, "do_resize", True):
+            parts = [resize(p, self._target_size(p.shape[-2], p.shape[-1]), self.mode) for p in parts]
+        parts = [self.rescale_normalize(p) for p in parts]
+        top_h, top_w = max(p.shape[-2] for p in parts), max(p.shape[-1] for p in parts)
+        pixel_values = torch.stack([F.pad(p, (0, top_w - p.shape[-1], 0, top_h - p.shape[-2])) for p in parts], dim=1)
+        mask = torch.zeros((x.shape[0], len(parts), top_h, top_w), dtype=torch.long, device=x.device)
+        for i, p in enumerate(parts):
+            mask[:, i, : p.shape[-2], : p.shape[-1]] = 1
+        return {"pixel_values": pixel_values, "pixel_attention_mask": mask}
+
+    def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The perceiver's tokens of every crop of each image, ``(B, crops * latents, D)``."""
+        feats = super().features(inputs)  # (B * real crops, latents, D)
+        return feats.reshape(inputs["pixel_values"].shape[0], -1, feats.shape[-1])
+
+
+@register_view("mistral3")
+class Mistral3View(VisionView):
+    """Mistral-3 (Mistral-Small-3.1): Pixtral's processor and vision tower, the patch merger, the projector.
+
+    Replays ``PixtralImageProcessorPil``: the image scaled down (aspect kept, floored) to fit
+    ``size["longest_edge"]``, then each side resized up to a whole number of patches (bicubic), rescaled
+    and normalised; one image per sample, so the processor's batch padding adds nothing. The model's
+    own ``get_image_features`` then runs the Pixtral tower over the image's patches (2-D rope), the
+    ``spatial_merge_size`` patch merger and the projector, with ``vision_feature_layer`` from the config:
+    ``(B, (h / p / m) * (w / p / m), D)``.
+    """
+
+    processor_resolution = False
+    feature_inputs = ("pixel_values", "image_sizes")
+
+    def _target_size(self, height: int, width: int) -> tuple[int, int]:
+        ip = self.image_processor
+        longest = int(size_dict(ip.size)["longest_edge"])
+        patch = size_dict(ip.patch_size)
+        ratio = max(height / longest, width / longest)
+        if ratio > 1:
+            height, width = int(math.floor(height / ratio)), int(math.floor(width / ratio))
+        rows = (height - 1) // int(patch["height"]) + 1
+        cols = (width - 1) // int(patch["width"]) + 1
+        return rows * int(patch["height"]), cols * int(patch["width"])
+
+    def model_inputs(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        """``pixel_values`` ``(B, 3, H, W)`` at the patch-multiple size and ``image_sizes`` ``(B, 2)``."""
+        if getattr(self.image_processor, "do_resize", True):
+            x = resize(x, self._target_size(x.shape[-2], x.shape[-1]), self.mode)
+        pixel_values = self.rescale_normalize(x)
+        sizes = torch.tensor([list(pixel_values.shape[-2:])] * x.shape[0], dtype=torch.long, device=x.device)
+        return {"pixel_values": pixel_values, "image_sizes": sizes}
+
+    def features(self, inputs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """The projected, merged patch tokens of each image, ``(B, N, D)``."""
+        kept = {k: inputs[k] for k in self.feature_inputs}
+        return image_features(self.model, {**kept, "vision_feature_layer": self.model.config.vision_feature_layer})
+
+
 def _stacked(feats: Any) -> torch.Tensor:
     """Per-image feature tensors (a tuple or list, as several families return them) as one ``(B, N, D)`` tensor."""
     if isinstance(feats, (list, tuple)):
