@@ -37,6 +37,12 @@ mllama               best tiled canvas, aspect-preserving resize, zero pad botto
                      (``multi_modal_projector`` of the vision output, real tiles only)
 idefics3, smolvlm    longest-edge resize, resize to multiples of the tile side, row-major tiles
 (Idefics3View)       plus the global image; ``pixel_attention_mask``
+aya_vision           InternVL's tiling (the same image processor); SigLIP, pixel shuffle, projector
+(AyaVisionView)
+idefics2             [4 quadrant crops + the image], each resized within (shortest_edge,
+(Idefics2View)       longest_edge), zero pad to the largest, ``pixel_attention_mask``; perceiver
+mistral3             longest-edge fit (floored), resize up to patch multiples; Pixtral tower,
+(Mistral3View)       patch merger, projector
 ===================  ========================================================================
 
 Resizing replays PIL's filters in torch (:func:`vhx.adversarial.processing.resize`). Measured on
