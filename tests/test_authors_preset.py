@@ -225,3 +225,30 @@ def test_authors_preset_settings() -> None:
     assert preset_options("authors", "ifgsm", "llava_next")["clean"] == "processor"
     assert "resolution" not in preset_options("authors", "ifgsm", "llava_next")
     assert preset_options("paper", "pgd", "llava") == {}
+
+
+def test_authors_preset_uses_the_pil_image_processor_where_torchvision_is_the_default() -> None:
+    """transformers 5 picks the torchvision image processors when torchvision is installed; the authors ran PIL's.
+
+    torchvision does not load against this CPU torch build, so its processor is stood in for by a
+    class that says it is the torchvision backend (as ``CLIPImageProcessor`` does) and resizes
+    differently (nearest neighbour); the preset must swap it for the PIL twin and save their images.
+    """
+    from transformers.image_utils import PILImageResampling
+
+    view = load_view(build_tiny_model("llava"), device="cpu")
+    pil_processor = view.image_processor
+
+    def nearest_resize(self, image, size, resample=None, **kwargs):
+        return type(pil_processor).resize(self, image, size, resample=PILImageResampling.NEAREST, **kwargs)
+
+    torchvision_like = type("CLIPImageProcessor", (type(pil_processor),), {"backend": property(lambda self: "torchvision"), "resize": nearest_resize})
+    view.image_processor = torchvision_like.from_dict(pil_processor.to_dict())
+    arr = _texture(50, 30, 2)
+    assert not np.array_equal(view.image_processor(Image.fromarray(arr))["pixel_values"], pil_processor(Image.fromarray(arr))["pixel_values"])
+
+    split = adversarial_split(_pairs({"tall": (arr, True)}), view, method="ifgsm", preset="authors", vh_column="triggers_vh", seed=3,
+                              batch_size=1, progress=False, steps_nonvh=29, steps_vh=30, cosine_t_max=30)  # fmt: skip
+    assert type(view.image_processor) is type(pil_processor) and view.image_processor.to_dict() == pil_processor.to_dict()
+    expected = authors_llava(view.model, pil_processor, Image.fromarray(arr), "i-fgsm", "h", "tall", 3, 30)
+    assert np.array_equal(np.asarray(split[0]["image"].convert("RGB")), expected)

@@ -53,6 +53,8 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--vh-column", help="boolean column saying which cases trigger VH (default: score them with the target)")
     g.add_argument("--attack-batch-size", type=int, help="images per attack batch (default 8)")
     g.add_argument("--attack-device", help="device of the attacked model (default: accelerate's)")
+    g.add_argument("--attack-dtype", choices=("auto", "float32", "bfloat16", "float16"),
+                   help="precision the attacked model loads in (default bfloat16 on CUDA, float32 elsewhere; 'auto': the checkpoint's)")
     g.add_argument("--attack-dir", help="folder of finished attacks, for resuming (default OUT/attacks); `vhx attack-plot` reads it")
 
     g = p.add_argument_group(
@@ -125,7 +127,8 @@ def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, A
         options["method_options"] = method_options
     extra = {"preset": getattr(args, "preset", "paper"), "target": getattr(args, "attack_target", None),
              "qformer_instruction": getattr(args, "qformer_instruction", None), "vh_column": args.vh_column,
-             "batch_size": args.attack_batch_size, "device": args.attack_device}  # fmt: skip
+             "batch_size": args.attack_batch_size, "device": args.attack_device,
+             "dtype": getattr(args, "attack_dtype", None)}  # fmt: skip
     options.update({k: v for k, v in extra.items() if v is not None})
     options["out_dir"] = args.attack_dir or str(out / "attacks")
     return options

@@ -365,6 +365,7 @@ def _resolve(
     device: Any,
     model_id: str | None,
     view_options: Mapping[str, Any],
+    dtype: Any = None,
 ) -> tuple[VisionView, Any]:
     """The view to attack through and the scorer to decide branches with (may be None)."""
     if isinstance(model_path_or_view, VisionView):
@@ -381,11 +382,37 @@ def _resolve(
         from vhx.models import load_model
 
         target = device if device is not None else default_device()
-        hf = load_model(os.fspath(model_path_or_view), device=str(target))
+        load_options = {"dtype": dtype} if dtype is not None else {}
+        hf = load_model(os.fspath(model_path_or_view), device=str(target), **load_options)
         view = view_from_model(hf.model, hf.processor, model_id=model_id, **view_options)
         return view, hf
-    view = load_view(model_path_or_view, device=device, model_id=model_id, **view_options)
+    from vhx.models.loading import resolve_dtype
+
+    view = load_view(model_path_or_view, device=device, dtype=resolve_dtype(dtype) if dtype is not None else None,
+                     model_id=model_id, **view_options)
     return view, scorer
+
+
+def _use_pil_image_processors(view: VisionView, scorer: Any) -> None:
+    """The authors' scripts ran transformers 4.x's PIL image processors: use those where torchvision made others the default.
+
+    Both the view's (clean embedding with ``clean="processor"``, processor resolution) and the
+    scorer's (which cases trigger VH) are swapped for their PIL twins with the same settings.
+    """
+    from vhx.models.processors import pil_image_processor
+
+    view.image_processor = pil_image_processor(view.image_processor)
+    processor = getattr(scorer, "processor", None)
+    if processor is not None and hasattr(processor, "image_processor"):
+        processor.image_processor = pil_image_processor(processor.image_processor)
+
+
+def _view_dtype(view: VisionView) -> Any:
+    """The floating-point precision the view's weights hold (float32 when it has none)."""
+    for parameter in view.parameters():
+        if parameter.is_floating_point():
+            return parameter.dtype
+    return torch.float32
 
 
 def _attach(
@@ -453,6 +480,7 @@ def adversarial_split(
     out_dir: str | os.PathLike | None = None,
     batch_size: int = 8,
     device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
     amp: bool | None = None,
     progress: bool = True,
     qformer_instruction: str = "",
@@ -475,6 +503,9 @@ def adversarial_split(
         out_dir: folder for resumable results (attack images + index, scores); None keeps them in memory.
         batch_size: images per attack batch.
         device: where the model runs (default: this process's accelerate device).
+        dtype: precision the attacked model loads in, when given as a path (``float32``,
+            ``bfloat16``, ``float16``; default bfloat16 on CUDA, float32 elsewhere). Recorded with
+            each attack, so attacks in another precision are not taken for finished ones.
         amp: bfloat16 autocast (default: on for CUDA).
         progress: show progress bars.
         qformer_instruction: InstructBLIP only: the Q-Former's fixed instruction.
@@ -494,6 +525,7 @@ def adversarial_split(
         out_dir=out_dir,
         batch_size=batch_size,
         device=device,
+        dtype=dtype,
         amp=amp,
         progress=progress,
         qformer_instruction=qformer_instruction,
@@ -514,6 +546,7 @@ def adversarial_splits(
     out_dir: str | os.PathLike | None = None,
     batch_size: int = 8,
     device: str | torch.device | None = None,
+    dtype: str | torch.dtype | None = None,
     amp: bool | None = None,
     progress: bool = True,
     qformer_instruction: str = "",
@@ -542,6 +575,13 @@ def adversarial_splits(
     # settings are checked before the model loads: a typo must not cost a model load
     for method in methods:
         make_config(method=method, **{**preset_options(preset, method), **attack_options, **(method_options or {}).get(method, {})})
+    if dtype is not None:
+        from vhx.models.loading import resolve_dtype
+
+        try:
+            resolve_dtype(dtype)
+        except ValueError as exc:
+            raise AttackError(f"attack dtype: {exc}") from None
     state = process_state()
     rank, world = int(state.process_index), int(state.num_processes)
     if world > 1 and out_dir is None:
@@ -555,10 +595,13 @@ def adversarial_splits(
         need_scorer=vh_column is None,
         scorer=scorer,
         device=device,
+        dtype=dtype,
         model_id=model_id,
         view_options={"qformer_instruction": qformer_instruction} if qformer_instruction else {},
     )
     view.set_target(target or preset_view_options(preset, view.arch).get("target", "connector"))
+    if preset == "authors":
+        _use_pil_image_processors(view, scorer)
     configs = {
         method: make_config(
             method=method, **{**preset_options(preset, method, view.arch), **attack_options, **(method_options or {}).get(method, {})}
@@ -587,6 +630,7 @@ def adversarial_splits(
             height, width = sizes[image_id]
             check_pixels((width, height), case_id=cases[row]["id"], image_id=image_id)  # before any image is attacked
 
+    precision = str(_view_dtype(view)).removeprefix("torch.")
     out: dict[str, datasets.Dataset] = {}
     for method, config in configs.items():
         with AttackStore(out_dir, rank=rank, world=world) as store:
@@ -594,6 +638,9 @@ def adversarial_splits(
             jobs: list[_Job] = []
             for (image_id, branch), row in first_row.items():
                 settings = {"params": config.params(branch), "model": view.model_id, "view": view.settings}
+                if precision != "float32":
+                    # float32 is left out so that attack folders written before precision was recorded stay valid
+                    settings["dtype"] = precision
                 key = attack_key(image_id, branch, settings)
                 keys[(image_id, branch)] = key
                 jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id]))

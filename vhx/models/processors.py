@@ -80,3 +80,26 @@ def load_processor(path: str, **kwargs: Any) -> Any:
         if cls is not None and any("video" in a for a in cls.get_attributes()):
             return image_only_processor_class(cls).from_pretrained(path, **kwargs)
     return AutoProcessor.from_pretrained(path, **kwargs)
+
+
+def pil_image_processor(image_processor: Any) -> Any:
+    """The PIL-backend twin of ``image_processor``: the same settings, PIL's resize instead of torchvision's.
+
+    With torchvision installed, transformers (5.x) builds the torchvision image processors, whose
+    resize differs from PIL's by up to a few levels; code written against transformers 4.x (the
+    paper authors' scripts) ran the PIL ones. An image processor that is already PIL-backed, or whose
+    family has no PIL twin, is returned as it is.
+    """
+    if getattr(image_processor, "backend", "pil") != "torchvision":
+        return image_processor
+    import transformers
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
+
+    name = type(image_processor).__name__
+    twins = {names.get("torchvision"): names.get("pil") for names in IMAGE_PROCESSOR_MAPPING_NAMES.values() if isinstance(names, dict)}
+    pil_name = twins.get(name) or f"{name}Pil"
+    pil_class = getattr(transformers, pil_name, None)
+    if pil_class is None:
+        return image_processor
+    settings = {k: v for k, v in image_processor.to_dict().items() if k not in ("image_processor_type", "processor_class")}
+    return pil_class.from_dict(settings)
