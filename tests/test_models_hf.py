@@ -32,6 +32,7 @@ PROCESSOR_CLASSES = {
     "glm4v": "Glm4vProcessor",
     "aria": "AriaProcessor",
     "kosmos2": "Kosmos2Processor",
+    "chameleon": "ChameleonProcessor",
 }
 MODEL_CLASSES = {
     "llava": "LlavaForConditionalGeneration",
@@ -49,6 +50,7 @@ MODEL_CLASSES = {
     "glm4v": "Glm4vForConditionalGeneration",
     "aria": "AriaForConditionalGeneration",
     "kosmos2": "Kosmos2ForConditionalGeneration",
+    "chameleon": "ChameleonForConditionalGeneration",
 }
 
 # Different sizes and aspect ratios (anyres tiling, Qwen2-VL's dynamic resolution) and questions of

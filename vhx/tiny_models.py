@@ -36,9 +36,9 @@ NESTED_IMAGE_ARCHS: tuple[str, ...] = ("mllama", "gemma3", "idefics3")
 MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 #: Families added for issue 29 (scored, no prefix sharing): Idefics2 (one image list per sample),
 #: Aya Vision, BLIP-2, GLM-4V, Aria (its processor always asks for 980 px tiles, so the tiny Aria
-#: reads 980 px images in 70 px patches) and Kosmos-2. The README's model table says which other
-#: families cannot be built here, and why.
-EXTRA_ARCHS: tuple[str, ...] = ("idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2")
+#: reads 980 px images in 70 px patches), Kosmos-2 and Chameleon (VQ-VAE image tokens). The README's
+#: model table says which other families cannot be built here, and why.
+EXTRA_ARCHS: tuple[str, ...] = ("idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon")
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
 DEFAULT_SIZES: dict[str, int] = {
@@ -760,6 +760,33 @@ def _build_kosmos2(path: Path, sizes: dict[str, int]) -> None:
     _save(Kosmos2ForConditionalGeneration(config), processor, path)
 
 
+def _image_code_token(code: int) -> str:
+    """Chameleon's vocabulary name of VQ-VAE code ``code``: its digits spelled A..J between IMGIMG and Z."""
+    return "IMGIMG" + "".join(chr(ord("A") + int(d)) for d in str(code)) + "Z"
+
+
+def _build_chameleon(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import ChameleonConfig, ChameleonForConditionalGeneration, ChameleonProcessor
+    from transformers.models.chameleon.image_processing_pil_chameleon import ChameleonImageProcessorPil
+
+    # Chameleon reads images as discrete tokens: a VQ-VAE codes the image, and each code is a token of
+    # the language model's vocabulary (found by name). No chat template: "<image>" + the prompt, and
+    # the processor appends the separator token (chat mode).
+    codes, side = 16, 16
+    specials = ["<image>", "<racm3:break>", "<eoss>", "<reserved08706>", *(_image_code_token(c) for c in range(codes))]
+    tok = build_tokenizer(specials, None, add_bos=True, image_token="<image>", boi_token="<racm3:break>", eoi_token="<eoss>")
+    tok.sep_token = "<reserved08706>"
+    # two stride-2 downsamplings: a 16 px image gives 4 x 4 codes; GroupNorm needs 32-channel multiples
+    vq = {"embed_dim": 8, "num_embeddings": codes, "latent_channels": 8, "resolution": side, "base_channels": 32,
+          "channel_multiplier": [1, 1, 1], "num_res_blocks": 1, "attn_resolutions": []}
+    text = _text_config("chameleon", tok, sizes)
+    del text["model_type"]
+    config = ChameleonConfig(**text, vq_config=vq, vocabulary_map=tok.get_vocab())
+    image_processor = ChameleonImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
+    processor = ChameleonProcessor(image_processor=image_processor, tokenizer=tok, image_seq_length=(side // 4) ** 2)
+    _save(ChameleonForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -779,6 +806,7 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "glm4v": _build_glm4v,
     "aria": _build_aria,
     "kosmos2": _build_kosmos2,
+    "chameleon": _build_chameleon,
 }
 
 
