@@ -458,3 +458,38 @@ def test_a_local_model_that_cannot_load_is_one_clear_error(tmp_path):
     negator = LLMNegator(LLMConfig(model=f"hf:{tmp_path / 'no-such-model'}", cache_dir=tmp_path / "cache"))
     with pytest.raises(LLMError, match="cannot load the local LLM hf:"):
         negator.negate_batch(["Is there a cat?"])
+
+
+def test_llm_negation_shows_one_bar_that_counts_answered_questions(server, config, monkeypatch):
+    import tqdm.auto
+
+    bars: list = []
+    real_tqdm = tqdm.auto.tqdm
+
+    class Recording(real_tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.steps: list[int] = []
+            bars.append(self)
+
+        def update(self, n=1):
+            self.steps.append(n)
+            return super().update(n)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    questions = [f"Is there a dog number {i} in the image?" for i in range(10)]
+    rows = [make_case(source="custom", subset="t", source_id=i, image={"bytes": _png(), "path": None}, image_id="custom:a",
+                      question=q, answer="yes") for i, q in enumerate(questions)]
+    ds = datasets.Dataset.from_list(rows, features=FEATURES)
+    neg = LLMNegator(config)
+    pairs = negate_dataset(ds, neg, batch_size=256)
+    assert len(pairs) == 20 and neg.progress is None
+    (bar,) = [b for b in bars if b.desc.startswith("negating (llm:fake-model)")]
+    # one map batch of 10 questions, yet the bar moved per answer
+    assert bar.total == 10 and bar.n == 10 and bar.steps == [1] * 10
+    assert datasets.is_progress_bar_enabled()
+    # a rerun answers from the cache: the bar still reaches the total, in one step
+    bars.clear()
+    negate_dataset(ds, LLMNegator(config), batch_size=256)
+    (bar,) = [b for b in bars if b.desc.startswith("negating (llm:fake-model)")]
+    assert bar.n == 10 and bar.steps == [10]

@@ -431,3 +431,26 @@ def test_other_yes_ratios_hold_per_template() -> None:
         assert sum(a == "yes" for a in answers) == 210  # exactly the asked ratio overall
         # every template's own yes share is the asked one, so its majority answer is no better than the ratio
         assert _best_fixed_answer(questions, answers) <= 0.72, kind
+
+
+def test_a_long_build_shows_one_bar_per_scene_drawn(monkeypatch):
+    import tqdm.auto
+
+    import vhx.synthetic as synthetic
+
+    bars: list = []
+
+    class Recording(tqdm.auto.tqdm):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.shown = not self.disable  # close() sets disable
+            bars.append(self)
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recording)
+    monkeypatch.setattr(synthetic, "_BAR_FROM", 4)
+    generate_synthetic(SyntheticConfig(num_images=6, kinds=("color",)))
+    (bar,) = bars
+    assert bar.desc == "drawing synthetic scenes" and bar.total == 6 and bar.n == 6 and bar.shown
+    bars.clear()
+    generate_synthetic(SyntheticConfig(num_images=3, kinds=("color",)))  # short: no bar drawn
+    assert [b.shown for b in bars] == [False]

@@ -354,6 +354,7 @@ class ApiClient:
         key: Callable[[T], str | None] | None = None,
         extra: Callable[[T], Mapping[str, Any]] | None = None,
         return_failures: bool = False,
+        on_done: Callable[[int], Any] | None = None,
     ) -> list[Any]:
         """One answer per item: from the cache, else from the endpoint (concurrently, with retries).
 
@@ -368,6 +369,8 @@ class ApiClient:
             return_failures: a request that gets no answer is a :class:`RequestFailed` in the result
                 list; otherwise its :class:`ApiRequestError` is raised. :class:`ApiFatalError` is
                 always raised.
+            on_done: called with a number of items as they get their answer (cache hits at once,
+                the rest as each request ends, from worker threads): a progress bar's ``update``.
         """
         results: list[Any] = [None] * len(items)
         groups: dict[Any, list[int]] = {}
@@ -380,6 +383,8 @@ class ApiClient:
                     results[i] = hit
                     continue
             groups.setdefault(k if k is not None else object(), []).append(i)
+        if on_done is not None and len(items) > sum(len(idx) for idx in groups.values()):
+            on_done(len(items) - sum(len(idx) for idx in groups.values()))
         if not groups:
             return results
         self.connect()  # a missing key fails here, before any thread starts
@@ -392,10 +397,14 @@ class ApiClient:
             except ApiRequestError as exc:
                 self.stats.add(failures=1)
                 if return_failures:
+                    if on_done is not None:
+                        on_done(len(idx))
                     return RequestFailed(exc.reason)
                 raise
             if isinstance(k, str) and self.cache is not None:
                 self.cache.put(k, value, **(dict(extra(item)) if extra is not None else {}))
+            if on_done is not None:
+                on_done(len(idx))
             return value
 
         pending = list(groups.items())

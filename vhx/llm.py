@@ -264,7 +264,9 @@ class LLMClient:
             self._local = LocalChatModel(self.config.model[len(LOCAL_PREFIX) :], self.config)
         return self._local
 
-    def _complete_locally(self, requests: Sequence[ChatRequest]) -> list[str | RequestFailed]:
+    def _complete_locally(
+        self, requests: Sequence[ChatRequest], on_done: Callable[[int], Any] | None = None
+    ) -> list[str | RequestFailed]:
         results: list[str | RequestFailed | None] = [None] * len(requests)
         pending: dict[str, list[int]] = {}
         for i, request in enumerate(requests):
@@ -289,6 +291,8 @@ class LLMClient:
                     self.cache.put(key, answer, task=request.task, model=self.config.model)
                 for i in pending[key]:
                     results[i] = answer
+        if on_done is not None:
+            on_done(len(requests))
         return results  # type: ignore[return-value]
 
     def __repr__(self) -> str:
@@ -304,14 +308,16 @@ class LLMClient:
         c = self.config
         return request_key([c.endpoint, c.model, c.temperature, PROMPT_VERSION, request.task, request.payload])
 
-    def complete_many(self, requests: Sequence[ChatRequest]) -> list[str | RequestFailed]:
+    def complete_many(
+        self, requests: Sequence[ChatRequest], *, on_done: Callable[[int], Any] | None = None
+    ) -> list[str | RequestFailed]:
         """Answer every request: from the cache, else concurrently from the endpoint.
 
         Identical requests are sent once. Raises :class:`LLMError` for errors that no retry fixes
-        (missing key, 401/403/404).
+        (missing key, 401/403/404). ``on_done(n)`` is called as ``n`` more requests have their answer.
         """
         if self.config.model.startswith(LOCAL_PREFIX):
-            return self._complete_locally(requests)
+            return self._complete_locally(requests, on_done)
         try:
             return self.api.complete_many(
                 requests,
@@ -320,6 +326,7 @@ class LLMClient:
                 key=self.cache_key,
                 extra=lambda req: {"task": req.task, "model": self.config.model},
                 return_failures=True,
+                on_done=on_done,
             )
         except ApiFatalError as exc:
             raise LLMError(str(exc)) from None
@@ -443,6 +450,8 @@ class LLMNegator:
         self.name = f"llm:{self.config.model}"
         self._client = client
         self._rules = RuleNegator()
+        #: ``progress(n)``: n more questions answered (set by :func:`vhx.negation.negate_dataset` for its bar).
+        self.progress: Callable[[int], Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"config": self.config}
@@ -471,7 +480,8 @@ class LLMNegator:
             except DataError as exc:
                 raise DataError(exc.reason, row=i, field="question") from None
         outcomes = _ask_with_repair(
-            self.client, [_negation_request(q) for q in cleaned], cleaned, parse=clean_answer, check=check_negation
+            self.client, [_negation_request(q) for q in cleaned], cleaned, parse=clean_answer, check=check_negation,
+            on_done=self.progress,
         )
         # an answer that fails twice (or a request that fails) falls back to the rules
         return [
@@ -589,17 +599,20 @@ def _ask_with_repair(
     *,
     parse: Callable[[str], Any],
     check: Callable[[str, Any], str | None],
+    on_done: Callable[[int], Any] | None = None,
 ) -> list[tuple[bool, Any]]:
     """Ask every request; re-ask rejected answers once, telling the LLM what was wrong.
 
-    Returns ``(True, parsed answer)`` or ``(False, reason it failed)`` per request.
+    Returns ``(True, parsed answer)`` or ``(False, reason it failed)`` per request. ``on_done``
+    counts the first round's answers (a re-ask is part of its question's work, not a new one).
     """
     outcomes: list[tuple[bool, Any]] = [(False, "not asked")] * len(firsts)
     requests = list(firsts)
     pending = list(range(len(firsts)))
     for attempt in (1, 2):
         retry: list[int] = []
-        for i, answer in zip(pending, client.complete_many([requests[i] for i in pending])):
+        answers = client.complete_many([requests[i] for i in pending], on_done=on_done if attempt == 1 else None)
+        for i, answer in zip(pending, answers):
             if isinstance(answer, RequestFailed):
                 outcomes[i] = (False, f"request failed: {answer.reason}")
                 continue

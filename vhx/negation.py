@@ -1020,16 +1020,25 @@ def negate_dataset(
     features = plain.features.copy()
     if skip:
         features[SKIP_COLUMN] = datasets.Value("string")
-    pairs = plain.map(
-        _PairMapper(negator, skip=skip),
-        batched=True,
-        batch_size=batch_size,
-        with_indices=True,
-        num_proc=num_proc,
-        remove_columns=plain.column_names,
-        features=features,
-        desc=f"negating ({negator.name})",
-    )
+    def negate(desc: str) -> datasets.Dataset:
+        return plain.map(
+            _PairMapper(negator, skip=skip),
+            batched=True,
+            batch_size=batch_size,
+            with_indices=True,
+            num_proc=num_proc,
+            remove_columns=plain.column_names,
+            features=features,
+            desc=desc,
+        )
+
+    desc = f"negating ({negator.name})"
+    if hasattr(negator, "progress") and (num_proc or 1) <= 1 and datasets.is_progress_bar_enabled():
+        # an LLM answers one question at a time: the bar counts answers, not the map's batches of
+        # hundreds, which would leave it still for minutes (the map's own bar is off meanwhile)
+        pairs = _negate_with_answer_bar(negator, negate, total=len(ds), desc=desc)
+    else:
+        pairs = negate(desc)
     if skip:
         marks = pairs[SKIP_COLUMN]
         bad = [i for i, m in enumerate(marks) if m is not None]
@@ -1040,6 +1049,21 @@ def negate_dataset(
             pairs = pairs.select([i for i, m in enumerate(marks) if m is None])
         pairs = pairs.remove_columns(SKIP_COLUMN)
     return pairs.cast_column("image", image_feature)
+
+
+def _negate_with_answer_bar(negator: Any, negate: Any, *, total: int, desc: str) -> datasets.Dataset:
+    """``negate(desc)`` with one bar that the negator moves per answered question (its ``progress`` hook)."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, unit="question")
+    negator.progress = bar.update
+    datasets.disable_progress_bars()
+    try:
+        return negate(desc)
+    finally:
+        datasets.enable_progress_bars()
+        negator.progress = None
+        bar.close()
 
 
 #: Default of ``expand(max_fallback=...)`` / ``vhx expand --max-llm-fallback``: the largest share of

@@ -67,6 +67,8 @@ GENERATOR_VERSION = 3
 # Rejection sampling is bounded; with the default limits a scene is accepted within a few tries.
 _MAX_SCENE_ATTEMPTS = 2000
 _MAX_PLACEMENT_ATTEMPTS = 200
+#: Benchmarks of this many scenes or more show a progress bar while they are drawn.
+_BAR_FROM = 300
 
 
 @dataclass(frozen=True)
@@ -494,11 +496,21 @@ def generate_synthetic(
     With ``image_dir`` the PNGs are written there and rows reference them by path; otherwise the PNG
     bytes are embedded. The same config always gives identical rows and image bytes.
     """
+    from tqdm.auto import tqdm
+
     config = config or SyntheticConfig()
     seed, q = config.seed, config.questions_per_image
     width, height = config.size
-    scenes = [
-        sample_scene(
+    # ~30 scenes a second: a bar only where the wait is long enough to wonder (the same switch as datasets' bars)
+    bar = tqdm(total=config.num_images, desc="drawing synthetic scenes", unit="scene",
+               disable=config.num_images < _BAR_FROM or not datasets.is_progress_bar_enabled())
+    images: list[dict[str, Any] | str] = []
+    out_dir = Path(image_dir).absolute() if image_dir is not None else None
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    scenes = []
+    for i in range(config.num_images):
+        scene = sample_scene(
             seed,
             i,
             (width, height),
@@ -507,14 +519,7 @@ def generate_synthetic(
             kinds=config.kinds,
             questions_per_image=q,
         )
-        for i in range(config.num_images)
-    ]
-
-    images: list[dict[str, Any] | str] = []
-    out_dir = Path(image_dir).absolute() if image_dir is not None else None
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    for i, scene in enumerate(scenes):
+        scenes.append(scene)
         png = encode_png(render_scene(scene))
         if out_dir is not None:
             path = out_dir / image_name(seed, i)
@@ -522,6 +527,7 @@ def generate_synthetic(
             images.append(str(path))
         else:
             images.append({"bytes": png, "path": image_name(seed, i)})
+        bar.update(1)
 
     splits: dict[str, datasets.Dataset] = {}
     for kind in config.kinds:
@@ -559,6 +565,7 @@ def generate_synthetic(
                 )
         columns = {name: [row[name] for row in rows] for name in FEATURES}
         splits[kind] = datasets.Dataset.from_dict(columns, features=FEATURES)
+    bar.close()
     return datasets.DatasetDict(splits)
 
 
