@@ -12,6 +12,27 @@ unknown, and every metric of :func:`vhx.scoring.metric_values` (accuracy, symmet
 pairs, POPE's precision / recall / F1, yes-ratio, ...) is one lmms-eval metric, aggregated over the
 split's results (a pair whose twin is missing is left out of symmetric accuracy). ``utils.py``
 therefore imports vhx: install vhx in the lmms-eval environment.
+
+The group has a score of its own (lmms-eval's ``aggregate_metric_list``), computed by lmms-eval from
+the splits' values, so it equals the metric over all the splits' cases pooled only where the
+arithmetic allows (:data:`GROUP_POOLING`):
+
+* accuracy and unknown_rate: the splits' values averaged weighted by their number of cases (lmms-eval's
+  ``weight_by_size``): exactly the pooled value, always;
+* accuracy_original and symmetric_accuracy: the same weighted mean, exactly the pooled value when
+  every split holds complete pairs (``n_unpaired`` 0 everywhere, as in any ``vhx expand`` output: then
+  each split's source questions and pairs are half its cases);
+* yes_ratio (and yes_ratio_original): the same weighted mean, exactly the pooled value when no reply
+  was unreadable (their denominators are the replies read as yes or no; yes_ratio_original also needs
+  complete pairs);
+* n_pairs and n_unpaired: summed over the splits, exactly the pooled counts;
+* precision, recall and f1 have no group value: their denominators (cases predicted "yes", cases
+  whose answer is "yes") are not in the splits' values, so no aggregation of those values is the pooled
+  number. ``vhx report`` on the same predictions gives them pooled.
+
+A real run (``python -m lmms_eval --model llava_hf --model_args pretrained=...,device_map=cpu
+--include_path DIR --tasks NAME``) also needs what lmms-eval 0.7.3's metadata leaves out, decord and
+``filelock<4`` (README, "Running an exported task in lmms-eval").
 """
 
 from __future__ import annotations
@@ -26,6 +47,20 @@ from vhx.errors import VHXError
 
 #: Metrics where a higher value is better (lmms-eval's ``higher_is_better``); the rest are shares and counts.
 _HIGHER_IS_BETTER = frozenset({"accuracy", "accuracy_original", "symmetric_accuracy", "precision", "recall", "f1"})
+
+#: The group's metrics: name -> when the group's value is exactly the metric over all its splits' cases
+#: pooled. Rates are the splits' values averaged weighted by their number of cases, counts are summed;
+#: a metric not named here (precision, recall, f1) has no group value (module docstring).
+GROUP_POOLING: dict[str, str] = {
+    "accuracy": "always",
+    "unknown_rate": "always",
+    "accuracy_original": "when every split holds complete pairs",
+    "symmetric_accuracy": "when every split holds complete pairs",
+    "yes_ratio": "when no reply is unknown",
+    "yes_ratio_original": "when no reply is unknown and every split holds complete pairs",
+    "n_pairs": "always (summed)",
+    "n_unpaired": "always (summed)",
+}
 
 _UTILS = '''"""lmms-eval task functions over a vhx Hub folder, written by `vhx export-lmms-eval` (vhx {version}).
 
@@ -62,6 +97,11 @@ def vhx_metric(results, name):
         [r["negated"] for r in results], allow_unpaired=True,
     )
     return values[name]
+
+
+def vhx_group_sum(values, sizes, weight_by_size=False):
+    """A count over the group: the sum of its splits' counts (lmms-eval's group aggregation signature)."""
+    return sum(values)
 
 {aggregations}'''
 
@@ -110,7 +150,9 @@ def export_lmms_eval_task(
     group = name or task_name_of(folder)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    metrics = [m.name for m in evaluate_metrics()]
+    evaluated = evaluate_metrics()
+    metrics = [m.name for m in evaluated]
+    counts = {m.name for m in evaluated if m.kind == "count"}
 
     aggregations = "".join(
         f"\ndef vhx_aggregate_{m}(results):\n    return vhx_metric(results, {m!r})\n\n" for m in metrics
@@ -156,5 +198,31 @@ def export_lmms_eval_task(
         paths[task] = out / f"{task}.yaml"
         paths[task].write_text(text, encoding="utf-8")
     paths[group] = out / f"{group}.yaml"
-    paths[group].write_text(f"group: {group}\ntask:\n" + "".join(f"  - {t}\n" for t in tasks), encoding="utf-8")
+    paths[group].write_text(_group_yaml(group, tasks, metrics, counts, Path(folder).resolve(), __version__), encoding="utf-8")
     return paths
+
+
+def _group_yaml(group: str, tasks: list[str], metrics: list[str], counts: set[str], folder: Path, version: str) -> str:
+    # lmms-eval applies an aggregate_metric_list entry to every metric whose name *contains* the entry's
+    # (so "accuracy" also reaches "symmetric_accuracy"): harmless here, as every rate's entry is the same
+    # weighted mean and no entry's name is part of precision, recall or f1, which stay out of the group.
+    chosen = [m for m in metrics if m in GROUP_POOLING]
+    entries = "".join(
+        f"  - metric: {m}\n"
+        + ("    aggregation: !function utils.vhx_group_sum\n    weight_by_size: false\n" if m in counts
+           else "    aggregation: mean\n    weight_by_size: true\n")
+        for m in chosen
+    )
+    return (
+        f"# lmms-eval group over the splits of the vhx Hub folder {folder}\n"
+        f"# written by `vhx export-lmms-eval` (vhx {version}). Group values: rates are the splits' values\n"
+        "# weighted by their number of cases, counts are summed; accuracy and unknown_rate are then the\n"
+        "# pooled values over all the splits' cases, accuracy_original and symmetric_accuracy too when every\n"
+        "# split holds complete pairs, yes_ratio(_original) when no reply is unknown. precision, recall and f1\n"
+        "# have no group value (no weighting of split values gives them pooled; `vhx report` does).\n"
+        f"group: {group}\n"
+        "task:\n" + "".join(f"  - {t}\n" for t in tasks)
+        + f"aggregate_metric_list:\n{entries}"
+        "metadata:\n"
+        "  version: 0.0\n"
+    )
