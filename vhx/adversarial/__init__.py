@@ -26,58 +26,53 @@ Example::
     authors = adversarial_split(pairs, "llava-hf/llava-1.5-7b-hf", method="pgd", preset="authors", out_dir="adv/authors")
 """
 
-from typing import Any
+from __future__ import annotations
 
-from vhx.adversarial import attack as _attack
-from vhx.adversarial import views as _views
-from vhx.adversarial.attack import (
-    ATTACKS,
-    BRANCHES,
-    IFGSM,
-    PGD,
-    PRESETS,
-    SCHEDULES,
-    SIMILARITIES,
-    Attack,
-    AttackConfig,
-    AttackError,
-    AttackResult,
-    attack_batch,
-    make_config,
-    preset_options,
-    preset_view_options,
-    register_attack,
-    similarity,
-)
-from vhx.adversarial.convergence import plot_convergence
-from vhx.adversarial.splits import AttackStore, adversarial_split, adversarial_splits
-from vhx.adversarial.views import (
-    TARGETS,
-    VIEWS,
-    AnyResView,
-    Idefics3View,
-    InstructBlipView,
-    InternVLView,
-    LlavaView,
-    MllamaView,
-    Qwen2VLView,
-    Qwen3VLView,
-    SiglipTileView,
-    VisionView,
-    load_view,
-    processor_features,
-    register_view,
-    view_from_model,
-)
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Where each public name lives. The package loads its submodules (and torch) on first use, so that the
+# command line, which only needs the option names (:mod:`vhx.adversarial.choices`), starts without torch.
+_HOMES: dict[str, str] = {
+    **dict.fromkeys(
+        ("ATTACKS", "BRANCHES", "IFGSM", "PGD", "Attack", "AttackConfig", "AttackError", "AttackResult", "attack_batch",
+         "make_config", "preset_options", "preset_view_options", "register_attack", "similarity", "METHODS"),
+        "attack",
+    ),
+    **dict.fromkeys(("PRESETS", "SCHEDULES", "SIMILARITIES", "TARGETS"), "choices"),
+    "plot_convergence": "convergence",
+    **dict.fromkeys(("AttackStore", "adversarial_split", "adversarial_splits"), "splits"),
+    **dict.fromkeys(
+        ("VIEWS", "ARCHS", "AnyResView", "Idefics3View", "InstructBlipView", "InternVLView", "LlavaView", "MllamaView",
+         "Qwen2VLView", "Qwen3VLView", "SiglipTileView", "VisionView", "load_view", "processor_features", "register_view",
+         "view_from_model"),
+        "views",
+    ),
+}
+
+if TYPE_CHECKING:
+    from vhx.adversarial.attack import (
+        ATTACKS, BRANCHES, IFGSM, PGD, Attack, AttackConfig, AttackError, AttackResult, attack_batch, make_config,
+        preset_options, preset_view_options, register_attack, similarity,
+    )
+    from vhx.adversarial.choices import PRESETS, SCHEDULES, SIMILARITIES, TARGETS
+    from vhx.adversarial.convergence import plot_convergence
+    from vhx.adversarial.splits import AttackStore, adversarial_split, adversarial_splits
+    from vhx.adversarial.views import (
+        VIEWS, AnyResView, Idefics3View, InstructBlipView, InternVLView, LlavaView, MllamaView, Qwen2VLView, Qwen3VLView,
+        SiglipTileView, VisionView, load_view, processor_features, register_view, view_from_model,
+    )
 
 
 def __getattr__(name: str) -> Any:
-    # The name tuples follow their registries, so they are read from there on every access.
-    if name == "METHODS":
-        return _attack.METHODS
-    if name == "ARCHS":
-        return _views.ARCHS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # METHODS and ARCHS follow their registries, so they are read from there on every access (never cached here).
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    if name not in ("METHODS", "ARCHS"):
+        globals()[name] = value
+    return value
 
 
 __all__ = [

@@ -92,21 +92,23 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vhx.adversarial.choices import (  # noqa: F401  (re-exported: the names belong with the attack)
+    CLEAN_PATHS,
+    FIRST_STEPS,
+    GRAD_NORMS,
+    ITERATES,
+    PRESETS,
+    QUANTIZERS,
+    RESOLUTIONS,
+    SCHEDULES,
+    SIMILARITIES,
+)
 from vhx.adversarial.views import AUTHORS_AXIS
 from vhx.errors import VHXError
 
 BRANCHES: tuple[str, ...] = ("min", "max")
 #: How the branches are named for users: by the kind of case they serve.
 BRANCH_NAMES: dict[str, str] = {"min": "non-VH", "max": "VH"}
-SIMILARITIES: tuple[str, ...] = ("feature", "token", "authors")
-SCHEDULES: tuple[str, ...] = ("constant", "cosine")
-GRAD_NORMS: tuple[str, ...] = ("linf", "none")
-FIRST_STEPS: tuple[str, ...] = ("random", "gradient")
-ITERATES: tuple[str, ...] = ("best", "final")
-QUANTIZERS: tuple[str, ...] = ("round", "truncate")
-RESOLUTIONS: tuple[str, ...] = ("image", "processor")
-CLEAN_PATHS: tuple[str, ...] = ("view", "processor")
-PRESETS: tuple[str, ...] = ("paper", "authors")
 
 #: The attack class of each method name (:func:`register_attack` adds to it).
 ATTACKS: dict[str, type[Attack]] = {}

@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from vhx.adversarial.attack import (
+from vhx.adversarial.choices import (
     CLEAN_PATHS,
     FIRST_STEPS,
     GRAD_NORMS,
@@ -20,8 +20,8 @@ from vhx.adversarial.attack import (
     RESOLUTIONS,
     SCHEDULES,
     SIMILARITIES,
+    TARGETS,
 )
-from vhx.adversarial.views import TARGETS
 
 
 def fraction(text: str) -> float:

@@ -67,6 +67,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from vhx.adversarial.choices import TARGETS
 from vhx.adversarial.processing import center_crop, pad_to_square, resample_mode, resize, resize_target, size_dict
 from vhx.errors import VHXError
 from vhx.runtime import default_device
@@ -83,10 +84,6 @@ VIEWS: dict[str, type[VisionView]] = {}
 #: px), whose script vhx cannot run; the axis is borrowed, not reproduced.
 AUTHORS_AXIS: dict[str, str] = {}
 
-#: What a view returns: ``"connector"`` (the projected visual tokens the LLM receives, the paper's
-#: M_E o M_C) or ``"encoder"`` (the vision encoder's output before the connector: the authors'
-#: InstructBLIP script attacks ``ln_vision(visual_encoder(x))``, the ViT output before the Q-Former).
-TARGETS: tuple[str, ...] = ("connector", "encoder")
 
 
 def _archs() -> tuple[str, ...]:

@@ -1,0 +1,22 @@
+"""The names the attack settings accept, kept apart from the torch code that uses them.
+
+The command line (:mod:`vhx.adversarial.options`) lists them as choices; importing this module loads
+no torch, so ``vhx --help``, ``vhx build`` or ``vhx info`` start without it.
+"""
+
+from __future__ import annotations
+
+#: How the similarity of two token matrices is taken (see :func:`vhx.adversarial.attack.similarity`).
+SIMILARITIES: tuple[str, ...] = ("feature", "token", "authors")
+SCHEDULES: tuple[str, ...] = ("constant", "cosine")
+GRAD_NORMS: tuple[str, ...] = ("linf", "none")
+FIRST_STEPS: tuple[str, ...] = ("random", "gradient")
+ITERATES: tuple[str, ...] = ("best", "final")
+QUANTIZERS: tuple[str, ...] = ("round", "truncate")
+RESOLUTIONS: tuple[str, ...] = ("image", "processor")
+CLEAN_PATHS: tuple[str, ...] = ("view", "processor")
+PRESETS: tuple[str, ...] = ("paper", "authors")
+#: What a view returns: ``"connector"`` (the projected visual tokens the LLM receives, the paper's
+#: M_E o M_C) or ``"encoder"`` (the vision encoder's output before the connector: the authors'
+#: InstructBLIP script attacks ``ln_vision(visual_encoder(x))``, the ViT output before the Q-Former).
+TARGETS: tuple[str, ...] = ("connector", "encoder")
