@@ -11,6 +11,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest -n N runs N workers on N cores: one thread each (and in the processes they start), or
+    # torch's per-core thread pools oversubscribe the machine and every worker slows down
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
@@ -55,3 +60,9 @@ def pope_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
         # distinct pixels per image, so image identity can be checked after a round trip
         Image.new("RGB", (16, 12), (i % 256, (i * 7) % 256, 100)).save(images / name, quality=95)
     return root
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Start the long end-to-end tests (``slow``) first: under ``-n`` the rest fill the other workers
+    around them, instead of one of them starting last and running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

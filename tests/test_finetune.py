@@ -547,7 +547,7 @@ def test_recipe_script_on_two_processes_then_evaluates(vh_folder, tmp_path):
     """recipes/finetune.py under torchrun (2 CPU processes, DDP over gloo), then --evaluate with MME."""
     out = tmp_path / "lora"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", str(RECIPES / "finetune.py"),
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(RECIPES / "finetune.py"),
            "--config", str(RECIPES / "tiny.yaml"), "--vh_datasets", str(vh_folder), "--output_dir", str(out),
            "--cases_per_dataset", "4", "--evaluate", "--eval_limit", "8", "--eval_mme", str(_mme_folder(tmp_path))]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False)

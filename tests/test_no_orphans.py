@@ -1,5 +1,6 @@
-"""No process outlives a vhx command: real signals sent to a running `vhx expand --perturb all` and to
-its perturbation workers; every process it started is gone 3 seconds later, and the rerun resumes."""
+"""No process outlives a vhx command: real signals sent to a running `vhx expand --perturb defocus_blur`
+(the slowest perturbation: its workers are busy when the signal comes) and to its perturbation workers;
+every process it started is gone 3 seconds later, and the rerun resumes."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def _env(root: Path) -> dict[str, str]:
 
 def _start_expand(source: Path, out: Path) -> tuple[subprocess.Popen, list[int]]:
     env = _env(out.parent)
-    proc = subprocess.Popen([sys.executable, "-m", "vhx.cli", "expand", str(source), "--out", str(out), "--perturb", "all",
+    proc = subprocess.Popen([sys.executable, "-m", "vhx.cli", "expand", str(source), "--out", str(out), "--perturb", "defocus_blur",
                              "--review", "0", "--gallery", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 120
     workers: list[int] = []
@@ -85,7 +86,7 @@ def test_a_signal_to_expand_ends_its_workers_and_the_rerun_finishes(source, tmp_
     assert proc.returncode == code, err[-2000:]
     assert _gone_within(workers) == []
     assert not (out / "README.md").exists()  # nothing half-written passes as a result
-    rerun = subprocess.run([sys.executable, "-m", "vhx.cli", "expand", str(source), "--out", str(out), "--perturb", "all",
+    rerun = subprocess.run([sys.executable, "-m", "vhx.cli", "expand", str(source), "--out", str(out), "--perturb", "defocus_blur",
                             "--review", "0", "--gallery", "0"], capture_output=True, text=True,
                            env=_env(tmp_path))
     assert rerun.returncode == 0, rerun.stderr[-2000:]

@@ -571,7 +571,12 @@ def stage_finetune(study: Study) -> None:
         if set(first) != set(second):
             logger.warning("the two fine-tuning runs trained on different source cases; both arms are scored on the "
                            "expanded run's held-out cases")
-        heldout = study.adapter(model, "finetuned_expanded") / "heldout"
+        heldout: Path | None = study.adapter(model, "finetuned_expanded") / "heldout"
+        if not (heldout / "README.md").is_file():
+            # the training sample took every pair (a study of a handful of scenes): nothing is left to score
+            logger.warning("fine-tuning left no held-out VH case (too few cases for its training sample); the "
+                           "fine-tuned models are scored on MME only and the VH rows of Table 7 are not tested")
+            heldout = None
         base = resolve_base_model(model)
         for arm in FINETUNE_ARMS:
             adapter = None if arm == "before" else str(study.adapter(model, arm))
