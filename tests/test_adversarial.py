@@ -28,6 +28,7 @@ import datasets
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from PIL import Image
 
 from vhx import adversarial as adv_pkg
@@ -196,6 +197,24 @@ def test_resize_matches_pil_to_one_level(mode: str) -> None:
         # PIL rounds to 8 bits (0.5) and uses fixed-point weights: about one level at most
         assert np.abs(ours - pil).max() < 1.3, (mode, (h, w), (nh, nw))
     assert adv_views.resample_mode(Image.LANCZOS) == "lanczos" and adv_views.resample_mode(5) == "hamming"
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear"])
+def test_resize_weight_matrices_equal_torchs_antialiased_kernel(mode: str, monkeypatch) -> None:
+    """Small images resize by PIL's weights as matrices (faster backward); torch's antialiased kernel is the reference."""
+    from vhx.adversarial import processing
+
+    x = torch.rand(2, 3, 61, 47, generator=torch.Generator().manual_seed(0))
+    for size in [(24, 24), (61, 20), (90, 70), (17, 47)]:
+        expected = F.interpolate(x, size=size, mode=mode, align_corners=False, antialias=True)
+        # one axis at a time, clamped between the passes as PIL's 8-bit intermediate is
+        ours = processing.resize(x, size, mode)
+        assert ours.shape[-2:] == size
+        if size[0] == 61 or size[1] == 47:  # a single pass: no intermediate clamp
+            assert torch.allclose(ours, expected.clamp(0, 1), atol=2e-6)
+        monkeypatch.setattr(processing, "_MATRIX_MAX_SIDE", 0)  # the kernel path, for large images
+        assert torch.allclose(processing.resize(x, size, mode), ours, atol=5e-5)
+        monkeypatch.undo()
 
 
 def test_view_weights_frozen_and_features_differentiable() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import importlib.util
 import fnmatch
 import json
 import os
@@ -15,7 +16,17 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 
-evaluate = pytest.importorskip("evaluate")
+# `import evaluate` pulls in transformers' pipelines (seconds): it is imported by the tests that use it,
+# not when the suite is collected
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("evaluate") is None, reason="needs evaluate: pip install 'vhx[metrics]'")
+
+
+@pytest.fixture(scope="module")
+def evaluate():
+    import evaluate
+
+    return evaluate
+
 
 from vhx.errors import DataError  # noqa: E402
 from vhx.scoring import score, symmetric_accuracy_module_path  # noqa: E402
@@ -80,7 +91,7 @@ def check(results: dict) -> None:
         assert results[key] == pytest.approx(value), key
 
 
-def test_loads_from_the_checkout_path():
+def test_loads_from_the_checkout_path(evaluate):
     metric = evaluate.load(str(CHECKOUT_MODULE))
     assert type(metric).__name__ == "SymmetricAccuracy"
     check(metric.compute(**inputs()))
@@ -90,7 +101,7 @@ def test_loads_from_the_checkout_path():
     assert "negated" in info.inputs_description and "symmetric" in info.description.lower()
 
 
-def test_loads_through_the_package_path_and_matches_vhx_scoring():
+def test_loads_through_the_package_path_and_matches_vhx_scoring(evaluate):
     path = symmetric_accuracy_module_path()
     assert Path(path).resolve() == CHECKOUT_MODULE.resolve()  # editable install maps vhx.metrics to metrics/
     metric = evaluate.load(path)
@@ -101,7 +112,7 @@ def test_loads_through_the_package_path_and_matches_vhx_scoring():
         assert results[key] == pytest.approx(row[key]), key
 
 
-def test_batches_and_unpaired_handling():
+def test_batches_and_unpaired_handling(evaluate):
     metric = evaluate.load(symmetric_accuracy_module_path())
     kw = inputs()
     for start in range(0, len(kw["predictions"]), 5):
@@ -118,7 +129,7 @@ def test_batches_and_unpaired_handling():
     assert results["accuracy"] == pytest.approx(6 / 11)
 
 
-def test_card_and_docstring_examples_run(monkeypatch: pytest.MonkeyPatch):
+def test_card_and_docstring_examples_run(evaluate, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.chdir(REPO)  # the docstring example loads "metrics/symmetric_accuracy"
     metric = evaluate.load(symmetric_accuracy_module_path())
     parser = doctest.DocTestParser()
