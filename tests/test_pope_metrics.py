@@ -11,9 +11,9 @@ from types import ModuleType
 
 import pytest
 
+from conftest import pope_samples_dir
 from vhx.scoring import metric_values, pope_scores, pope_subset_sizes, pope_variant, score
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples" / "pope"
 #: The lmms-eval release the cross-check is pinned to (.ci/run installs it with --no-deps; see README).
 LMMS_EVAL_VERSION = "0.7.3"
 
@@ -69,12 +69,11 @@ def test_mean_f1_over_the_three_subsets_and_the_variant():
 
 def real_pope_rows(seed: int = 0) -> list[dict]:
     """The released COCO POPE questions, answered by a seeded guesser leaning to "yes" (as real models do)."""
-    if not SAMPLES.is_dir():
-        pytest.skip(f"the POPE question files are not at {SAMPLES}")
+    samples = pope_samples_dir()  # VHX_POPE_QUESTIONS, or the team's copy; else a skip that says how
     rng = random.Random(seed)
     rows = []
     for subset in ("random", "popular", "adversarial"):
-        for line in (SAMPLES / f"coco_pope_{subset}.json").read_text(encoding="utf-8").splitlines():
+        for line in (samples / f"coco_pope_{subset}.json").read_text(encoding="utf-8").splitlines():
             record = json.loads(line)
             right = rng.random() < (0.9 if record["label"] == "yes" else 0.75)
             rows.append(case(str(record["question_id"]), record["label"], record["label"] if right else flip(record["label"]), subset=subset))
