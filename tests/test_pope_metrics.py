@@ -67,6 +67,22 @@ def test_mean_f1_over_the_three_subsets_and_the_variant():
     assert pope_variant({"random": 2910, "popular": 3000, "adversarial": 3000}).startswith("POPE 8,910-question variant")
 
 
+def test_a_built_pope_folder_whose_splits_are_the_subsets_gets_its_mean():
+    """`vhx build pope` writes one split per subset; the mean over the three must not be n/a there."""
+    preds = {"random": [("yes", "yes"), ("no", "no")], "popular": [("yes", "yes"), ("no", "yes")], "adversarial": [("yes", "no"), ("no", "no")]}
+    built = [case(f"{s}{i}", a, p, subset=s, split=s) for s, pairs in preds.items() for i, (a, p) in enumerate(pairs)]
+    table = pope_scores(built)
+    assert list(table["split"]) == ["original"] * 4 and list(table["subset"]) == ["random", "popular", "adversarial", "mean"]
+    mean = table.set_index("subset").loc["mean"]
+    assert mean["f1"] == pytest.approx((1 + 2 / 3 + 0) / 3) and mean["n_original"] == 6
+    # an expanded folder: the subsets share each split, which is named after its transform
+    perturbed = [{**r, "split": "brightness", "transform": "brightness", "id": r["id"] + "@b", "pair_id": r["pair_id"] + "@b"} for r in built]
+    expanded = [{**r, "split": "original"} for r in built] + perturbed
+    table = pope_scores(expanded)
+    assert list(table["split"]) == ["original"] * 4 + ["brightness"] * 4
+    assert table[table["subset"] == "mean"]["f1"].tolist() == pytest.approx([(1 + 2 / 3 + 0) / 3] * 2)
+
+
 def real_pope_rows(seed: int = 0) -> list[dict]:
     """The released COCO POPE questions, answered by a seeded guesser leaning to "yes" (as real models do)."""
     samples = pope_samples_dir()  # VHX_POPE_QUESTIONS, or the team's copy; else a skip that says how

@@ -62,12 +62,20 @@ def pope_variant(sizes: Mapping[str, int]) -> str:
 def pope_scores(predictions: Predictions, by: Sequence[str] | str = ("split",)) -> pd.DataFrame:
     """POPE's metrics per model, ``by`` group and POPE subset, plus a ``subset == "mean"`` row per
     model and group holding the mean over random / popular / adversarial (NaN unless all three are there).
+    A ``split`` key groups by the image condition (the rows' ``transform``), so the subsets of a built
+    POPE folder, which are its splits, get their mean too.
 
     Columns: ``model``, the ``by`` keys, ``subset``, then :data:`POPE_COLUMNS`. The mean row's
     ``n_original`` is the sum over the three subsets.
     """
     keys = [k for k in check_by(by) if k != "subset"]
     rows = pope_rows(predictions)
+    if "split" in keys and "transform" in rows.columns:
+        # The three subsets are three splits of a folder from `vhx build pope` and a column of an
+        # expanded one; either way the mean is over the subsets under one image condition, so the
+        # "split" of a POPE row is its transform (a built folder's random/popular/adversarial are all
+        # "original"; an expanded folder's splits are named after their transforms already).
+        rows = rows.assign(split=rows["transform"])
     if rows.empty:
         return pd.DataFrame(columns=["model", *keys, "subset", *POPE_COLUMNS])
     per_subset = score(rows, [*keys, "subset"], allow_unpaired=True)[["model", *keys, "subset", *POPE_COLUMNS]]
