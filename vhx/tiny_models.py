@@ -36,9 +36,10 @@ NESTED_IMAGE_ARCHS: tuple[str, ...] = ("mllama", "gemma3", "idefics3")
 MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 #: Families added for issue 29 (scored, no prefix sharing): Idefics2 (one image list per sample),
 #: Aya Vision, BLIP-2, GLM-4V, Aria (its processor always asks for 980 px tiles, so the tiny Aria
-#: reads 980 px images in 70 px patches), Kosmos-2 and Chameleon (VQ-VAE image tokens). The README's
-#: model table says which other families cannot be built here, and why.
-EXTRA_ARCHS: tuple[str, ...] = ("idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon")
+#: reads 980 px images in 70 px patches), Kosmos-2 and Chameleon (VQ-VAE image tokens); then Emu3
+#: (VQ-VAE image tokens) and the further families listed below. The README's model table says which
+#: other families cannot be built here, and why.
+EXTRA_ARCHS: tuple[str, ...] = ("idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon", "emu3")
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
 DEFAULT_SIZES: dict[str, int] = {
@@ -787,6 +788,29 @@ def _build_chameleon(path: Path, sizes: dict[str, int]) -> None:
     _save(ChameleonForConditionalGeneration(config), processor, path)
 
 
+def _build_emu3(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Emu3Config, Emu3ForConditionalGeneration, Emu3Processor
+    from transformers.models.emu3.image_processing_emu3 import Emu3ImageProcessor
+
+    # Emu3 reads images as discrete tokens too: its VQ-VAE codes the image and code i is the
+    # vocabulary token "<|visual token{i:06d}|>"; "<|extra_200|>" ends each row of codes. The
+    # processor writes "<|image start|>{rows}*{cols}<|image token|>" + placeholders + "<|extra_201|><|image end|>".
+    codes = 16
+    visual = [f"<|visual token{c:06d}|>" for c in range(codes)]
+    specials = ["<image>", "<|image start|>", "<|image end|>", "<|image token|>", "<|extra_200|>", "<|extra_201|>", *visual]
+    tok = build_tokenizer(specials, VICUNA_TEMPLATE, image_token="<image>", boi_token="<|image start|>",
+                          eoi_token="<|image end|>", image_wrapper_token="<|image token|>", eof_token="<|extra_201|>")
+    # The processor divides image sides by 8 (fixed): three stride-2 levels. GroupNorm needs 32-channel
+    # multiples; one temporal frame (an image is not repeated into a clip).
+    vq = {"codebook_size": codes, "embed_dim": 8, "latent_channels": 8, "base_channels": 32, "channel_multiplier": [1, 1, 1, 1],
+          "num_res_blocks": 1, "attn_resolutions": [], "temporal_downsample_factor": 1, "hidden_size": 32}
+    config = Emu3Config(vq_config=vq, text_config=_text_config("emu3_text", tok, sizes), vocabulary_map=tok.get_vocab())
+    # every image resized to about 16 x 16 px (aspect ratio kept, sides multiples of 8): a few codes per image
+    image_processor = Emu3ImageProcessor(min_pixels=16 * 16, max_pixels=16 * 16, spatial_factor=8)
+    processor = Emu3Processor(image_processor=image_processor, tokenizer=tok, chat_template=VICUNA_TEMPLATE)
+    _save(Emu3ForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -807,6 +831,7 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "aria": _build_aria,
     "kosmos2": _build_kosmos2,
     "chameleon": _build_chameleon,
+    "emu3": _build_emu3,
 }
 
 

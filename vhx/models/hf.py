@@ -85,6 +85,10 @@ NESTED_IMAGES_TYPES = frozenset({"mllama", "gemma3", "idefics2", "idefics3", "sm
 # (Kosmos-2 numbers them from the cache length, pads included): batched, their greedy answers would
 # depend on the batch, so generate mode runs them one prompt at a time.
 _GENERATE_ONE_AT_A_TIME = frozenset({"kosmos-2"})
+# Families whose processor pads a batch's images to its largest size and whose image encoder reads
+# that padding (Emu3's VQ-VAE convolutions reach into it, so an image's codes depend on its batch):
+# a batch holds images of one size only.
+_SAME_SIZE_BATCHES = frozenset({"emu3"})
 # Space markers of sentencepiece ("▁") and byte-level BPE ("Ġ") vocabularies.
 _SPACE_MARKERS = ("▁", "Ġ", " ")
 
@@ -359,19 +363,31 @@ class HFModel:
             plan = self._sharing()
             if plan is not None:
                 return self._predict_logits_shared(images, questions, plan)
-        out: list[Prediction] = []
-        for start in range(0, len(images), self.batch_size):
-            chunk_images = images[start : start + self.batch_size]
-            chunk_questions = questions[start : start + self.batch_size]
+        out: list[Prediction | None] = [None] * len(images)
+        for chunk in self._batches(images):
+            chunk_images = [images[i] for i in chunk]
+            chunk_questions = [questions[i] for i in chunk]
             if self.mode == "logits":
-                out.extend(self._predict_logits(chunk_images, chunk_questions))
+                preds = self._predict_logits(chunk_images, chunk_questions)
                 self.prefix_stats["unshared_cases"] += len(chunk_images)
             elif self._model_type in _GENERATE_ONE_AT_A_TIME:
-                for image, question in zip(chunk_images, chunk_questions):
-                    out.extend(self._predict_generate([image], [question]))
+                preds = [p for image, question in zip(chunk_images, chunk_questions) for p in self._predict_generate([image], [question])]
             else:
-                out.extend(self._predict_generate(chunk_images, chunk_questions))
-        return out
+                preds = self._predict_generate(chunk_images, chunk_questions)
+            for i, p in zip(chunk, preds):
+                out[i] = p
+        return out  # type: ignore[return-value]
+
+    def _batches(self, images: Sequence[Image.Image]) -> list[list[int]]:
+        """Indices of ``images`` in batches of up to ``batch_size``: consecutive runs, or for
+        :data:`_SAME_SIZE_BATCHES` families runs of images of one size (answers keep the input order)."""
+        groups: list[list[int]] = [list(range(len(images)))]
+        if self._model_type in _SAME_SIZE_BATCHES:
+            by_size: dict[tuple[int, int], list[int]] = {}
+            for index, image in enumerate(images):
+                by_size.setdefault(image.size, []).append(index)
+            groups = list(by_size.values())
+        return [group[start : start + self.batch_size] for group in groups for start in range(0, len(group), self.batch_size)]
 
     def _max_new_tokens(self) -> int:
         if self.max_new_tokens is not None:
