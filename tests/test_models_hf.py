@@ -34,6 +34,9 @@ PROCESSOR_CLASSES = {
     "kosmos2": "Kosmos2Processor",
     "chameleon": "ChameleonProcessor",
     "emu3": "Emu3Processor",
+    "vipllava": "LlavaProcessor",
+    "qwen3_vl_moe": "Qwen3VLProcessor",
+    "glm4v_moe": "Glm4vProcessor",
 }
 MODEL_CLASSES = {
     "llava": "LlavaForConditionalGeneration",
@@ -53,6 +56,9 @@ MODEL_CLASSES = {
     "kosmos2": "Kosmos2ForConditionalGeneration",
     "chameleon": "ChameleonForConditionalGeneration",
     "emu3": "Emu3ForConditionalGeneration",
+    "vipllava": "VipLlavaForConditionalGeneration",
+    "qwen3_vl_moe": "Qwen3VLMoeForConditionalGeneration",
+    "glm4v_moe": "Glm4vMoeForConditionalGeneration",
 }
 
 # Different sizes and aspect ratios (anyres tiling, Qwen2-VL's dynamic resolution) and questions of

@@ -39,7 +39,9 @@ MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 #: reads 980 px images in 70 px patches), Kosmos-2 and Chameleon (VQ-VAE image tokens); then Emu3
 #: (VQ-VAE image tokens) and the further families listed below. The README's model table says which
 #: other families cannot be built here, and why.
-EXTRA_ARCHS: tuple[str, ...] = ("idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon", "emu3")
+EXTRA_ARCHS: tuple[str, ...] = (
+    "idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon", "emu3", "vipllava", "qwen3_vl_moe", "glm4v_moe",
+)
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
 DEFAULT_SIZES: dict[str, int] = {
@@ -593,9 +595,13 @@ def _build_internvl(path: Path, sizes: dict[str, int]) -> None:
     _save(InternVLForConditionalGeneration(config), processor, path)
 
 
-def _build_qwen3_vl(path: Path, sizes: dict[str, int]) -> None:
-    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLProcessor
+def _build_qwen3_vl(path: Path, sizes: dict[str, int], *, moe: bool = False) -> None:
+    import transformers
+    from transformers import Qwen3VLProcessor
 
+    prefix = "Qwen3VLMoe" if moe else "Qwen3VL"
+    config_cls = getattr(transformers, f"{prefix}Config")
+    model_cls = getattr(transformers, f"{prefix}ForConditionalGeneration")
     tok, template = _qwen_tokenizer(None, vision_start_token="<|vision_start|>", vision_end_token="<|vision_end|>")
     side, hidden, patch, merge = sizes["image_size"], sizes["hidden"], _patch(sizes), 2
     head_dim = hidden // sizes["heads"]
@@ -607,14 +613,21 @@ def _build_qwen3_vl(path: Path, sizes: dict[str, int]) -> None:
         "deepstack_visual_indexes": [0],
     }
     rope = {"rope_type": "default", "mrope_section": _mrope_section(head_dim), "rope_theta": 10000.0, "mrope_interleaved": True}
-    config = Qwen3VLConfig(
+    # the MoE variant: 2 experts, 1 picked per token
+    experts = {"num_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": hidden} if moe else {}
+    config = config_cls(
         vision_config=vision,
-        text_config=_text_config("qwen3_vl_text", tok, sizes, head_dim=head_dim, rope_parameters=rope),
+        text_config=_text_config(f"{'qwen3_vl_moe' if moe else 'qwen3_vl'}_text", tok, sizes, head_dim=head_dim, rope_parameters=rope,
+                                 **experts),
         **_qwen_token_ids(tok),
     )
     image_processor = _qwen_image_processor(side, patch, merge, image_mean=[0.5] * 3, image_std=[0.5] * 3)
     processor = _image_only(Qwen3VLProcessor)(image_processor=image_processor, tokenizer=tok, chat_template=template)
-    _save(Qwen3VLForConditionalGeneration(config), processor, path)
+    _save(model_cls(config), processor, path)
+
+
+def _build_qwen3_vl_moe(path: Path, sizes: dict[str, int]) -> None:
+    _build_qwen3_vl(path, sizes, moe=True)
 
 
 def _build_idefics2(path: Path, sizes: dict[str, int]) -> None:
@@ -692,8 +705,9 @@ def _build_blip_2(path: Path, sizes: dict[str, int]) -> None:
     _save(Blip2ForConditionalGeneration(config), processor, path)
 
 
-def _build_glm4v(path: Path, sizes: dict[str, int]) -> None:
-    from transformers import Glm4vConfig, Glm4vForConditionalGeneration, Glm4vProcessor
+def _build_glm4v(path: Path, sizes: dict[str, int], *, moe: bool = False) -> None:
+    import transformers
+    from transformers import Glm4vProcessor
     from transformers.models.glm4v.image_processing_pil_glm4v import Glm4vImageProcessorPil
 
     template = _turns_template("<|{role}|>\\n", "", "<|begin_of_image|><|image|><|end_of_image|>", prefix="[gMASK]<sop>")
@@ -709,12 +723,21 @@ def _build_glm4v(path: Path, sizes: dict[str, int]) -> None:
     rope = {"rope_type": "default", "mrope_section": _mrope_section(head_dim // 2), "rope_theta": 10000.0, "partial_rotary_factor": 0.5}
     ids = {"image_token_id": "<|image|>", "video_token_id": "<|video|>", "image_start_token_id": "<|begin_of_image|>",
            "image_end_token_id": "<|end_of_image|>", "video_start_token_id": "<|begin_of_video|>", "video_end_token_id": "<|end_of_video|>"}
-    config = Glm4vConfig(vision_config=vision, text_config=_text_config("glm4v_text", tok, sizes, rope_parameters=rope),
-                         **{k: tok.convert_tokens_to_ids(v) for k, v in ids.items()})
+    prefix = "Glm4vMoe" if moe else "Glm4v"
+    # the MoE variant: a dense first layer (first_k_dense_replace), then 2 routed experts (1 per token) and a shared one
+    experts = {"n_routed_experts": 2, "num_experts_per_tok": 1, "n_shared_experts": 1, "moe_intermediate_size": hidden,
+               "num_hidden_layers": max(2, sizes["layers"])} if moe else {}
+    text = _text_config(f"{'glm4v_moe' if moe else 'glm4v'}_text", tok, sizes, rope_parameters=rope, **experts)
+    config = getattr(transformers, f"{prefix}Config")(vision_config=vision, text_config=text,
+                                                      **{k: tok.convert_tokens_to_ids(v) for k, v in ids.items()})
     image_processor = Glm4vImageProcessorPil(size={"shortest_edge": (patch * merge) ** 2, "longest_edge": side * side * 2},
                                              patch_size=patch, merge_size=merge, temporal_patch_size=2)
     processor = _image_only(Glm4vProcessor)(image_processor=image_processor, tokenizer=tok, chat_template=template)
-    _save(Glm4vForConditionalGeneration(config), processor, path)
+    _save(getattr(transformers, f"{prefix}ForConditionalGeneration")(config), processor, path)
+
+
+def _build_glm4v_moe(path: Path, sizes: dict[str, int]) -> None:
+    _build_glm4v(path, sizes, moe=True)
 
 
 def _build_aria(path: Path, sizes: dict[str, int]) -> None:
@@ -811,6 +834,23 @@ def _build_emu3(path: Path, sizes: dict[str, int]) -> None:
     _save(Emu3ForConditionalGeneration(config), processor, path)
 
 
+def _build_vipllava(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import LlavaProcessor, VipLlavaConfig, VipLlavaForConditionalGeneration
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    tok = build_tokenizer(["<image>"], VICUNA_TEMPLATE, add_bos=True, image_token="<image>")
+    side, patch = sizes["image_size"], _patch(sizes)
+    # ViP-LLaVA's projector reads several vision layers, concatenated (the embeddings and the last here)
+    config = VipLlavaConfig(
+        vision_config=_clip_vision(sizes, patch), text_config=_text_config("llama", tok, sizes),
+        image_token_index=tok.convert_tokens_to_ids("<image>"), image_seq_length=(side // patch) ** 2, vision_feature_layer=[0, -1],
+    )
+    image_processor = CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
+    processor = LlavaProcessor(image_processor=image_processor, tokenizer=tok, patch_size=patch, vision_feature_select_strategy="default",
+                               num_additional_image_tokens=1, chat_template=VICUNA_TEMPLATE)
+    _save(VipLlavaForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -832,6 +872,9 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "kosmos2": _build_kosmos2,
     "chameleon": _build_chameleon,
     "emu3": _build_emu3,
+    "vipllava": _build_vipllava,
+    "qwen3_vl_moe": _build_qwen3_vl_moe,
+    "glm4v_moe": _build_glm4v_moe,
 }
 
 
