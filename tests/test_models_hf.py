@@ -37,6 +37,10 @@ PROCESSOR_CLASSES = {
     "vipllava": "LlavaProcessor",
     "qwen3_vl_moe": "Qwen3VLProcessor",
     "glm4v_moe": "Glm4vProcessor",
+    "got_ocr2": "GotOcr2Processor",
+    "janus": "JanusProcessor",
+    "ovis2": "Ovis2Processor",
+    "deepseek_vl": "DeepseekVLProcessor",
 }
 MODEL_CLASSES = {
     "llava": "LlavaForConditionalGeneration",
@@ -59,6 +63,10 @@ MODEL_CLASSES = {
     "vipllava": "VipLlavaForConditionalGeneration",
     "qwen3_vl_moe": "Qwen3VLMoeForConditionalGeneration",
     "glm4v_moe": "Glm4vMoeForConditionalGeneration",
+    "got_ocr2": "GotOcr2ForConditionalGeneration",
+    "janus": "JanusForConditionalGeneration",
+    "ovis2": "Ovis2ForConditionalGeneration",
+    "deepseek_vl": "DeepseekVLForConditionalGeneration",
 }
 
 # Different sizes and aspect ratios (anyres tiling, Qwen2-VL's dynamic resolution) and questions of

@@ -37,10 +37,13 @@ MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 #: Families added for issue 29 (scored, no prefix sharing): Idefics2 (one image list per sample),
 #: Aya Vision, BLIP-2, GLM-4V, Aria (its processor always asks for 980 px tiles, so the tiny Aria
 #: reads 980 px images in 70 px patches), Kosmos-2 and Chameleon (VQ-VAE image tokens); then Emu3
-#: (VQ-VAE image tokens) and the further families listed below. The README's model table says which
-#: other families cannot be built here, and why.
+#: (VQ-VAE image tokens), ViP-LLaVA, the MoE variants of Qwen3-VL and GLM-4V, GOT-OCR2 (its processor
+#: always writes 256 tokens per image, so the tiny GOT-OCR2 reads 128 px images in 2 px patches),
+#: Janus, Ovis2 and DeepSeek-VL. The README's model table says which other families cannot be built
+#: here, and why.
 EXTRA_ARCHS: tuple[str, ...] = (
     "idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon", "emu3", "vipllava", "qwen3_vl_moe", "glm4v_moe",
+    "got_ocr2", "janus", "ovis2", "deepseek_vl",
 )
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
@@ -851,6 +854,97 @@ def _build_vipllava(path: Path, sizes: dict[str, int]) -> None:
     _save(VipLlavaForConditionalGeneration(config), processor, path)
 
 
+def _build_got_ocr2(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import GotOcr2Config, GotOcr2ForConditionalGeneration, GotOcr2Processor
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+
+    # GOT-OCR2 ships no chat template (its processor writes an OCR prompt when given no text): a
+    # ChatML one with its image markup "<img><imgpad></img>", the processor expanding "<imgpad>"
+    template = _chatml_template("<img><imgpad></img>\n", None)
+    tok = build_tokenizer(["<|im_start|>", "<|im_end|>", "<img>", "</img>", "<imgpad>"], template, eos_token="<|im_end|>")
+    # The processor writes 256 tokens per image (its default, not a saved setting), so the SAM-style
+    # tower reads 128 px in 2 px patches (64 x 64, attending within 8 x 8 windows) and the projector's
+    # two stride-2 convolutions leave 16 x 16 tokens
+    side, patch, hidden, tokens = 128, 2, sizes["vision_hidden"], 256
+    vision = {"hidden_size": hidden, "output_channels": hidden, "num_hidden_layers": sizes["vision_layers"], "num_attention_heads": sizes["heads"],
+              "image_size": side, "patch_size": patch, "mlp_dim": hidden * 2, "window_size": 8, "global_attn_indexes": []}
+    config = GotOcr2Config(vision_config=vision, text_config=_text_config("qwen2", tok, sizes), image_token_index=tok.convert_tokens_to_ids("<imgpad>"),
+                           image_seq_length=tokens)
+    processor = GotOcr2Processor(image_processor=GotOcr2ImageProcessorPil(size={"height": side, "width": side}), tokenizer=tok,
+                                 chat_template=template)
+    _save(GotOcr2ForConditionalGeneration(config), processor, path)
+
+
+def _plain_turns_template(user: str, assistant: str) -> str:
+    """DeepSeek-VL's and Janus's turns: ``user: `` + image marker + text + a blank line, then
+    ``assistant:``; a system message is bare text before them."""
+    return (
+        "{% for message in messages %}"
+        "{{ {'user': '" + user + ": ', 'assistant': '" + assistant + ": '}.get(message['role'], '') }}"
+        "{% if message['content'] is string %}{{ message['content'] }}{% else %}{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' %}{{ '<image_placeholder>\\n' }}{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+        "{% endfor %}{% endif %}{{ '\\n\\n' }}{% endfor %}"
+        "{% if add_generation_prompt %}{{ '" + assistant + ":' }}{% endif %}"
+    )
+
+
+def _build_janus(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import JanusConfig, JanusForConditionalGeneration, JanusProcessor
+    from transformers.models.janus.image_processing_pil_janus import JanusImageProcessorPil
+
+    template = _plain_turns_template("<|User|>", "<|Assistant|>")
+    specials = ["<image_placeholder>", "<begin_of_image>", "<end_of_image>", "<|User|>", "<|Assistant|>"]
+    tok = build_tokenizer(specials, template, add_bos=True, image_token="<image_placeholder>", boi_token="<begin_of_image>",
+                          eoi_token="<end_of_image>")
+    side, hidden, tokens = sizes["image_size"], sizes["hidden"], sizes["patches"] ** 2
+    vision = {**_siglip_vision(sizes), "model_type": "janus_vision_model", "projection_dim": hidden, "num_image_tokens": tokens, "depth": 1}
+    # Janus also holds an image-generation VQ-VAE and head (unused when answering): kept minimal
+    vq = {"embed_dim": 8, "num_embeddings": 16, "latent_channels": 32, "base_channels": 32, "channel_multiplier": [1, 1],
+          "num_res_blocks": 1, "num_patches": 2, "projection_dim": hidden, "image_token_embed_dim": hidden, "num_hidden_layers": 1}
+    config = JanusConfig(text_config=_text_config("llama", tok, sizes), vision_config=vision, vq_config=vq,
+                         image_token_id=tok.convert_tokens_to_ids("<image_placeholder>"))
+    image_processor = JanusImageProcessorPil(size={"height": side, "width": side}, min_size=4)
+    processor = JanusProcessor(image_processor=image_processor, tokenizer=tok, chat_template=template, num_image_tokens=tokens)
+    _save(JanusForConditionalGeneration(config), processor, path)
+
+
+def _build_ovis2(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Ovis2Config, Ovis2ForConditionalGeneration, Ovis2Processor
+    from transformers.models.ovis2.image_processing_pil_ovis2 import Ovis2ImageProcessorPil
+
+    # the processor expands "<image>" to <IMG_START>, <IMG_ATOM> per visual token, <IMG_GRID> ... <IMG_END>
+    template = _chatml_template("<image>\\n", None)
+    indicators = ["<IMG_START>", "<IMG_GRID>", "<IMG_COL>", "<IMG_ROW>", "<IMG_END>"]
+    tok = build_tokenizer(["<|im_start|>", "<|im_end|>", "<image>", "<IMG_ATOM>", *indicators], template, eos_token="<|im_end|>")
+    side, hidden, stride = sizes["image_size"], sizes["hidden"], 2
+    tokens = (sizes["patches"] // stride) ** 2
+    # Ovis reads an image as a soft distribution over a visual vocabulary (here 32 "words") whose
+    # embeddings are summed; the last 5 visual words embed the indicator tokens
+    vision = {k: v for k, v in _siglip_vision(sizes).items() if k != "model_type"}
+    vision.update(vocab_size=32, hidden_stride=stride, num_visual_indicator_tokens=len(indicators))
+    config = Ovis2Config(vision_config=vision, text_config=_text_config("qwen2", tok, sizes), hidden_size=hidden, vocab_size=len(tok),
+                         image_token_id=tok.convert_tokens_to_ids("<IMG_ATOM>"),
+                         visual_indicator_token_ids=tok.convert_tokens_to_ids(indicators))
+    image_processor = Ovis2ImageProcessorPil(size={"height": side, "width": side})
+    processor = Ovis2Processor(image_processor=image_processor, tokenizer=tok, chat_template=template, image_seq_length=tokens)
+    _save(Ovis2ForConditionalGeneration(config), processor, path)
+
+
+def _build_deepseek_vl(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import DeepseekVLConfig, DeepseekVLForConditionalGeneration, DeepseekVLProcessor
+    from transformers.models.deepseek_vl.image_processing_pil_deepseek_vl import DeepseekVLImageProcessorPil
+
+    template = _plain_turns_template("User", "Assistant")
+    tok = build_tokenizer(["<image_placeholder>", "User", "Assistant"], template, add_bos=True, image_token="<image_placeholder>")
+    side, tokens = sizes["image_size"], sizes["patches"] ** 2
+    config = DeepseekVLConfig(vision_config=_siglip_vision(sizes), text_config=_text_config("llama", tok, sizes),
+                              image_token_id=tok.convert_tokens_to_ids("<image_placeholder>"))
+    # the image padded to a square (longest side resized to side), as DeepSeek-VL does
+    image_processor = DeepseekVLImageProcessorPil(size={"height": side, "width": side}, min_size=4)
+    processor = DeepseekVLProcessor(image_processor=image_processor, tokenizer=tok, chat_template=template, num_image_tokens=tokens)
+    _save(DeepseekVLForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -875,6 +969,10 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "vipllava": _build_vipllava,
     "qwen3_vl_moe": _build_qwen3_vl_moe,
     "glm4v_moe": _build_glm4v_moe,
+    "got_ocr2": _build_got_ocr2,
+    "janus": _build_janus,
+    "ovis2": _build_ovis2,
+    "deepseek_vl": _build_deepseek_vl,
 }
 
 
