@@ -54,7 +54,8 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--attack-batch-size", type=int, help="images per attack batch (default 8)")
     g.add_argument("--attack-device", help="device of the attacked model (default: accelerate's)")
     g.add_argument("--attack-dtype", choices=("auto", "float32", "bfloat16", "float16"),
-                   help="precision the attacked model loads in (default bfloat16 on CUDA, float32 elsewhere; 'auto': the checkpoint's)")
+                   help="precision the attacked model loads in (default: the checkpoint's when it also scores the cases, "
+                        "i.e. without --vh-column; with --vh-column bfloat16 on CUDA, float32 elsewhere)")
     g.add_argument("--attack-dir", help="folder of finished attacks, for resuming (default OUT/attacks); `vhx attack-plot` reads it")
 
     g = p.add_argument_group(

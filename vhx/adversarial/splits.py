@@ -503,9 +503,11 @@ def adversarial_split(
         out_dir: folder for resumable results (attack images + index, scores); None keeps them in memory.
         batch_size: images per attack batch.
         device: where the model runs (default: this process's accelerate device).
-        dtype: precision the attacked model loads in, when given as a path (``float32``,
-            ``bfloat16``, ``float16``; default bfloat16 on CUDA, float32 elsewhere). Recorded with
-            each attack, so attacks in another precision are not taken for finished ones.
+        dtype: precision the attacked model loads in, when given as a path (``auto``, ``float32``,
+            ``bfloat16``, ``float16``). Default: the checkpoint's when the model also scores the
+            cases (no ``vh_column``), else bfloat16 on CUDA and float32 elsewhere. The precision of
+            the weights is recorded with each attack (float32 left out, as before it was recorded),
+            so attacks in another precision are not taken for finished ones.
         amp: bfloat16 autocast (default: on for CUDA).
         progress: show progress bars.
         qformer_instruction: InstructBLIP only: the Q-Former's fixed instruction.
