@@ -41,6 +41,9 @@ PROCESSOR_CLASSES = {
     "janus": "JanusProcessor",
     "ovis2": "Ovis2Processor",
     "deepseek_vl": "DeepseekVLProcessor",
+    "llava_next_video": "LlavaNextVideoProcessor",
+    "video_llava": "VideoLlavaProcessor",
+    "gemma4": "Gemma4Processor",
 }
 MODEL_CLASSES = {
     "llava": "LlavaForConditionalGeneration",
@@ -67,6 +70,9 @@ MODEL_CLASSES = {
     "janus": "JanusForConditionalGeneration",
     "ovis2": "Ovis2ForConditionalGeneration",
     "deepseek_vl": "DeepseekVLForConditionalGeneration",
+    "llava_next_video": "LlavaNextVideoForConditionalGeneration",
+    "video_llava": "VideoLlavaForConditionalGeneration",
+    "gemma4": "Gemma4ForConditionalGeneration",
 }
 
 # Different sizes and aspect ratios (anyres tiling, Qwen2-VL's dynamic resolution) and questions of

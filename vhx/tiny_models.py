@@ -6,8 +6,8 @@ weights, a locally built word-level tokenizer with a chat template, and the arch
 processor with its PIL ("slow") image processor, so no torchvision is needed.
 
 ``AutoProcessor.from_pretrained(path)`` works for ``llava``, ``llava_next`` and ``instructblip``.
-The Qwen2-VL, Qwen2.5-VL and LLaVA-OneVision processors also declare a video processor, which transformers 5
-can only build with torchvision; without it, load them with :func:`vhx.models.hf.load_processor`
+The Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision, LLaVA-NeXT-Video, Video-LLaVA and Gemma-4 processors (among
+others) also declare a video processor, which transformers 5 can only build with torchvision; without it, load them with :func:`vhx.models.hf.load_processor`
 (what :func:`vhx.models.load_model` does), which builds the same processor class without the video part.
 
 The tokenizer's vocabulary is small and fixed: yes/no in several casings, common question and
@@ -39,11 +39,11 @@ MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 #: reads 980 px images in 70 px patches), Kosmos-2 and Chameleon (VQ-VAE image tokens); then Emu3
 #: (VQ-VAE image tokens), ViP-LLaVA, the MoE variants of Qwen3-VL and GLM-4V, GOT-OCR2 (its processor
 #: always writes 256 tokens per image, so the tiny GOT-OCR2 reads 128 px images in 2 px patches),
-#: Janus, Ovis2 and DeepSeek-VL. The README's model table says which other families cannot be built
-#: here, and why.
+#: Janus, Ovis2 and DeepSeek-VL; then, images only, LLaVA-NeXT-Video, Video-LLaVA and Gemma-4 (one
+#: image list per sample). The README's model table says which other families cannot be built here, and why.
 EXTRA_ARCHS: tuple[str, ...] = (
     "idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon", "emu3", "vipllava", "qwen3_vl_moe", "glm4v_moe",
-    "got_ocr2", "janus", "ovis2", "deepseek_vl",
+    "got_ocr2", "janus", "ovis2", "deepseek_vl", "llava_next_video", "video_llava", "gemma4",
 )
 
 #: Sizes of the test models; :func:`build_tiny_model` accepts overrides (the benchmark uses larger ones).
@@ -945,6 +945,83 @@ def _build_deepseek_vl(path: Path, sizes: dict[str, int]) -> None:
     _save(DeepseekVLForConditionalGeneration(config), processor, path)
 
 
+
+def _build_llava_next_video(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration, LlavaNextVideoProcessor
+    from transformers.models.llava_next.image_processing_pil_llava_next import LlavaNextImageProcessorPil
+
+    # LLaVA-NeXT's anyres images plus videos (pooled frames, not used here); Vicuna-style turns
+    tok = build_tokenizer(["<image>", "<video>"], VICUNA_TEMPLATE, add_bos=True, image_token="<image>", video_token="<video>")
+    side, patch = sizes["image_size"], _patch(sizes)
+    config = LlavaNextVideoConfig(
+        vision_config=_clip_vision(sizes, patch), text_config=_text_config("llama", tok, sizes),
+        image_token_index=tok.convert_tokens_to_ids("<image>"), video_token_index=tok.convert_tokens_to_ids("<video>"),
+        image_grid_pinpoints=_pinpoints(side), image_seq_length=(side // patch) ** 2, vision_feature_layer=-1,
+    )
+    image_processor = LlavaNextImageProcessorPil(
+        size={"shortest_edge": side}, crop_size={"height": side, "width": side}, image_grid_pinpoints=_pinpoints(side)
+    )
+    processor = _image_only(LlavaNextVideoProcessor)(
+        image_processor=image_processor, tokenizer=tok, patch_size=patch, vision_feature_select_strategy=config.vision_feature_select_strategy,
+        num_additional_image_tokens=1, chat_template=VICUNA_TEMPLATE,
+    )
+    _save(LlavaNextVideoForConditionalGeneration(config), processor, path)
+
+
+def _build_video_llava(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import VideoLlavaConfig, VideoLlavaForConditionalGeneration, VideoLlavaImageProcessor, VideoLlavaProcessor
+
+    tok = build_tokenizer(["<image>", "<video>"], VICUNA_TEMPLATE, add_bos=True, image_token="<image>", video_token="<video>")
+    side, patch = sizes["image_size"], _patch(sizes)
+    config = VideoLlavaConfig(
+        vision_config=_clip_vision(sizes, patch), text_config=_text_config("llama", tok, sizes),
+        image_token_index=tok.convert_tokens_to_ids("<image>"), video_token_index=tok.convert_tokens_to_ids("<video>"),
+        image_seq_length=(side // patch) ** 2, vision_feature_layer=-1,
+    )
+    # Video-LLaVA's one image processor is PIL-based (no torchvision twin)
+    image_processor = VideoLlavaImageProcessor(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
+    processor = _image_only(VideoLlavaProcessor)(
+        image_processor=image_processor, tokenizer=tok, patch_size=patch, vision_feature_select_strategy=config.vision_feature_select_strategy,
+        num_additional_image_tokens=1, chat_template=VICUNA_TEMPLATE,
+    )
+    _save(VideoLlavaForConditionalGeneration(config), processor, path)
+
+
+
+def _build_gemma4(path: Path, sizes: dict[str, int]) -> None:
+    from transformers import Gemma4Config, Gemma4ForConditionalGeneration, Gemma4Processor
+    from transformers.models.gemma4.feature_extraction_gemma4 import Gemma4AudioFeatureExtractor
+    from transformers.models.gemma4.image_processing_pil_gemma4 import Gemma4ImageProcessorPil
+
+    template = _turns_template("<|turn>{role}\\n", "<turn|>\\n", "<|image|>", assistant="model")
+    # the processor expands "<|image|>" to "<|image>" + soft tokens + "<image|>"; it reads the audio
+    # markers off the tokenizer even for images, and adds "<|video|>" itself (listed here, so the
+    # vocabulary does not grow after the config is written)
+    specials = ["<|turn>", "<turn|>", "<|image|>", "<|image>", "<image|>", "<|video|>", "<|audio|>", "<|audio>", "<audio|>"]
+    tok = build_tokenizer(specials, template, add_bos=True, eos_token="<turn|>", image_token="<|image|>", boi_token="<|image>",
+                          eoi_token="<image|>", audio_token="<|audio|>", boa_token="<|audio>", eoa_token="<audio|>")
+    # Gemma-4 averages pooling x pooling patches into one soft token (3 x 3, as released; its vision
+    # model mishandles padding without pooling) and allows no fewer than 70 soft tokens per image:
+    # images are resized to at most 630 patches of 2 px (about 50 x 50 px)
+    patch, pooling, tokens = 2, 3, 70
+    image_processor = Gemma4ImageProcessorPil(patch_size=patch, pooling_kernel_size=pooling, max_soft_tokens=tokens)
+    processor = _image_only(Gemma4Processor)(feature_extractor=Gemma4AudioFeatureExtractor(), image_processor=image_processor,
+                                             tokenizer=tok, video_processor=None, chat_template=template, image_seq_length=tokens)
+    head_dim = sizes["hidden"] // sizes["heads"]
+    text = _text_config("gemma4_text", tok, sizes, head_dim=head_dim, global_head_dim=head_dim, layer_types=["full_attention"] * sizes["layers"],
+                        vocab_size_per_layer_input=len(tok), hidden_size_per_layer_input=8, sliding_window=64)
+    vhidden = sizes["vision_hidden"]
+    vision = {"hidden_size": vhidden, "intermediate_size": vhidden * 2, "num_hidden_layers": sizes["vision_layers"],
+              "num_attention_heads": sizes["heads"], "num_key_value_heads": sizes["heads"], "head_dim": vhidden // sizes["heads"],
+              "patch_size": patch, "pooling_kernel_size": pooling,
+              # patch coordinates along one side: at most tokens * pooling (a 1-token-wide strip)
+              "position_embedding_size": tokens * pooling}
+    ids = {"image_token_id": "<|image|>", "boi_token_id": "<|image>", "eoi_token_id": "<image|>", "video_token_id": "<|video|>",
+           "audio_token_id": "<|audio|>", "boa_token_id": "<|audio>", "eoa_token_index": "<audio|>"}
+    config = Gemma4Config(text_config=text, vision_config=vision, audio_config=None, **{k: tok.convert_tokens_to_ids(v) for k, v in ids.items()})
+    _save(Gemma4ForConditionalGeneration(config), processor, path)
+
+
 _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "llava": _build_llava,
     "llava_next": _build_llava_next,
@@ -973,6 +1050,9 @@ _BUILDERS: dict[str, Callable[[Path, dict[str, int]], None]] = {
     "janus": _build_janus,
     "ovis2": _build_ovis2,
     "deepseek_vl": _build_deepseek_vl,
+    "llava_next_video": _build_llava_next_video,
+    "video_llava": _build_video_llava,
+    "gemma4": _build_gemma4,
 }
 
 

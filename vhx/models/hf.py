@@ -80,7 +80,7 @@ _PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2", "fuyu
 _IMAGE_SEPARATOR = {"paligemma": ""}
 #: Architectures whose processors take the images as one list per sample: given a flat list they
 #: count every image against the first prompt ("Found [1, 1] <|image|> tokens and [2] images per sample").
-NESTED_IMAGES_TYPES = frozenset({"mllama", "gemma3", "idefics2", "idefics3", "smolvlm", "lfm2_vl"})
+NESTED_IMAGES_TYPES = frozenset({"mllama", "gemma3", "gemma4", "idefics2", "idefics3", "smolvlm", "lfm2_vl"})
 # Families whose generate() counts a row's left padding into the positions of its new tokens
 # (Kosmos-2 numbers them from the cache length, pads included): batched, their greedy answers would
 # depend on the batch, so generate mode runs them one prompt at a time.

@@ -20,23 +20,58 @@ def image_only_processor_class(cls: type) -> type:
     """A subclass of processor class ``cls`` without its video processor.
 
     Without torchvision, transformers (5.x) cannot build any video processor, and processors that
-    declare one (Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision) then fail to load at all, although images need no video
-    processor. The subclass drops the video attribute; everything else (chat template, image
-    processing, token expansion) is the original class's code, and it keeps the original name, so a
-    folder it saves names the original class.
+    declare one (Qwen2-VL, LLaVA-OneVision, LLaVA-NeXT-Video, Video-LLaVA, Gemma-4, ...) then fail
+    to load at all, although images need no video processor. The subclass drops the video
+    attribute; everything else (chat template, image processing, token expansion) is the original
+    class's code, and it keeps the original name, so a folder it saves names the original class.
+
+    Two things make this independent of how ``cls.__init__`` is written:
+
+    * ``from_pretrained`` passes the loaded sub-processors by name, not by position, since the
+      remaining attributes need not be the first parameters of ``__init__`` (LLaVA-NeXT-Video's
+      starts with ``video_processor``). A video parameter without a default (Gemma-4's) gets ``None``;
+      direct callers pass it themselves.
+    * ``ProcessorMixin.__init__`` is reached through a class placed just before it in the method
+      resolution order, which names the positional sub-processors that ``cls.__init__`` hands on by
+      the full attribute list and drops the video ones, whether passed by position or keyword.
     """
+    import inspect
+
+    from transformers.processing_utils import ProcessorMixin
+
     base_attributes = cls.get_attributes
 
+    def is_dropped(attribute: str) -> bool:
+        return "video" in attribute
+
     def get_attributes(klass: type) -> list[str]:
-        return [a for a in base_attributes() if "video" not in a]
+        return [a for a in base_attributes() if not is_dropped(a)]
+
+    def mixin_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        # cls.__init__ hands its sub-processors on in the order of its full attribute list; a class
+        # without its own __init__ gets them straight from the caller, in this subclass's order
+        order = get_attributes(cls) if cls.__init__ is ProcessorMixin.__init__ else base_attributes()
+        for name, value in zip(order, args):
+            if name in kwargs:
+                raise TypeError(f"Got multiple values for argument {name}.")
+            kwargs[name] = value
+        kwargs = {k: v for k, v in kwargs.items() if not is_dropped(k)}
+        super(mixin, self).__init__(**kwargs)
 
     def from_args_and_dict(klass: type, args: Any, processor_dict: dict[str, Any], **kwargs: Any) -> Any:
         processor_dict = {k: v for k, v in processor_dict.items() if "video_processor" not in k}
-        return super(sub, klass).from_args_and_dict(args, processor_dict, **kwargs)
+        # args follow get_attributes(); by name they bind whatever the order of cls.__init__'s parameters
+        kwargs.update(zip(get_attributes(klass), args))
+        required = [p.name for p in inspect.signature(cls.__init__).parameters.values() if p.default is inspect.Parameter.empty]
+        kwargs.update({name: None for name in base_attributes() if is_dropped(name) and name in required})
+        return super(sub, klass).from_args_and_dict([], processor_dict, **kwargs)
 
+    # Only ProcessorMixin.__init__ is replaced: C3 puts this class after cls's own bases, right
+    # before ProcessorMixin, so super().__init__ in cls's __init__ lands here.
+    mixin = type(f"_ImageOnly{cls.__name__}Init", (ProcessorMixin,), {"__init__": mixin_init, "__module__": cls.__module__})
     sub = type(
         cls.__name__,
-        (cls,),
+        (cls, mixin),
         {
             "get_attributes": classmethod(get_attributes),
             "from_args_and_dict": classmethod(from_args_and_dict),
