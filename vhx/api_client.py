@@ -383,8 +383,9 @@ class ApiClient:
                     results[i] = hit
                     continue
             groups.setdefault(k if k is not None else object(), []).append(i)
-        if on_done is not None and len(items) > sum(len(idx) for idx in groups.values()):
-            on_done(len(items) - sum(len(idx) for idx in groups.values()))
+        hits = len(items) - sum(len(idx) for idx in groups.values())
+        if on_done is not None and hits:
+            on_done(hits)
         if not groups:
             return results
         self.connect()  # a missing key fails here, before any thread starts

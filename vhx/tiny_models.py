@@ -945,7 +945,6 @@ def _build_deepseek_vl(path: Path, sizes: dict[str, int]) -> None:
     _save(DeepseekVLForConditionalGeneration(config), processor, path)
 
 
-
 def _build_llava_next_video(path: Path, sizes: dict[str, int]) -> None:
     from transformers import LlavaNextVideoConfig, LlavaNextVideoForConditionalGeneration, LlavaNextVideoProcessor
     from transformers.models.llava_next.image_processing_pil_llava_next import LlavaNextImageProcessorPil

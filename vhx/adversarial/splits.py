@@ -386,10 +386,7 @@ def _resolve(
         hf = load_model(os.fspath(model_path_or_view), device=str(target), **load_options)
         view = view_from_model(hf.model, hf.processor, model_id=model_id, **view_options)
         return view, hf
-    from vhx.models.loading import resolve_dtype
-
-    view = load_view(model_path_or_view, device=device, dtype=resolve_dtype(dtype) if dtype is not None else None,
-                     model_id=model_id, **view_options)
+    view = load_view(model_path_or_view, device=device, dtype=dtype, model_id=model_id, **view_options)
     return view, scorer
 
 
@@ -581,7 +578,7 @@ def adversarial_splits(
         from vhx.models.loading import resolve_dtype
 
         try:
-            resolve_dtype(dtype)
+            resolve_dtype(dtype)  # a typo must not cost a model load
         except ValueError as exc:
             raise AttackError(f"attack dtype: {exc}") from None
     state = process_state()
