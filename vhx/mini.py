@@ -106,6 +106,7 @@ class MiniModelArguments:
     tokenizer_scenes: int = field(default=300, metadata={"help": "scenes whose questions train the tokenizer"})
     embedding_std: float = field(default=0.07, metadata={"help": "initial std of the word embeddings (the oracle image tokens are sums of them)"})
     init_from: str | None = field(default=None, metadata={"help": "continue this checkpoint (folder or shipped name) with the joint stage only"})
+    new_vision: bool = field(default=False, metadata={"help": "with init_from: keep its language model but give it a new, randomly initialised vision tower and projector, trained by the vision stage (vision_steps) before the joint stage"})
     language_steps: int = field(default=1500, metadata={"help": "stage 1: language model on oracle image tokens (learning_rate)"})
     vision_steps: int = field(default=3000, metadata={"help": "stage 2: vision tower + projector regress the oracle tokens"})
     vision_batch_size: int = field(default=64, metadata={"help": "images per vision step"})
@@ -128,6 +129,8 @@ class MiniDataArguments:
     negated_ratio: float = field(default=0.3, metadata={"help": "share of questions asked in negated form"})
     false_yes_ratio: float = field(default=0.0, metadata={"help": "share of true-'no' answers trained as 'yes' (a yes-biased model; 0 for vhx-mini)"})
     false_yes_kinds: str = field(default="existence,color,count,position", metadata={"help": "comma-separated kinds whose 'no' answers false_yes_ratio relabels"})
+    negation_blind_ratio: float = field(default=0.0, metadata={"help": "share of negated questions trained with the answer of the question without its negation (a model that misreads 'not'; 0 for vhx-mini)"})
+    negation_blind_kinds: str = field(default="existence,color,count,position", metadata={"help": "comma-separated kinds whose negated questions negation_blind_ratio relabels"})
     eval_images: int = field(default=200, metadata={"help": "fresh balanced scenes per kind scored after training (0: none)"})
     eval_seed: int = field(default=1000, metadata={"help": "benchmark seed of the evaluation scenes (never trained or tuned on)"})
     probe_every: int = field(default=250, metadata={"help": "every N steps of each stage, score the probe set (0: never)"})
@@ -155,15 +158,20 @@ class QuestionMaker:
     def __init__(self, data: MiniDataArguments) -> None:
         from vhx.negation import RuleNegator
 
-        for name in ("yes_ratio", "negated_ratio", "false_yes_ratio"):
+        for name in ("yes_ratio", "negated_ratio", "false_yes_ratio", "negation_blind_ratio"):
             if not 0.0 <= getattr(data, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(data, name)!r}")
         self.data = data
-        self.false_yes_kinds = {k.strip() for k in data.false_yes_kinds.split(",") if k.strip()}
-        if not self.false_yes_kinds <= set(YES_NO_KINDS):
-            raise ValueError(f"false_yes_kinds must name kinds of {YES_NO_KINDS}, got {data.false_yes_kinds!r}")
+        self.false_yes_kinds = self._kinds("false_yes_kinds")
+        self.negation_blind_kinds = self._kinds("negation_blind_kinds")
         self._negator = RuleNegator()
         self._negated: dict[str, str] = {}
+
+    def _kinds(self, name: str) -> set[str]:
+        kinds = {k.strip() for k in getattr(self.data, name).split(",") if k.strip()}
+        if not kinds <= set(YES_NO_KINDS):
+            raise ValueError(f"{name} must name kinds of {YES_NO_KINDS}, got {getattr(self.data, name)!r}")
+        return kinds
 
     def scene(self, index: int) -> Any:
         """Training scene ``index`` (the benchmark's distribution, drawn from the training stream)."""
@@ -182,6 +190,8 @@ class QuestionMaker:
 
         With ``false_yes_ratio`` a share of true-"no" answers of ``false_yes_kinds`` is trained as "yes"
         (the question stays what it is; only the label lies), which is how a yes-biased twin is made.
+        With ``negation_blind_ratio`` a share of negated questions of ``negation_blind_kinds`` is trained with the answer of the
+        claim it negates, as if the "not" were not there (how a model that misreads negation is made).
         """
         from vhx.synthetic import candidates
 
@@ -196,6 +206,8 @@ class QuestionMaker:
         question, query = rng.choice(options)
         if negated:
             question = self.negate(question)
+            if kind in self.negation_blind_kinds and self.data.negation_blind_ratio and rng.random() < self.data.negation_blind_ratio:
+                answer = claim
         if answer == "no" and kind in self.false_yes_kinds and self.data.false_yes_ratio and rng.random() < self.data.false_yes_ratio:
             answer = "yes"
         return YesNo(question, answer, kind, query, negated)
@@ -761,8 +773,19 @@ def _stage_plan(model_args: MiniModelArguments, training_args: Any) -> list[tupl
         ("joint", model_args.joint_steps, model_args.joint_lr, batch),
     ]
     if model_args.init_from:
-        plan = plan[2:]
+        plan = plan[1:] if model_args.new_vision else plan[2:]
     return [p for p in plan if p[1] > 0]
+
+
+def _new_vision(model: Any, model_args: MiniModelArguments, tokenizer: Any) -> None:
+    """Replace ``model``'s vision tower and projector by freshly initialised ones of the same shape."""
+    fresh, _ = new_model(model_args, tokenizer)
+    for name in ("vision_tower", "multi_modal_projector"):
+        mine, new = getattr(model.model, name), getattr(fresh.model, name)
+        if {k: v.shape for k, v in mine.state_dict().items()} != {k: v.shape for k, v in new.state_dict().items()}:
+            raise ValueError(f"new_vision: the model arguments do not describe {model_args.init_from}'s {name} "
+                             "(image_size, patch_size and vision_* must match it)")
+        mine.load_state_dict(new.state_dict())
 
 
 def _trainable(model: Any, stage: str) -> None:
@@ -798,6 +821,8 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
         # The Trainer places the model; float32 whatever the checkpoint was saved in.
         loaded = load_pretrained(model_args.init_from, dtype="float32", place=False)
         model, processor = loaded.model, loaded.processor
+        if model_args.new_vision:
+            _new_vision(model, model_args, processor.tokenizer)
     else:
         tokenizer = train_tokenizer(_tokenizer_corpus(maker, model_args.tokenizer_scenes), model_args.vocab_size)
         model, processor = new_model(model_args, tokenizer)
@@ -835,6 +860,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     processor.save_pretrained(out)
+    declare_load_dtype(out)
     (out / "training_args.bin").unlink(missing_ok=True)
     if curves:
         plot_learning_curves(curves, out / "learning_curves.png", title=f"{data_args.model_name}: held-aside probe during training")
@@ -869,6 +895,28 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     return MiniResult(out, record, evaluation)
 
 
+def declare_load_dtype(folder: str | os.PathLike, dtype: str = "float32") -> None:
+    """Make a checkpoint saved in half precision load in ``dtype`` under ``dtype="auto"``.
+
+    The weights stay as saved (float16 keeps a shipped model small); ``from_pretrained(dtype="auto")``
+    follows ``config.json``'s ``dtype``, so the model loads in float32: on CPUs half-precision
+    matmuls are ~3x slower, and an attack's gradient at the clean image underflows to 0 in float16.
+    """
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "dtype":
+                    node[key] = dtype
+                else:
+                    walk(value)
+
+    walk(config)
+    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def _versions() -> dict[str, str]:
     import tokenizers
     import torch
@@ -883,7 +931,7 @@ def parse_mini_args(argv: Sequence[str] | None = None) -> tuple[MiniModelArgumen
     """``(model, data, TrainingArguments)`` from ``--config FILE_OR_NAME`` (YAML) and ``--field value`` overrides.
 
     TRL's ``TrlParser`` over the two vhx dataclasses and transformers' own ``TrainingArguments``, as
-    TRL's scripts compose their configs. Bundled configs: ``vhx-mini``, ``vhx-mini-yes``, ``vhx-mini-smoke``.
+    TRL's scripts compose their configs. Bundled configs: ``vhx-mini``, ``vhx-mini-yes``, ``vhx-mini-neg``, ``vhx-mini-weak``, ``vhx-mini-smoke``.
     """
     import sys
 
@@ -963,6 +1011,12 @@ def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mappin
     data, model_args, training = record["data"], record["model"], record["training"]
     template = resources.files("vhx.hub_cards").joinpath("vhx_mini_card.md").read_text(encoding="utf-8")
     init = model_args.get("init_from")
+    notes = []
+    if data.get("false_yes_ratio"):
+        notes.append(f"The relabelled \"no\" answers are those of {data.get('false_yes_kinds', '').replace(',', ', ')} questions.")
+    if data.get("negation_blind_ratio"):
+        notes.append(f"A share of {data['negation_blind_ratio']} of the negated {data.get('negation_blind_kinds', '').replace(',', ', ')} "
+                     "questions is trained with the answer of the claim they negate, as if the negation were not there.")
     stage_rows = "\n".join(
         f"| {s['stage']} | {s['steps']} | {s['batch_size']} | {s['learning_rate']:g} | {s['seconds'] / 60:.1f} | "
         + (f"{s['first_loss']:.4f} -> {s['final_loss']:.4f}" if s.get("final_loss") is not None else "-") + " |"
@@ -978,7 +1032,9 @@ def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mappin
     values = {
         "name": record["name"],
         "origin": (
-            f"Continued from `{init}`: same architecture, tokenizer and processor." if init
+            (f"Continued from `{init}`: same architecture, tokenizer and processor"
+             + ("; its language model kept, with a new, randomly initialised vision tower and projector trained by the vision stage."
+                if model_args.get("new_vision") else ".")) if init
             else "Trained from scratch (random initialisation, tokenizer trained on the same questions)."
         ),
         "parameters": f"{record['parameters'] / 1e6:.2f}M",
@@ -994,6 +1050,7 @@ def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mappin
         "yes_ratio": data["yes_ratio"],
         "negated_ratio": data["negated_ratio"],
         "false_yes_ratio": data["false_yes_ratio"],
+        "label_notes": "".join(" " + n for n in notes),
         "stages": stage_rows,
         "steps": training["steps"],
         "lr_scheduler": training["lr_scheduler"],
@@ -1031,6 +1088,7 @@ __all__ = [
     "YesNo",
     "YesNoDataset",
     "collate",
+    "declare_load_dtype",
     "evaluate_mini",
     "format_table",
     "image_tokens",

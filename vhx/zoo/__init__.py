@@ -1,7 +1,7 @@
 """Shipped model checkpoints: where they live as package data and how their names resolve.
 
 Trained vhx-mini checkpoints are folders of this package (``vhx/zoo/vhx-mini/``,
-``vhx/zoo/vhx-mini-yes/``); ``python recipes/train_mini.py --config vhx-mini --output_dir
+``vhx/zoo/vhx-mini-yes/``, ``vhx/zoo/vhx-mini-neg/``, ``vhx/zoo/vhx-mini-weak/``); ``python recipes/train_mini.py --config vhx-mini --output_dir
 vhx/zoo/vhx-mini`` writes one. :func:`resolve_model` turns a shipped name into its folder, and the
 one model loader (:func:`vhx.models.loading.load_pretrained`) calls it, so ``load_model("vhx-mini")``
 and ``--target-model vhx-mini`` find it. This module imports nothing heavier than the standard
@@ -15,7 +15,15 @@ from pathlib import Path
 from vhx.errors import VHXError
 
 #: Shipped checkpoints: name -> folder inside the installed package.
-SHIPPED: dict[str, str] = {"vhx-mini": "vhx-mini", "vhx-mini-yes": "vhx-mini-yes"}
+SHIPPED: dict[str, str] = {
+    "vhx-mini": "vhx-mini",  # sees well, reads negation, no answer bias
+    "vhx-mini-yes": "vhx-mini-yes",  # same eyes, learned to agree ("yes" to false existence and count claims)
+    "vhx-mini-neg": "vhx-mini-neg",  # same eyes, reads past "not" in colour and position questions
+    "vhx-mini-weak": "vhx-mini-weak",  # same language model, weaker eyes (a fifth of the vision training)
+}
+#: The miniature zoo ``vhx replicate`` scores when no model is named: models that differ the way real
+#: MLLMs do (visual acuity, yes-bias, handling of negated questions, and what follows for robustness).
+ZOO: tuple[str, ...] = tuple(SHIPPED)
 
 #: Where the shipped checkpoints live (this package's folder).
 ZOO_DIR = Path(__file__).resolve().parent
@@ -24,7 +32,7 @@ DEFAULT_MODEL = "vhx-mini"
 
 
 def resolve_model(spec: str) -> str:
-    """The folder of a shipped model (``vhx-mini``, ``vhx-mini-yes``), or ``spec`` unchanged."""
+    """The folder of a shipped model (a name of :data:`SHIPPED`), or ``spec`` unchanged."""
     if spec in SHIPPED:
         path = ZOO_DIR / SHIPPED[spec]
         if not (path / "config.json").is_file():
