@@ -83,6 +83,9 @@ class SyntheticConfig:
     kinds: tuple[str, ...] = KINDS
     min_objects: int = 1
     max_objects: int = 5
+    #: draw from the training stream (:data:`TRAIN_STREAM`) instead of the benchmark's: scenes no
+    #: benchmark seed draws, for training sets (``vhx replicate``'s fine-tuning cases)
+    training: bool = False
 
     def __post_init__(self) -> None:
         kinds = tuple(self.kinds)
@@ -483,9 +486,9 @@ def _yes_count(n: int, yes_ratio: float) -> int:
     return int(math.floor(n * yes_ratio + 0.5))
 
 
-def image_name(seed: int, index: int) -> str:
+def image_name(seed: int, index: int, training: bool = False) -> str:
     """File name of image ``index`` for ``seed`` (also used as the embedded image's ``path``)."""
-    return f"synthetic_{seed}_{index:05d}.png"
+    return f"synthetic_{'train' if training else ''}{seed}_{index:05d}.png"
 
 
 def generate_synthetic(
@@ -500,6 +503,8 @@ def generate_synthetic(
 
     config = config or SyntheticConfig()
     seed, q = config.seed, config.questions_per_image
+    # training scenes carry names and ids of their own ("train3"), so no id is shared with a benchmark's
+    tag = f"train{seed}" if config.training else str(seed)
     width, height = config.size
     # ~30 scenes a second: a bar only where the wait is long enough to wonder (the same switch as datasets' bars)
     bar = tqdm(total=config.num_images, desc="drawing synthetic scenes", unit="scene",
@@ -518,20 +523,22 @@ def generate_synthetic(
             max_objects=config.max_objects,
             kinds=config.kinds,
             questions_per_image=q,
+            training=config.training,
         )
         scenes.append(scene)
         png = encode_png(render_scene(scene))
+        name = image_name(seed, i, config.training)
         if out_dir is not None:
-            path = out_dir / image_name(seed, i)
+            path = out_dir / name
             path.write_bytes(png)
             images.append(str(path))
         else:
-            images.append({"bytes": png, "path": image_name(seed, i)})
+            images.append({"bytes": png, "path": name})
         bar.update(1)
 
     splits: dict[str, datasets.Dataset] = {}
     for kind in config.kinds:
-        rng = _rng(seed, "questions", kind)
+        rng = _rng(TRAIN_STREAM, seed, "questions", kind) if config.training else _rng(seed, "questions", kind)
         n = config.num_images * q
         n_yes = _yes_count(n, config.yes_ratio)
         answers = ["yes"] * n_yes + ["no"] * (n - n_yes)
@@ -547,15 +554,16 @@ def generate_synthetic(
                     make_case(
                         source="synthetic",
                         subset=kind,
-                        source_id=f"{seed}-{i:05d}-{j}",
+                        source_id=f"{tag}-{i:05d}-{j}",
                         image=images[i],
-                        image_id=f"synthetic:{seed}/{i:05d}",
+                        image_id=f"synthetic:{tag}/{i:05d}",
                         question=question.text,
                         answer=answer,
                         provenance={
                             "generator": "vhx.synthetic",
                             "generator_version": GENERATOR_VERSION,
                             "seed": seed,
+                            **({"stream": TRAIN_STREAM} if config.training else {}),
                             "image_index": i,
                             "kind": kind,
                             "query": question.query,
@@ -628,12 +636,12 @@ __all__ = [
 
 
 def generate_synthetic_mme(config: SyntheticConfig | None = None) -> datasets.DatasetDict:
-    """MME's format on drawn scenes: the perception subtasks existence, count, position and color.
+    """MME's format on drawn scenes: the perception subtasks of ``config.kinds`` (default existence, count, position, color).
 
     As in MME, every image gets two questions per subtask, one answered "yes" and one "no" (so
     accuracy+ asks for both), and rows carry ``source="mme"`` with the subtask as ``subset`` and
     split, which :func:`vhx.scoring.mme_scores` scores as MME (out of 800: 4 of MME's 10 perception
-    subtasks, no cognition). A stand-in for a general-ability check offline, not MME itself: the
+    subtasks, no cognition; 200 per subtask asked). A stand-in for a general-ability check offline, not MME itself: the
     card and every table that shows it say so. ``config.yes_ratio`` and ``questions_per_image`` are
     ignored (MME's pairs fix them).
     """
@@ -645,7 +653,7 @@ def generate_synthetic_mme(config: SyntheticConfig | None = None) -> datasets.Da
     ]
     images = [{"bytes": encode_png(render_scene(scene)), "path": f"synthetic_mme_{seed}_{i:05d}.png"} for i, scene in enumerate(scenes)]
     splits: dict[str, datasets.Dataset] = {}
-    for kind in KINDS:
+    for kind in config.kinds:
         rng = _rng(seed, "mme", kind)
         answers: list[str] = []
         for _ in scenes:

@@ -83,7 +83,7 @@ RENAMED_KEYS: dict[str, str] = {"base_model": "model_name_or_path", "warmup_rati
 RECORD_KEYS: tuple[str, ...] = (
     "base_model", "output_dir", "dtype", "attn_implementation", "trust_remote_code",
     "vh_datasets", "instruct_data", "instruct_image_dir", "mode", "cases_per_dataset", "instruct_examples",
-    "instruct_images_only", "adversarial_splits", "rephrasings", "rephraser", "rephrase_on_error", "llm_model",
+    "instruct_images_only", "adversarial_splits", "perturbation_splits", "rephrasings", "rephraser", "rephrase_on_error", "llm_model",
     "llm_base_url", "llm_api_key_env", "llm_cache_dir", "prompt_template", "holdout", "write_heldout", "seed",
     "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules",
     "learning_rate", "num_train_epochs", "max_steps", "per_device_train_batch_size", "global_batch_size",
@@ -127,10 +127,11 @@ class VHDataArguments:
     instruct_data: str | None = field(default=None, metadata={"help": "LLaVA-1.5 instruction data: llava_v1_5_mix665k.json, its folder, or built rows."})
     instruct_image_dir: str | None = field(default=None, metadata={"help": "Image root of the instruction data (default: next to the JSON file)."})
     mode: Literal["baseline", "expanded"] = field(default="expanded", metadata={"help": "baseline: sampled source cases only; expanded: + negated twins, adversarial versions, rephrasings."})
-    cases_per_dataset: int = field(default=200, metadata={"help": "N: source cases sampled per VH dataset."})
+    cases_per_dataset: int = field(default=200, metadata={"help": "N: source cases sampled per VH dataset (0: all of them, for a training folder whose evaluation cases live elsewhere)."})
     instruct_examples: int = field(default=4000, metadata={"help": "M: instruction records sampled."})
     instruct_images_only: bool = field(default=True, metadata={"help": "Sample only instruction records with an image."})
     adversarial_splits: list[str] | None = field(default=None, metadata={"help": "Adversarial splits to use (default: every split an attack made)."})
+    perturbation_splits: list[str] | None = field(default=None, metadata={"help": "Common-perturbation splits (gaussian_noise, brightness, ...) also trained on in expanded mode (default: none, as the paper)."})
     rephrasings: int = field(default=4, metadata={"help": "K: rephrasings per question (expanded mode)."})
     rephraser: Literal["llm", "template", "none"] = field(default="llm", metadata={"help": "llm (the paper's), template (offline stand-in) or none."})
     rephrase_on_error: Literal["raise", "skip"] = field(default="skip", metadata={"help": "skip: a question the LLM cannot rephrase keeps its own wording only."})

@@ -173,18 +173,30 @@ def adversarial_split_names(splits: Mapping[str, datasets.Dataset], wanted: Sequ
     return found
 
 
+def perturbation_split_names(splits: Mapping[str, datasets.Dataset], wanted: Sequence[str] | None) -> list[str]:
+    """The common-perturbation splits to use: ``wanted`` (checked to exist), none when ``None``."""
+    if not wanted:
+        return []
+    missing = [s for s in wanted if s not in splits]
+    if missing:
+        raise DataError(f"perturbation split(s) {missing} not found; the dataset has {sorted(splits)}")
+    return list(wanted)
+
+
 # --------------------------------------------------------------------------------------------------
 # Sampling, rephrasing and conversion
 # --------------------------------------------------------------------------------------------------
 
 
 def sample_cases(original: datasets.Dataset, n: int, *, seed: int, name: str) -> list[str]:
-    """``n`` source pair ids drawn from the non-negated cases of ``original`` (seeded per dataset).
+    """``n`` source pair ids drawn from the non-negated cases of ``original`` (seeded per dataset); all of them when ``n`` is 0.
 
     Drawn from the sorted ids, so the sample depends on the seed and the set of cases, not on the
     row order. Fewer cases than ``n``: all of them (with a warning: nothing is left to evaluate on).
     """
     ids = sorted({base_pair_id(p) for p, neg in zip(original["pair_id"], original["negated"]) if not neg})
+    if n <= 0:  # every source case: a training folder whose evaluation cases live elsewhere
+        return ids
     if n >= len(ids):
         logger.warning("%s: asked for %d training cases but it has %d; taking all, none is left for evaluation", name, n, len(ids))
         return ids
@@ -430,6 +442,7 @@ def build_training_mix(
     prompt_template: str = DEFAULT_PROMPT_TEMPLATE,
     instruct_images_only: bool = True,
     seed: int = 42,
+    perturbation_splits: Sequence[str] | None = None,
     known_rephrasings: Mapping[str, Sequence[str]] | None = None,
 ) -> TrainingMix:
     """The paper's baseline or expanded training set (see the module docs).
@@ -446,6 +459,7 @@ def build_training_mix(
             :data:`TEMPLATE_REPHRASINGS`), ``none``, or ``f(questions, n) -> [[rephrasing]]``.
         rephrase_on_error: ``skip`` keeps a question whose LLM rephrasing failed with its own wording only.
         adversarial_splits: adversarial split names to use; ``None``: every split made by an attack.
+        perturbation_splits: common-perturbation splits also used in expanded mode (the paper used none).
         prompt_template: the question prompt, the scorer's default so training matches evaluation.
         instruct_images_only: sample only records with an image (the paper's "VQA triples").
         seed: sampling seed.
@@ -474,6 +488,7 @@ def build_training_mix(
             adv = adversarial_split_names(splits, adversarial_splits)
             if not adv:
                 logger.warning("%s: no adversarial split; the expanded set has negations only", name)
+            adv = adv + [s for s in perturbation_split_names(splits, perturbation_splits) if s not in adv]
             used_adv[name] = adv
             selected = {ORIGINAL: _rows_of(original, order, negated_too=True)}
             for split in adv:
@@ -591,8 +606,9 @@ def heldout_cases(
     *,
     adversarial_splits: Sequence[str] | None = None,
     holdout: str = "pair",
+    perturbation_splits: Sequence[str] | None = None,
 ) -> datasets.DatasetDict:
-    """The evaluation cases: every remaining pair of the ``original`` and adversarial splits.
+    """The evaluation cases: every remaining pair of the ``original``, adversarial and ``perturbation_splits`` splits.
 
     Splits are named ``{dataset}_{split}`` (``pope_original``, ``pope_ifgsm``). No returned case
     belongs to a training pair (see :func:`excluded_pairs`); empty splits are left out.
@@ -601,7 +617,7 @@ def heldout_cases(
     out: dict[str, datasets.Dataset] = {}
     for name, splits in vh.items():
         chosen = {ORIGINAL: original_split(splits)}
-        for split in adversarial_split_names(splits, adversarial_splits):
+        for split in adversarial_split_names(splits, adversarial_splits) + perturbation_split_names(splits, perturbation_splits):
             chosen[split] = splits[split]
         for split, ds in chosen.items():
             cols = ds.select_columns(["pair_id", "image_id"]).to_dict()

@@ -242,6 +242,7 @@ def load_inputs(
         llm_config=_llm_config(config) if data.rephraser == "llm" else None,
         rephrase_on_error=data.rephrase_on_error,
         adversarial_splits=data.adversarial_splits,
+        perturbation_splits=data.perturbation_splits,
         prompt_template=data.prompt_template,
         instruct_images_only=data.instruct_images_only,
         seed=config.training.seed,
@@ -372,7 +373,8 @@ def train(config: FinetuneConfig) -> FinetuneResult:
         # exactly like the base model.
         load_processor(base, trust_remote_code=args.trust_remote_code).save_pretrained(str(out))
         if data.write_heldout:
-            heldout = heldout_cases(vh, mix.all_training_pair_ids(), adversarial_splits=data.adversarial_splits, holdout=data.holdout)
+            heldout = heldout_cases(vh, mix.all_training_pair_ids(), adversarial_splits=data.adversarial_splits, holdout=data.holdout,
+                                    perturbation_splits=data.perturbation_splits)
             if len(heldout):
                 from vhx.hub import write_hub_folder
 
