@@ -558,3 +558,22 @@ def test_recipe_script_on_two_processes_then_evaluates(vh_folder, tmp_path):
     assert "Paired comparison" in report and f"+{out}" in report
     assert "## MME" in (out / "eval" / "report_mme" / "report.md").read_text()
     assert "vh report:" in proc.stdout and "mme report:" in proc.stdout
+
+
+def test_expanded_mix_takes_common_perturbation_splits_when_asked(vh):
+    """perturbation_splits adds those splits' rows of the sampled pairs (the zoo recipe trains on every expansion kind)."""
+    blurred = {name: {**splits, "defocus_blur": splits["ifgsm"].map(lambda r: {"transform": "defocus_blur"})} for name, splits in vh.items()}
+    plain = _mix(blurred, rephrasings=0)
+    both = _mix(blurred, rephrasings=0, perturbation_splits=["defocus_blur"])
+    assert "defocus_blur" not in set(plain.dataset["transform"])
+    rows = both.dataset.to_pandas()
+    # 5 sampled pairs x 2 (twin) per dataset, on the blurred images too
+    assert (rows["transform"] == "defocus_blur").sum() == 2 * 5 * 2
+    assert both.adversarial_splits == {"alpha": ["ifgsm", "defocus_blur"], "beta": ["ifgsm", "defocus_blur"]}
+    with pytest.raises(DataError, match=r"perturbation split\(s\) \['brightness'\] not found"):
+        _mix(blurred, perturbation_splits=["brightness"])
+
+
+def test_zero_cases_per_dataset_takes_every_source_case(vh):
+    mix = _mix(vh, cases_per_dataset=0, rephrasings=0, mode="baseline")
+    assert {k: len(v) for k, v in mix.training_pair_ids.items()} == {"alpha": 24, "beta": 20}

@@ -323,3 +323,61 @@ def test_shipped_yes_twin_says_yes_more_and_loses_symmetric_accuracy() -> None:
     yes_table = {r["kind"]: r for r in mini.evaluate_mini(_shipped("vhx-mini-yes"), num_images=25, seed=4243)}
     assert yes_table["all"]["yes_ratio"] > mini_table["all"]["yes_ratio"] + 0.1
     assert yes_table["all"]["symmetric_accuracy"] < mini_table["all"]["symmetric_accuracy"] - 0.1
+
+
+def test_negation_blind_labels_carry_the_negated_claims_answer_in_their_kinds_only() -> None:
+    """negation_blind_ratio=1 on colour: every negated colour question is labelled as the claim it negates; nothing else changes."""
+    honest = QuestionMaker(MiniDataArguments(negated_ratio=0.5))
+    blind = QuestionMaker(MiniDataArguments(negated_ratio=0.5, negation_blind_ratio=1.0, negation_blind_kinds="color"))
+    scenes = [honest.scene(i) for i in range(20)]
+    seen = {"flipped": 0, "kept": 0}
+    for k in range(800):
+        a, b = honest.sample(scenes[k % 20], random.Random(k)), blind.sample(scenes[k % 20], random.Random(k))
+        assert (a.question, a.kind, a.negated) == (b.question, b.kind, b.negated)
+        if a.negated and a.kind == "color":
+            # the honest label is the truth of the negated question; the blind one is the truth of its claim
+            assert b.answer == _unnegated(a.question, a.answer)[1] != a.answer
+            seen["flipped"] += 1
+        else:
+            assert b.answer == a.answer
+            seen["kept"] += 1
+    assert seen["flipped"] > 50 and seen["kept"] > 500
+    with pytest.raises(ValueError, match="negation_blind_kinds"):
+        QuestionMaker(MiniDataArguments(negation_blind_kinds="color,size"))
+
+
+def test_new_vision_replaces_the_tower_and_keeps_the_language_model() -> None:
+    from vhx.models.loading import load_pretrained
+
+    loaded = load_pretrained(_shipped("vhx-mini"), dtype="float32", place=False)
+    model = loaded.model
+    text = {k: v.clone() for k, v in model.model.language_model.state_dict().items()}
+    tower = {k: v.clone() for k, v in model.model.vision_tower.state_dict().items()}
+    torch.manual_seed(0)
+    mini._new_vision(model, MiniModelArguments(), loaded.processor.tokenizer)
+    assert all(torch.equal(v, model.model.language_model.state_dict()[k]) for k, v in text.items())
+    changed = [k for k, v in model.model.vision_tower.state_dict().items() if not torch.equal(v, tower[k])]
+    assert len(changed) > len(tower) // 2
+    with pytest.raises(ValueError, match="new_vision: the model arguments do not describe"):
+        mini._new_vision(model, MiniModelArguments(vision_hidden=64), loaded.processor.tokenizer)
+
+
+def test_shipped_checkpoints_store_float16_and_load_float32() -> None:
+    """The zoo's weights are float16 on disk (small) and config.json makes dtype="auto" load them in float32."""
+    from safetensors import safe_open
+    from transformers import AutoModelForImageTextToText
+
+    from vhx.zoo import SHIPPED
+
+    for name in SHIPPED:
+        folder = Path(_shipped(name))
+        with safe_open(str(folder / "model.safetensors"), framework="pt") as f:
+            assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}, name
+        model = AutoModelForImageTextToText.from_pretrained(folder, dtype="auto")
+        assert {p.dtype for p in model.parameters()} == {torch.float32}, name
+
+
+def test_declare_load_dtype_rewrites_every_dtype_of_the_config(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"dtype": "float16", "text_config": {"dtype": "bfloat16", "x": 1}}))
+    mini.declare_load_dtype(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text()) == {"dtype": "float32", "text_config": {"dtype": "float32", "x": 1}}

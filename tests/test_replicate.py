@@ -178,13 +178,15 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     from vhx.cli import main
 
     out = tmp_path / "study"
-    # --quick at 4 scenes, a two-value grid per Table 6 setting and a LoRA on 8 of the 16 source cases (the
-    # rest held out for Table 7): every stage, in a fraction of the time
+    # --quick at 4 scenes, a two-value grid per Table 6 setting and a LoRA of 8 steps on 8 of the fine-tuning
+    # cases (drawn on scenes of their own; the study's benchmark is held out whole): every stage, in a fraction of the time
     grid = ["--ablation", "eps=4,8", "--ablation", "step=0.5,0.7", "--ablation", "steps_vh=5,10", "--ablation", "steps_nonvh=10,20",
             "--ablation", "repetitions=1,2", "--ablation", "temperature=0,1"]
     lora = ["--finetune-option", "cases_per_dataset=8", "--finetune-option", "max_steps=8", "--finetune-option", "save_steps=4"]
     assert main(["replicate", "--quick", "--num-images", "4", *grid, *lora, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
     result = json.loads((out / "tables.json").read_text(encoding="utf-8"))
+    assert result["models"] == ["vhx-mini", "vhx-mini-yes"]
     assert [t["table"] for t in result["tables"]] == [3, 4, 5, 6, 7, 8]
     markdown = (out / "tables.md").read_text(encoding="utf-8")
     for n in range(3, 9):
@@ -193,16 +195,69 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     row = next(r for r in result["tables"][2]["parts"][0]["rows"] if r["setting"] == "ifgsm" and r["metric"] == "symmetric_accuracy")
     cell = next(iter(row["cells"].values()))
     assert cell["value"] == pytest.approx(_symmetric_accuracy_by_hand(Path(cell["source"]) / "predictions.jsonl", "ifgsm"))
-    # Table 8 is the MME stand-in, scored out of 800 (four perception subtasks)
+    # Table 3 ends with each model's general ability; Table 8 is the stand-in (colour and position), out of 400
+    general = result["tables"][0]["parts"][0]["rows"][-1]
+    assert general["label"].startswith("General ability: synthetic MME stand-in") and all(general["cells"].values())
     table8 = result["tables"][5]
-    assert table8["stand_in"] and 0 <= table8["rows"][0]["cells"]["before"]["value"] <= 800
+    assert table8["stand_in"] and 0 <= table8["rows"][0]["cells"]["before"]["value"] <= 400
+    # Table 7: vhx-mini-yes fine-tuned on cases of other scenes, scored on the whole benchmark (one pooled row);
+    # the arm before fine-tuning is the evaluate stage's own run
+    table7 = result["tables"][4]
+    assert table7["model"] == "vhx-mini-yes" and [r["label"] for r in table7["rows"]] == ["synthetic"]
+    before = table7["rows"][0]["cells"]["before"]
+    assert before["n"] == 4 * 4 * 7 and Path(before["source"]) == out / "runs" / "vhx-mini-yes" / "synthetic"
     assert len(result["findings"]) == 7
-    assert all(f["status"].split(" (")[0] in ("held", "not held", "not tested") for f in result["findings"])
-    assert all(f["evidence"] for f in result["findings"] if not f["status"].startswith("not tested"))
-    # the fine-tuned models were scored on held-out VH cases: Table 7's findings are tested
-    assert sum(not f["status"].startswith("not tested") for f in result["findings"]) == 6
+    # every finding is decided or says that --quick's size cannot decide it
+    assert all(f["status"] == "held" or f["status"].startswith("not decided at --quick's size") for f in result["findings"]), result["findings"]
+    assert all(f["evidence"] for f in result["findings"])
     study = Study(ReplicateConfig(out=out, models=result["models"]))
-    assert (study.adapter(result["models"][0], "finetuned_expanded") / "adapter_model.safetensors").is_file()
+    assert (study.adapter("vhx-mini-yes", "finetuned_expanded") / "adapter_model.safetensors").is_file()
+    # the training cases: training-stream scenes of their own, with every expansion kind; no image of the benchmark
+    from vhx.hub import load_folder
+
+    train, bench = load_folder(out / "finetune" / "data" / "synthetic"), load_folder(out / "expanded" / "synthetic")
+    assert set(train) == {"original", "gaussian_noise", "brightness", "defocus_blur", "jpeg_compression", "ifgsm", "pgd"}
+    assert not set(train["original"]["image_id"]) & set(bench["original"]["image_id"])
+    assert set(train["original"]["subset"]) == {"existence", "count"}
+    # the findings in every output: tables.md, report.html and the terminal; the trainer's logs in a file
+    for claim in (f["claim"] for f in result["findings"]):
+        assert claim in markdown.split("## Table 3")[0] and claim in printed
+        assert claim in (out / "report.html").read_text(encoding="utf-8")
+    assert "train_runtime" not in printed and "train_runtime" in (study.adapter("vhx-mini-yes", "finetuned_expanded") / "train.log").read_text()
+
+
+def test_default_study_is_the_zoo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`vhx replicate` with no --models: the whole zoo offline at CPU sizes, fine-tuning the yes-biased member."""
+    import vhx.replicate as rep
+    from vhx.cli import main
+    from vhx.zoo import ZOO
+
+    seen = {}
+    monkeypatch.setattr(rep, "replicate", lambda config: seen.setdefault("config", config) and {})
+    assert main(["replicate", "--ablation", "none", "--out", str(tmp_path / "s")]) == 0
+    config = seen["config"]
+    assert config.models == list(ZOO) and len(ZOO) >= 3
+    assert config.finetune_model == "vhx-mini-yes" and config.finetune_config == "vhx_mini_lora"
+    assert config.attack == rep.ZOO_ATTACK and config.ablation == {} and config.num_images == rep.ZOO_NUM_IMAGES
+    assert not config.quick and rep.Study(config).separate_finetune_scenes and rep.Study(config).mme_stand_in is not None
+    # named models keep the paper's settings
+    seen.clear()
+    main(["replicate", "--models", "vhx-mini", "--out", str(tmp_path / "t")])
+    assert seen["config"].models == ["vhx-mini"]
+    assert seen["config"].attack == rep.PAPER_ATTACK_DEFAULTS and seen["config"].finetune_config == "llava15_lora"
+
+
+def test_synthetic_training_stream_draws_scenes_no_benchmark_draws() -> None:
+    from vhx.synthetic import SyntheticConfig, generate_synthetic, sample_scene
+
+    train = generate_synthetic(SyntheticConfig(num_images=5, seed=0, training=True, kinds=("existence", "count"), questions_per_image=2))
+    bench = generate_synthetic(SyntheticConfig(num_images=5, seed=0, kinds=("existence", "count"), questions_per_image=2))
+    assert set(train) == {"existence", "count"} and len(train["existence"]) == 10
+    assert not set(train["existence"]["image_id"]) & set(bench["existence"]["image_id"])
+    assert train["existence"][0]["image_id"] == "synthetic:train0/00000"
+    scene = json.loads(train["existence"][0]["provenance"])["scene"]
+    assert scene == sample_scene(0, 0, 336, kinds=("existence", "count"), questions_per_image=2, training=True).to_dict()
+    assert scene != json.loads(bench["existence"][0]["provenance"])["scene"]
 
 
 def test_a_missing_finetune_extra_is_said_before_any_stage_runs(tmp_path, monkeypatch):
