@@ -21,6 +21,7 @@ examples:
   vhx build mmvp --data-dir MMVP/ --out mmvp-hub --on-error skip
   vhx build custom --data-dir mine/ --out mine-hub --option question_column=prompt
   vhx build synthetic --out synth-hub --yes-ratio 0.5
+  vhx build synthetic-instruct --out instruct/ --num-images 200   # offline stand-in for llava_v1_5_mix665k.json
   vhx info pope-hub                                      # splits, rows, pairs, images, yes-ratio
   HF_TOKEN=... vhx push pope-hub your-name/pope-vhx      # publish (token from the environment)
 """
@@ -50,7 +51,8 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="sources and their layouts: see `python -c \"import vhx.builders.pope as m; help(m)\"` (pope, mmvp, ...)",
     )
-    p.add_argument("source", choices=sorted([*BUILDERS, "synthetic"]), help="which benchmark")
+    p.add_argument("source", choices=sorted([*BUILDERS, "synthetic", "synthetic-instruct"]),
+                   help="which benchmark (synthetic-instruct: LLaVA-format instruction data on drawn scenes, not a Hub folder)")
     p.add_argument("--data-dir", help="folder of the release (not needed for synthetic)")
     p.add_argument("--out", required=True, help="output Hub folder")
     p.add_argument("--repo-id", help="the dataset's name in its card (default vhx/<source>); the card's usage example loads the folder until `vhx push` names the repo")
@@ -115,6 +117,15 @@ def cmd_build(args: argparse.Namespace) -> int:
     """``vhx build``: builder -> Hub folder, then print its summary."""
     from vhx.hub import write_hub_folder
 
+    if args.source == "synthetic-instruct":
+        from vhx.synthetic_instruct import JSON_NAME, write_synthetic_instruct
+
+        if (Path(args.out) / JSON_NAME).exists() and not args.overwrite:
+            raise VHXError(f"{args.out} already holds {JSON_NAME}; pass --overwrite to replace it")
+        out = write_synthetic_instruct(args.out, num_images=200 if args.num_images is None else args.num_images,
+                                       seed=0 if args.seed is None else args.seed)
+        print(f"wrote {out / JSON_NAME} (offline stand-in for LLaVA-1.5's instruction data; load with load_instruct_data)")
+        return 0
     dsd = build_source(args)
     repo_id = args.repo_id or f"vhx/{args.source}"
     if args.source == "synthetic":
@@ -130,7 +141,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def _print_stats(folder: str | Path) -> None:
-    from vhx.hub import read_folder_stats
+    from vhx.hub import read_folder_stats, unmoved_warning
 
     stats = read_folder_stats(folder)
     header = f"{'split':<24} {'rows':>8} {'pairs':>8} {'images':>8} {'negated':>8} {'yes-ratio':>10}"
@@ -141,6 +152,10 @@ def _print_stats(folder: str | Path) -> None:
         print(f"{split:<24} {s['rows']:>8} {s.get('pairs', '-'):>8} {s.get('images', '-'):>8} {s.get('negated', '-'):>8} {yes:>10}")
     total = sum(s["rows"] for s in stats.values())
     print(f"{'total':<24} {total:>8}")
+    for split, s in stats.items():
+        warning = unmoved_warning(split, s)
+        if warning:
+            print(f"warning: {warning}")
     if stats and all(s.get("negated", 1) == 0 for s in stats.values()):
         print(f"no negated twins yet: the source cases as built. `vhx expand {folder} --out FOLDER` pairs each case with its "
               "negation (and perturbs the images), which symmetric accuracy needs")
@@ -470,19 +485,22 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
         "interval. Every stage resumes: a rerun skips what is done. --quick runs it all offline on a CPU in minutes.",
     )
     p.add_argument("--quick", action="store_true",
-                   help="vhx-mini on 24 drawn scenes, attacks at a tenth of the paper's updates, a LoRA fine-tune of a few "
-                        "steps and MME's format on drawn scenes (offline, a few minutes on 2 cores)")
-    p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default with --quick: vhx-mini")
+                   help="vhx-mini and vhx-mini-yes on 24 drawn scenes, attacks at a tenth of the paper's updates, a short LoRA "
+                        "fine-tune and the offline stand-ins (a few minutes on 2 cores); findings its size cannot decide say so")
+    p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default: the miniature zoo "
+                   "(vhx-mini, vhx-mini-yes, vhx-mini-neg, vhx-mini-weak) on the embedded benchmark, offline, sized for a CPU "
+                   "(40 scenes, attacks at a fifth of the paper's updates, a reduced ablation; under 30 minutes on 2 cores); "
+                   "with --quick: vhx-mini, vhx-mini-yes")
     p.add_argument("--benchmarks", default="synthetic",
                    help="comma-separated Hub folders written by `vhx build` (pope, mmvp, vhtest...), or 'synthetic' (default)")
     p.add_argument("--mme", help="MME Hub folder (`vhx build mme`) for Table 8 (with --quick: MME's format on drawn scenes)")
     p.add_argument("--out", default="vhx-replicate", help="study folder (default vhx-replicate)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated stages to run (default all: {','.join(STAGES)})")
-    p.add_argument("--num-images", type=int, help="scenes of the synthetic benchmark (default 60; --quick 24)")
+    p.add_argument("--num-images", type=int, help="scenes of the synthetic benchmark (default 40 for the zoo, 60 with --models; --quick 24)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic benchmark, perturbations, attacks and fine-tuning")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
-    g = p.add_argument_group("attacks (defaults: the paper's; --quick a tenth of its updates)")
+    g = p.add_argument_group("attacks (defaults: the paper's with --models; the zoo a fifth of its updates; --quick a tenth)")
     g.add_argument("--preset", choices=["paper", "authors"], default="paper", help="attack preset, as in `vhx expand`")
     g.add_argument("--eps", type=fraction, help="L-inf radius, e.g. 8/255")
     g.add_argument("--step", type=fraction, help="step size, e.g. 0.5/255")
@@ -498,10 +516,10 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--dtype", help="auto, float32, bfloat16, float16")
     g.add_argument("--device", help="cpu, cuda, ... (default: the accelerate process's device)")
     g = p.add_argument_group("fine-tuning (recipes/finetune.py)")
-    g.add_argument("--finetune-config", help="recipe file or bundled name (default llava15_lora; --quick: tiny)")
+    g.add_argument("--finetune-config", help="recipe file or bundled name (default llava15_lora with --models; the zoo and --quick: vhx_mini_lora)")
     g.add_argument("--finetune-option", action="append", default=[], metavar="KEY=VALUE",
                    help="recipe field override, e.g. instruct_data=/data/llava_v1_5_mix665k.json (repeatable)")
-    g.add_argument("--finetune-model", help="model fine-tuned (default: the first of --models)")
+    g.add_argument("--finetune-model", help="model fine-tuned (default: vhx-mini-yes in the zoo, else the first of --models)")
     p.set_defaults(func=cmd_replicate)
 
 
@@ -522,12 +540,15 @@ def _ablation_option(items: Sequence[str], base: dict[str, tuple[float, ...]]) -
 
 def cmd_replicate(args: argparse.Namespace) -> int:
     """``vhx replicate``: the paper's tables from one command."""
-    from vhx.replicate import PAPER_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ReplicateConfig, quick_config, replicate
+    from vhx.replicate import (
+        PAPER_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ZOO_ABLATION, ZOO_ATTACK, ReplicateConfig,
+        quick_config, replicate, zoo_config,
+    )
 
     models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
-    if not models and not args.quick:
-        raise VHXError("--models is required (or --quick, which defaults to vhx-mini)")
-    attack = dict(QUICK_ATTACK if args.quick else PAPER_ATTACK_DEFAULTS)
+    # no --models: the miniature zoo, offline, at sizes that fit a CPU (replicate.zoo_config)
+    zoo = not models and not args.quick
+    attack = dict(QUICK_ATTACK if args.quick else ZOO_ATTACK if zoo else PAPER_ATTACK_DEFAULTS)
     for key, value in (("eps", args.eps), ("step", args.step)):
         if value is not None:
             attack[key] = value * 255
@@ -539,27 +560,34 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     fields: dict[str, Any] = dict(
         benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()], stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()),
         mme=args.mme, seed=args.seed, attack=attack, attack_options=attack_options, eval_options=eval_options,
-        ablation=_ablation_option(args.ablation, QUICK_ABLATION if args.quick else PAPER_ABLATION),
-        negator=make_negator(args), finetune_model=args.finetune_model,
+        ablation=_ablation_option(args.ablation, QUICK_ABLATION if args.quick else ZOO_ABLATION if zoo else PAPER_ABLATION),
+        negator=make_negator(args),
     )
+    if args.finetune_model:
+        fields["finetune_model"] = args.finetune_model
     if args.num_images is not None:
         fields["num_images"] = args.num_images
     if args.finetune_config:
         fields["finetune_config"] = args.finetune_config
     try:
-        if args.quick:
-            config = quick_config(args.out, models or None, **fields)
+        if args.quick or zoo:
+            config = (quick_config if args.quick else zoo_config)(args.out, models or None, **fields)
             config.finetune_overrides = (*config.finetune_overrides, *args.finetune_option)
         else:
             config = ReplicateConfig(out=args.out, models=models, finetune_overrides=tuple(args.finetune_option), **fields)
     except ValueError as exc:
         raise VHXError(str(exc)) from exc
     paths = replicate(config)
+    if "json" in paths:
+        from vhx.replicate import findings_lines
+
+        result = json.loads(Path(paths["json"]).read_text(encoding="utf-8"))
+        print("Findings:")
+        for line in findings_lines(result.get("findings", [])):
+            print(line.replace("**", ""))
+        print()
     for kind, path in paths.items():
         print(f"{kind:<9} {path}")
-    if "markdown" in paths:
-        print()
-        print(Path(paths["markdown"]).read_text(encoding="utf-8"))
     return 0
 
 

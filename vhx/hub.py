@@ -70,7 +70,62 @@ def _stats_from_table(table: Any, n: int) -> dict[str, Any]:
         stats["pairs"] = pc.sum(pc.greater_equal(counts, 2)).as_py() or 0
     if "image_id" in names:
         stats["images"] = len(pc.unique(table["image_id"]))
+    stats.update(_attack_outcomes(table))
     return stats
+
+
+def _attack_outcomes(table: Any) -> dict[str, Any]:
+    """Of an adversarial split: its non-VH attacks (one per image), how many left their image unmoved, in what precision.
+
+    Read from each case's ``provenance["adversarial"]`` (``branch``, ``unmoved``, ``dtype``, written
+    by :mod:`vhx.adversarial.splits`); empty for other splits and for folders written before vhx
+    recorded ``unmoved``.
+    """
+    if "provenance" not in table.column_names or table.num_rows == 0:
+        return {}
+    mask = pc.match_substring(table["provenance"], '"unmoved":')
+    if not pc.any(mask).as_py():
+        return {}
+    rows = table.filter(mask)
+    models = rows["target_model"].to_pylist() if "target_model" in rows.column_names else [None] * rows.num_rows
+    attacks: dict[str, bool] = {}
+    dtypes: set[str] = set()
+    targets: set[str] = set()
+    for text, model in zip(rows["provenance"].to_pylist(), models):
+        adversarial = loads(text).get("adversarial") or {}
+        if adversarial.get("branch") != "min":
+            continue
+        key = adversarial.get("attack")
+        attacks[key] = attacks.get(key, False) or bool(adversarial.get("unmoved"))
+        dtypes.add(str(adversarial.get("dtype")))
+        if model:
+            targets.add(model)
+    if not attacks:
+        return {}
+    return {"attacked": len(attacks), "unmoved": sum(attacks.values()), "attack_dtype": ", ".join(sorted(dtypes)),
+            "target_model": ", ".join(sorted(targets))}  # fmt: skip
+
+
+def unmoved_warning(split: str, stats: Mapping[str, Any]) -> str | None:
+    """The warning for a split whose non-VH attacks left some images as the clean ones (None when none did)."""
+    unmoved, attacked = stats.get("unmoved"), stats.get("attacked")
+    if not unmoved:
+        return None
+    dtype = stats.get("attack_dtype") or "unknown precision"
+    against = f"against {stats['target_model']}, " if stats.get("target_model") else ""
+    if dtype == "float32":
+        hint = ("not float16's lost gradient: the gradient was too small for the step to move them (PGD on the raw "
+                "gradient, --grad-norm none, moves by step x gradient)")  # fmt: skip
+    else:
+        hint = f"in {dtype} the gradient at the clean image can be exactly 0: rerun with --attack-dtype float32"
+    return (f"{split}: {unmoved} of {attacked} attacked images unchanged: the non-VH attack left them as the clean image "
+            f"(L-inf 0, or a cosine that never left its start; {against}attacked in {dtype}); {hint}")  # fmt: skip
+
+
+def _attack_warnings(stats: Mapping[str, Mapping[str, Any]]) -> str:
+    """The card's warnings under the splits table ("" when every attacked image moved)."""
+    lines = [f"> **Warning.** {text}" for split, s in stats.items() if (text := unmoved_warning(split, s))]
+    return "\n\n" + "\n>\n".join(lines) if lines else ""
 
 
 def _render_card_body(template: str, variables: Mapping[str, Any]) -> str:
@@ -295,6 +350,7 @@ def _write_folder_contents(
             "load_note": LOCAL_LOAD_NOTE,
             "summary": summary,
             "splits_table": _splits_table(stats),
+            "attack_warnings": _attack_warnings(stats),
             "fields_table": _fields_table(features),
             "transforms_table": _transforms_table(dsd),
             "first_split": next(iter(dsd)),
@@ -834,10 +890,8 @@ def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:
     """Per-split statistics of a Hub folder, read from the parquet text columns (no image decoding)."""
     out: dict[str, dict[str, Any]] = {}
     for split, files in folder_data_files(folder).items():
-        tables = [
-            pq.read_table(f, columns=[c for c in ("answer", "negated", "pair_id", "image_id") if c in pq.read_schema(f).names])
-            for f in files
-        ]
+        columns = ("answer", "negated", "pair_id", "image_id", "provenance", "target_model")
+        tables = [pq.read_table(f, columns=[c for c in columns if c in pq.read_schema(f).names]) for f in files]
         table = pa.concat_tables(tables)
         out[split] = _stats_from_table(table, table.num_rows)
     return out

@@ -65,7 +65,10 @@ def expand(
         target_model: Hub id, folder or loaded model the attacks target (and, unless
             ``attack_options["vh_column"]`` says which cases trigger VH, the model that scores them).
         attack_options: options of :func:`vhx.adversarial.adversarial_splits` (``eps``, ``step``,
-            ``preset``, ``steps_nonvh``, ``steps_vh``, ``similarity``, ``schedule``, ``method_options``, ``out_dir`` for resuming, ...).
+            ``preset``, ``steps_nonvh``, ``steps_vh``, ``similarity``, ``schedule``, ``method_options``, ``out_dir`` for resuming,
+            ``dtype``: the attack's precision, float32 by default, float16 for ``preset="authors"`` on CUDA, ...).
+            A split whose every non-VH attack left its image unchanged raises
+            :class:`~vhx.adversarial.attack.AttackError` before anything is returned.
         on_error: ``"raise"`` stops at the first case the negator cannot negate, naming its row;
             ``"skip"`` drops it (no pair, so no later split holds it) and records why in ``report``.
         report: a :class:`vhx.errors.SkipReport` that collects the skipped cases.

@@ -65,9 +65,13 @@ for ``min``, highest for ``max``), ``"final"`` the last one (the authors').
 **Precision and cost**: the clean embedding E(x) is computed once per image under ``torch.no_grad``
 (or passed in: the authors' PIL-processor path); each step is one forward + backward of the vision
 path only for the images still running; weights never receive gradients (``torch.autograd.grad``
-w.r.t. the image only). With ``amp`` (default on CUDA) the view runs under
-``torch.autocast(bfloat16)`` while the similarity, the loss and the iterate are float32. The
-similarity of every evaluated iterate is kept (:attr:`AttackResult.trace`) to plot convergence.
+w.r.t. the image only). With ``amp`` (default on CUDA, unless the weights are float16) the view
+runs under ``torch.autocast(bfloat16)`` while the similarity, the loss and the iterate are
+float32. The similarity of every evaluated iterate is kept (:attr:`AttackResult.trace`) to plot
+convergence. The weights' precision is chosen by the caller (:mod:`vhx.adversarial.splits`: float32
+by default): the min branch's gradient at a = x, rounding noise in float32, is exactly 0 when the
+tokens are float16 (measured on vhx-mini: already at the tokens), so a first update that follows
+the gradient leaves the image as it was, and so does every later one.
 
 **Output** (``quantize``): ``"round"`` (default) rounds to 8 bits and clamps back into the eps ball
 around the 8-bit original wherever rounding left it (possible when eps * 255 is not a whole number)
@@ -473,6 +477,21 @@ class AttackResult:
     trace: list[list[float]] = dataclasses.field(default_factory=list)
 
 
+def default_amp(view: Any) -> bool:
+    """bfloat16 autocast by default: on CUDA, unless the view's weights are float16.
+
+    float16 weights (``preset="authors"`` on CUDA, or ``dtype="float16"``) run as they are, as the
+    authors' fp16 loop did, without autocast: autocast would compute in bfloat16 instead.
+    """
+    if torch.device(view.device).type != "cuda":
+        return False
+    parameters = getattr(view, "parameters", None)
+    for parameter in parameters() if callable(parameters) else ():
+        if parameter.is_floating_point():
+            return parameter.dtype != torch.float16
+    return True
+
+
 def _autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
     if not enabled:
         return contextlib.nullcontext()
@@ -544,7 +563,8 @@ class Attack(abc.ABC):
         view: a :class:`~vhx.adversarial.views.VisionView` (any callable pixels -> ``(B, N, D)``
             with ``device`` and ``arch`` attributes works).
         config: the attack settings (its ``method`` is set to this class's :attr:`name`).
-        amp: bfloat16 autocast for the view (default: on for CUDA, off elsewhere).
+        amp: bfloat16 autocast for the view (default: on for CUDA unless its weights are float16,
+            off elsewhere; :func:`default_amp`).
         clean_once: compute E(x) once (default). ``False`` recomputes it at every step, as the
             authors' scripts do; it exists to measure what precomputing saves.
     """
@@ -560,7 +580,7 @@ class Attack(abc.ABC):
         self.view = view
         self.config = config if config.method == self.name else dataclasses.replace(config, method=self.name)
         self.device = torch.device(view.device)
-        self.amp = self.device.type == "cuda" if amp is None else bool(amp)
+        self.amp = default_amp(view) if amp is None else bool(amp)
         self.clean_once = clean_once
 
     # ------------------------------------------------------------------------------- per method
@@ -805,7 +825,8 @@ def attack_batch(
         config: the attack settings; ``config.method`` picks the class in :data:`ATTACKS`.
         image_ids: one id per image, seeding its random start.
         clean: E(x) ``(B, N, D)`` computed elsewhere (``config.clean="processor"``); default: by the view.
-        amp: bfloat16 autocast for the view (default: on for CUDA, off elsewhere).
+        amp: bfloat16 autocast for the view (default: on for CUDA unless its weights are float16,
+            off elsewhere; :func:`default_amp`).
         clean_once: compute E(x) once (default). ``False`` recomputes it at every step, as the
             authors' scripts do; it exists to measure what precomputing saves.
     """

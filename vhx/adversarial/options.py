@@ -49,13 +49,18 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--preset", choices=PRESETS, default="paper",
                    help="'paper' (default): the paper's settings, vhx's choices where it is silent; 'authors': what the "
                         "authors' scripts do (cosine schedule over 500, 499/99 updates, no early stopping, final iterate, "
-                        "truncation, PGD step 1.0 on the raw gradient, the processor's resolution). Flags below override it")
+                        "truncation, PGD step 1.0 on the raw gradient, the processor's resolution; on CUDA their float16, "
+                        "on a CPU float32, see --attack-dtype). Flags below override it")
     g.add_argument("--vh-column", help="boolean column saying which cases trigger VH (default: score them with the target)")
     g.add_argument("--attack-batch-size", type=int, help="images per attack batch (default 8)")
     g.add_argument("--attack-device", help="device of the attacked model (default: accelerate's)")
     g.add_argument("--attack-dtype", choices=("auto", "float32", "bfloat16", "float16"),
-                   help="precision the attacked model loads in (default: the checkpoint's when it also scores the cases, "
-                        "i.e. without --vh-column; with --vh-column bfloat16 on CUDA, float32 elsewhere)")
+                   help="precision the attack runs the model in ('auto': the checkpoint's). Default float32, on a CPU and "
+                        "on CUDA, also when the checkpoint is float16 (the model that scores the cases keeps the checkpoint's "
+                        "precision; the attack gets a float32 copy of its vision path); --preset authors on CUDA: float16, the "
+                        "authors' precision (on a CPU float32: float16 is slower there and loses the gradient). bfloat16 and "
+                        "float16 on request; float16 can lose the gradient at the start (exactly 0 at the clean image), "
+                        "leaving PGD's and the authors' images unchanged")
     g.add_argument("--attack-dir", help="folder of finished attacks, for resuming (default OUT/attacks); `vhx attack-plot` reads it")
 
     g = p.add_argument_group(

@@ -42,12 +42,27 @@ Each output row keeps its case and gets the adversarial image (PNG), ``transform
 ``transform_params`` = the attack settings of its branch plus ``final_similarity`` (of the saved
 8-bit image) and ``steps_run``, and ``provenance`` = the case's provenance plus an ``adversarial``
 entry (whether the case / its pair triggered VH and how that was decided, initial and best
-similarity, L-inf distance of the saved image in 1/255 units, the attack key).
+similarity, L-inf distance of the saved image in 1/255 units, the branch, the attack's precision,
+``unmoved`` and the attack key).
+
+**Precision.** The attacked model runs in float32 unless asked otherwise (``dtype``), also when
+the model that scores the cases was loaded in its checkpoint's float16: the attack then goes
+through a float32 copy of its vision path (:func:`default_attack_dtype`; ``preset="authors"`` on
+CUDA: float16, the authors' precision). In float16 the cosine's gradient at the clean image is
+exactly 0, and an attack whose first update follows it never moves.
+
+**Unmoved images.** A non-VH (``min``) attack whose saved image equals the clean one, keeps a
+cosine of at least 1 - 1e-6 to it, or whose similarity never left its start is *unmoved*
+(:func:`is_unmoved`, flagged per case in ``provenance["adversarial"]["unmoved"]``): the split's
+card and ``vhx expand`` count them per split with a warning, and a split whose every non-VH attack
+is unmoved is refused with an :class:`~vhx.adversarial.attack.AttackError` naming the split, the
+model and the precision, before it is returned.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import hashlib
 import io
@@ -166,6 +181,43 @@ def attack_key(image_id: str, branch: str, settings: Mapping[str, Any]) -> str:
     """The stable key of one attack: SHA-256 of (image_id, branch, settings), 32 hex digits."""
     text = json.dumps([image_id, branch, dict(settings)], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+#: A non-VH attack whose saved image keeps at least this cosine to the clean one did not move it.
+UNMOVED_SIMILARITY = 1 - 1e-6
+
+
+def is_unmoved(record: Mapping[str, Any]) -> bool:
+    """Whether a finished attack (a store record) left its image where it started, by accident.
+
+    Only the ``min`` (non-VH) branch can: it starts at the clean image and must move away from it,
+    while the ``max`` branch starts from a random image by design. An attack that ran at least one
+    update is *unmoved* when its saved 8-bit image equals the clean one (L-inf 0), keeps a cosine
+    of at least :data:`UNMOVED_SIMILARITY` to it, or when the similarity of every iterate equals
+    the start's (the iterate never moved: a gradient that is exactly 0 in float16, or one too small
+    for the step, as PGD's raw gradient times 1.0). Works on records of older attack folders.
+    """
+    if record.get("branch") != "min" or not record.get("steps_run"):
+        return False
+    if record.get("linf_255") == 0:
+        return True
+    final = record.get("final_similarity")
+    if final is not None and final >= UNMOVED_SIMILARITY:
+        return True
+    trace = record.get("trace") or []
+    return len(trace) > 1 and all(value == trace[0] for value in trace)
+
+
+def unmoved_error(method: str, model_id: str, precision: str, count: int) -> str:
+    """The one line that refuses a split whose every non-VH attack left its image unmoved."""
+    if precision == "float32":
+        hint = ("the gradient is too small for the step to move the image (PGD on the raw gradient, --grad-norm none, "
+                "moves it by step x gradient): try --grad-norm linf or a larger step")  # fmt: skip
+    else:
+        hint = (f"in {precision} the cosine's gradient at the clean image can be exactly 0: "
+                "rerun with --attack-dtype float32 (dtype='float32')")  # fmt: skip
+    return (f"{method} split against {model_id}, attacked in {precision}: all {count} attacked images of the non-VH branch "
+            f"are unchanged (the saved image equals the clean one, or its cosine never left the start); {hint}")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
@@ -357,6 +409,59 @@ def _check_pairs(pairs: datasets.Dataset) -> None:
         raise DataError(f"expected cases on original images, found transforms {others}", field="transform")
 
 
+def default_attack_dtype(preset: str = "paper", device: str | torch.device | None = None) -> torch.dtype:
+    """The precision the attacked model runs in when none is asked for.
+
+    float32, except ``preset="authors"`` on CUDA: float16, the precision the authors' scripts ran
+    in, so that the preset saves their loop's images bit for bit. float16 is never the default on a
+    CPU: the cosine's gradient at delta = 0, tiny but nonzero in float32 (4e-12 to 1e-8 per pixel
+    on vhx-mini), is exactly 0 in float16, so an attack whose first update follows the gradient
+    (PGD, and both methods of the authors' preset) never leaves the clean image; float32 steps are
+    also faster on a CPU. bfloat16 and float16 are there on request (``dtype=``, ``--attack-dtype``).
+    """
+    place = torch.device(device) if device is not None else default_device()
+    return torch.float16 if preset == "authors" and place.type == "cuda" else torch.float32
+
+
+def attack_dtype(dtype: Any, preset: str = "paper", device: str | torch.device | None = None) -> Any:
+    """The attack's precision: ``dtype`` as asked (``"auto"``: the checkpoint's), else :func:`default_attack_dtype`."""
+    from vhx.models.loading import resolve_dtype
+
+    if dtype is None:
+        return default_attack_dtype(preset, device)
+    try:
+        return resolve_dtype(dtype)
+    except ValueError as exc:
+        raise AttackError(f"attack dtype: {exc}") from None
+
+
+def _weights_dtype(model: Any) -> Any:
+    """The floating-point precision of a module's weights (None when it has none)."""
+    for parameter in model.parameters():
+        if parameter.is_floating_point():
+            return parameter.dtype
+    return None
+
+
+def _vision_model(model: Any, dtype: Any) -> Any:
+    """``model`` in ``dtype`` for the attack: itself when it already is (or ``dtype`` is ``"auto"``), else a copy.
+
+    The copy leaves the language model and the LM head out (empty modules, as :func:`load_view` drops
+    them: the view never runs them), so a model loaded for scoring in its checkpoint's float16 is
+    attacked through a float32 copy of its vision path while it keeps scoring in float16.
+    """
+    if dtype == "auto" or _weights_dtype(model) in (None, dtype):
+        return model
+    left_out: dict[int, Any] = {}
+    for owner in (model, getattr(model, "model", None)):
+        for name in ("language_model", "text_model", "lm_head"):
+            module = getattr(owner, name, None) if owner is not None else None
+            if isinstance(module, torch.nn.Module):
+                left_out[id(module)] = torch.nn.Module()
+    copied = copy.deepcopy(model, memo=left_out)  # the memo maps each left-out module to its empty stand-in
+    return copied.to(dtype)
+
+
 def _resolve(
     model_path_or_view: Any,
     *,
@@ -366,8 +471,16 @@ def _resolve(
     model_id: str | None,
     view_options: Mapping[str, Any],
     dtype: Any = None,
+    preset: str = "paper",
 ) -> tuple[VisionView, Any]:
-    """The view to attack through and the scorer to decide branches with (may be None)."""
+    """The view to attack through and the scorer to decide branches with (may be None).
+
+    ``dtype`` is the precision asked for (None: :func:`default_attack_dtype`). A
+    :class:`VisionView` is attacked as it is. A model loaded for scoring (an ``HFModel``, or the one
+    load that serves both when the cases are scored) is attacked through a copy of its vision path
+    in the attack's precision when its own differs: the scorer keeps the checkpoint's precision
+    (or the one asked for), the attack never silently runs in the scorer's float16.
+    """
     if isinstance(model_path_or_view, VisionView):
         view = model_path_or_view
         if model_id is not None:
@@ -375,18 +488,21 @@ def _resolve(
         return view, scorer
     if hasattr(model_path_or_view, "model") and hasattr(model_path_or_view, "processor"):
         hf = model_path_or_view
-        view = view_from_model(hf.model, hf.processor, model_id=model_id, **view_options)
+        precision = attack_dtype(dtype, preset, next(hf.model.parameters()).device)
+        view = view_from_model(_vision_model(hf.model, precision), hf.processor, model_id=model_id, **view_options)
         return view, scorer if scorer is not None else hf
+    target = device if device is not None else default_device()
+    precision = attack_dtype(dtype, preset, target)
     if need_scorer and scorer is None:
-        # One load serves both: score with the full model, attack through its vision path.
+        # One load serves both: score with the full model (in the checkpoint's precision unless one
+        # is asked for), attack through its vision path in the attack's precision.
         from vhx.models import load_model
 
-        target = device if device is not None else default_device()
         load_options = {"dtype": dtype} if dtype is not None else {}
         hf = load_model(os.fspath(model_path_or_view), device=str(target), **load_options)
-        view = view_from_model(hf.model, hf.processor, model_id=model_id, **view_options)
+        view = view_from_model(_vision_model(hf.model, precision), hf.processor, model_id=model_id, **view_options)
         return view, hf
-    view = load_view(model_path_or_view, device=device, dtype=dtype, model_id=model_id, **view_options)
+    view = load_view(model_path_or_view, device=device, dtype=precision, model_id=model_id, **view_options)
     return view, scorer
 
 
@@ -426,6 +542,7 @@ def _attach(
     vh_source: str,
     config: AttackConfig,
     view_settings: Mapping[str, Any],
+    precision: str = "float32",
 ) -> dict[str, list]:
     """``datasets.map`` function: each case on its attack's image, with new ids and provenance."""
     images, ids, params, provenance = [], [], [], []
@@ -451,6 +568,10 @@ def _attach(
             "initial_similarity": record["initial_similarity"],
             "best_similarity": record["best_similarity"],
             "linf_255": record["linf_255"],
+            "branch": branch,
+            # a non-VH attack that left its image as it was (see is_unmoved); counted per split by the card
+            "unmoved": is_unmoved(record),
+            "dtype": precision,
             "view": dict(view_settings),
         }
         provenance.append(dumps(prov))
@@ -500,12 +621,18 @@ def adversarial_split(
         out_dir: folder for resumable results (attack images + index, scores); None keeps them in memory.
         batch_size: images per attack batch.
         device: where the model runs (default: this process's accelerate device).
-        dtype: precision the attacked model loads in, when given as a path (``auto``, ``float32``,
-            ``bfloat16``, ``float16``). Default: the checkpoint's when the model also scores the
-            cases (no ``vh_column``), else bfloat16 on CUDA and float32 elsewhere. The precision of
-            the weights is recorded with each attack (float32 left out, as before it was recorded),
+        dtype: precision the attacked model runs in (``auto``: the checkpoint's, ``float32``,
+            ``bfloat16``, ``float16``). Default (:func:`default_attack_dtype`): float32, on a CPU
+            and on CUDA, except ``preset="authors"`` on CUDA: float16, the authors' precision.
+            float16 can lose the gradient at the start (exactly 0 at the clean image).
+            When the model also scores the cases (no ``vh_column``), or comes as a loaded
+            ``HFModel``, it scores in its own precision (the checkpoint's unless ``dtype`` is
+            given) and the attack runs on a copy of its vision path in the attack's precision. A
+            :class:`~vhx.adversarial.views.VisionView` is attacked as it is. The precision of the
+            weights is recorded with each attack (float32 left out, as before it was recorded),
             so attacks in another precision are not taken for finished ones.
-        amp: bfloat16 autocast (default: on for CUDA).
+        amp: bfloat16 autocast (default: on for CUDA unless the weights are float16, which run
+            as they are, as the authors' fp16 loop did).
         progress: show progress bars.
         qformer_instruction: InstructBLIP only: the Q-Former's fixed instruction.
         target: what the view returns, ``"connector"`` or ``"encoder"`` (default: the preset's).
@@ -575,12 +702,7 @@ def adversarial_splits(
     for method in methods:
         make_config(method=method, **{**preset_options(preset, method), **attack_options, **(method_options or {}).get(method, {})})
     if dtype is not None:
-        from vhx.models.loading import resolve_dtype
-
-        try:
-            resolve_dtype(dtype)  # a typo must not cost a model load
-        except ValueError as exc:
-            raise AttackError(f"attack dtype: {exc}") from None
+        attack_dtype(dtype)  # a typo must not cost a model load
     state = process_state()
     rank, world = int(state.process_index), int(state.num_processes)
     if world > 1 and out_dir is None:
@@ -595,6 +717,7 @@ def adversarial_splits(
         scorer=scorer,
         device=device,
         dtype=dtype,
+        preset=preset,
         model_id=model_id,
         view_options={"qformer_instruction": qformer_instruction} if qformer_instruction else {},
     )
@@ -660,10 +783,18 @@ def adversarial_splits(
             missing = [job.key for job in jobs if job.key not in store]
             if missing:
                 raise VHXError(f"{len(missing)} attacks are missing after the run (first: {missing[0]})")
+            # non-VH attacks that wrote the clean image back by accident: all of them is an error, some a warning
+            attacked = [job.key for job in jobs if job.branch == "min"]
+            unmoved = [key for key in attacked if is_unmoved(store.records[key])]
+            if attacked and len(unmoved) == len(attacked):
+                raise AttackError(unmoved_error(method, view.model_id, precision, len(attacked)))
+            if unmoved:
+                logger.warning("%s: %d of %d attacked images unchanged (non-VH branch, attacked in %s)",
+                               method, len(unmoved), len(attacked), precision)  # fmt: skip
 
             row_keys = [keys[(image_id, branch)] for image_id, branch in zip(image_ids, branches)]
             fingerprint = hashlib.sha256(
-                json.dumps([cases._fingerprint, method, view.model_id, row_keys, vh_source, flags]).encode()
+                json.dumps([cases._fingerprint, method, view.model_id, row_keys, vh_source, flags, precision, "unmoved"]).encode()
             ).hexdigest()[:32]
             joined = cases.map(
                 functools.partial(
@@ -678,6 +809,7 @@ def adversarial_splits(
                     vh_source=vh_source,
                     config=config,
                     view_settings=view.settings,
+                    precision=precision,
                 ),
                 batched=True,
                 with_indices=True,

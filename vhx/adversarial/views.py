@@ -1008,7 +1008,8 @@ def load_view(
     """A :class:`VisionView` of ``source``: a view (returned as is), a loaded :class:`vhx.models.hf.HFModel`,
     or a Hub id / local folder of an ``AutoModelForImageTextToText`` checkpoint.
 
-    For a path, the weights load in ``dtype`` (default: bfloat16 on CUDA, float32 elsewhere) on
+    For a path, the weights load in ``dtype`` (default float32, on CUDA too: in float16 the attack's
+    gradient at the clean image is exactly 0; ``"auto"``: the checkpoint's) on
     ``device`` (default: this process's accelerate device), and the language model is dropped
     unless ``keep_language_model`` (the view never runs it; a 7B LLM is most of the memory).
     ``target`` is what the view returns (:data:`TARGETS`).
@@ -1021,7 +1022,7 @@ def load_view(
 
     place = torch.device(device) if device is not None else default_device()
     if dtype is None:
-        dtype = torch.bfloat16 if place.type == "cuda" else torch.float32
+        dtype = torch.float32
     # Loaded on the CPU first: the language model is dropped before the move, so a 7B LLM never
     # reaches the GPU.
     loaded = load_pretrained(os.fspath(source), dtype=dtype, place=False)
