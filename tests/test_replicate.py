@@ -186,7 +186,7 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert main(["replicate", "--quick", "--num-images", "4", *grid, *lora, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     result = json.loads((out / "tables.json").read_text(encoding="utf-8"))
-    assert result["models"] == ["vhx-mini", "vhx-mini-yes"]
+    assert result["models"] == ["vhx-mini", "vhx-mini-yes", "vhx-mini-neg", "vhx-mini-weak"]
     assert [t["table"] for t in result["tables"]] == [3, 4, 5, 6, 7, 8]
     markdown = (out / "tables.md").read_text(encoding="utf-8")
     for n in range(3, 9):
@@ -270,3 +270,28 @@ def test_a_missing_finetune_extra_is_said_before_any_stage_runs(tmp_path, monkey
     with pytest.raises(VHXError, match=r"needs trl: pip install 'vhx\[finetune\]'"):
         replicate(ReplicateConfig(out=tmp_path / "study", models=["vhx-mini"]))
     assert not (tmp_path / "study").exists()
+
+
+def test_mme_stand_in_asks_only_the_kinds_given() -> None:
+    from vhx.scoring import mme_scores
+    from vhx.synthetic import SyntheticConfig, generate_synthetic_mme
+
+    dsd = generate_synthetic_mme(SyntheticConfig(num_images=3, seed=5, kinds=("color", "position")))
+    assert set(dsd) == {"color", "position"}
+    for split in dsd.values():
+        assert list(split["answer"]).count("yes") == list(split["answer"]).count("no") == 3
+    rows = pd.concat([dsd[s].to_pandas().assign(pred=dsd[s]["answer"]) for s in dsd])
+    assert float(mme_scores(rows)["perception"].iloc[0]) == 400.0  # all right: 2 subtasks x (100 + 100)
+
+
+def test_quick_calls_a_finding_undecided_only_when_an_interval_covers_its_line() -> None:
+    from vhx.replicate import _undecided
+
+    covers = {"claim": "x", "status": "not held", "evidence": [{"ci": [0.1, 0.2]}, {"ci": [-0.01, 0.09]}]}
+    below = {"claim": "x", "status": "not held", "evidence": [{"ci": [-0.2, -0.1]}, {"ci": [-0.01, 0.09]}]}
+    assert _undecided(covers) and not _undecided(below)
+    no_flip = {"evidence": [{"accuracy_difference": 0.1, "symmetric_accuracy_difference": {"difference": 0.3}, "flip": False}]}
+    weak_flip = {"evidence": [{"accuracy_difference": 0.1, "symmetric_accuracy_difference": {"difference": -0.02}, "flip": False}]}
+    assert not _undecided(no_flip) and _undecided(weak_flip)
+    assert _undecided({"evidence": [{"ci": [-30.0, 1.0], "margin": 20.0}]})
+    assert not _undecided({"evidence": [{"ci": [-60.0, -25.0], "margin": 20.0}]})

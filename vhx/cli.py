@@ -485,18 +485,18 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
         "interval. Every stage resumes: a rerun skips what is done. --quick runs it all offline on a CPU in minutes.",
     )
     p.add_argument("--quick", action="store_true",
-                   help="vhx-mini and vhx-mini-yes on 24 drawn scenes, attacks at a tenth of the paper's updates, a short LoRA "
-                        "fine-tune and the offline stand-ins (a few minutes on 2 cores); findings its size cannot decide say so")
+                   help="the zoo on 16 drawn scenes, attacks at a tenth of the paper's updates, a reduced ablation, a short LoRA "
+                        "fine-tune and the offline stand-ins (under 3 minutes on 2 cores); findings its size cannot decide say so")
     p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default: the miniature zoo "
                    "(vhx-mini, vhx-mini-yes, vhx-mini-neg, vhx-mini-weak) on the embedded benchmark, offline, sized for a CPU "
-                   "(40 scenes, attacks at a fifth of the paper's updates, a reduced ablation; under 30 minutes on 2 cores); "
-                   "with --quick: vhx-mini, vhx-mini-yes")
+                   "(80 scenes, attacks at a fifth of the paper's updates, a reduced ablation; under 30 minutes on 2 cores); "
+                   "--quick: the zoo too, smaller")
     p.add_argument("--benchmarks", default="synthetic",
                    help="comma-separated Hub folders written by `vhx build` (pope, mmvp, vhtest...), or 'synthetic' (default)")
     p.add_argument("--mme", help="MME Hub folder (`vhx build mme`) for Table 8 (with --quick: MME's format on drawn scenes)")
     p.add_argument("--out", default="vhx-replicate", help="study folder (default vhx-replicate)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated stages to run (default all: {','.join(STAGES)})")
-    p.add_argument("--num-images", type=int, help="scenes of the synthetic benchmark (default 40 for the zoo, 60 with --models; --quick 24)")
+    p.add_argument("--num-images", type=int, help="scenes of the synthetic benchmark (default 80 for the zoo, 60 with --models; --quick 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic benchmark, perturbations, attacks and fine-tuning")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")

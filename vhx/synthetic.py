@@ -640,8 +640,8 @@ def generate_synthetic_mme(config: SyntheticConfig | None = None) -> datasets.Da
 
     As in MME, every image gets two questions per subtask, one answered "yes" and one "no" (so
     accuracy+ asks for both), and rows carry ``source="mme"`` with the subtask as ``subset`` and
-    split, which :func:`vhx.scoring.mme_scores` scores as MME (out of 800: 4 of MME's 10 perception
-    subtasks, no cognition; 200 per subtask asked). A stand-in for a general-ability check offline, not MME itself: the
+    split, which :func:`vhx.scoring.mme_scores` scores as MME (200 per subtask asked: out of 800 for
+    the four, no cognition). A stand-in for a general-ability check offline, not MME itself: the
     card and every table that shows it say so. ``config.yes_ratio`` and ``questions_per_image`` are
     ignored (MME's pairs fix them).
     """
