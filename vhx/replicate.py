@@ -102,7 +102,7 @@ QUICK_ABLATION: dict[str, tuple[float, ...]] = {
     "steps_nonvh": (10, 50, 90),
     "temperature": (0.0, 0.2, 1.0),
 }
-QUICK_FINETUNE_OVERRIDES = ("max_steps=60", "instruct_examples=24", "save_steps=30")
+QUICK_FINETUNE_OVERRIDES = ("max_steps=40", "instruct_examples=16", "save_steps=20")
 #: The default study offline (no ``--models``, no ``--quick``): the miniature zoo (:data:`vhx.zoo.ZOO`) on
 #: the embedded benchmark, sized to finish within 30 minutes on 2 CPU cores. Attacks take a fifth of
 #: the paper's updates: on vhx-mini I-FGSM's effect is flat from 20 to 500 steps (0.61-0.63 symmetric
@@ -203,7 +203,7 @@ def quick_config(out: str | Path, models: Sequence[str] | None = None, **overrid
         out=Path(out), models=models, benchmarks=["synthetic"], quick=True,
         num_images=16, attack=dict(QUICK_ATTACK), ablation=dict(QUICK_ABLATION), finetune_config=ZOO_FINETUNE_CONFIG,
         finetune_overrides=QUICK_FINETUNE_OVERRIDES, finetune_model=ZOO_FINETUNE_MODEL if ZOO_FINETUNE_MODEL in models else None,
-        finetune_scenes=12, instruct_images=24,
+        finetune_scenes=8, instruct_images=16,
     )
     fields.update(overrides)
     return ReplicateConfig(**fields)
