@@ -290,7 +290,12 @@ def test_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
     assert "| vision | 3 |" in card
     assert "{" not in card.split("## Full configuration")[0].replace("{question}", "")  # every placeholder filled
     model = AutoModelForImageTextToText.from_pretrained(out)
-    assert type(model).__name__ == "LlavaForConditionalGeneration" and str(model.dtype) == "torch.float16"
+    # stored in float16 (small), declared float32 in config.json (loads in full precision)
+    assert type(model).__name__ == "LlavaForConditionalGeneration" and str(model.dtype) == "torch.float32"
+    from safetensors import safe_open
+
+    with safe_open(str(out / "model.safetensors"), framework="pt") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
     assert AutoProcessor.from_pretrained(out).chat_template == mini.QUESTION_FIRST_TEMPLATE
     scorer = load_model(str(out), mode="logits")
     pred = scorer.predict([render_scene(sample_scene(0, 0, 336))], ["Is there a red circle in the image?"])[0]
