@@ -75,7 +75,7 @@ def test_wheel_installs_builders_inside_vhx_namespace(tmp_path: Path):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names}
     assert "vhx" in top and all(t == "vhx" or t.endswith(".dist-info") for t in top), top
-    for expected in ("vhx/models/hf.py", "vhx/adversarial/attack.py", "vhx/metrics/symmetric_accuracy/symmetric_accuracy.py", "vhx/recipes/finetune.py", "vhx/recipes/llava15_lora.yaml", "vhx/builders/pope.py", "vhx/builders/_base.py", "vhx/hub_cards/vh_dataset.md", "vhx/metrics/__init__.py", "vhx/recipes/__init__.py", "vhx/paper_numbers.csv", "vhx/replicate.py"):
+    for expected in ("vhx/models/hf.py", "vhx/adversarial/attack.py", "vhx/metrics/symmetric_accuracy/symmetric_accuracy.py", "vhx/recipes/finetune.py", "vhx/recipes/llava15_lora.yaml", "vhx/builders/pope.py", "vhx/builders/_base.py", "vhx/hub_cards/vh_dataset.md", "vhx/metrics/__init__.py", "vhx/recipes/__init__.py", "vhx/paper_numbers.csv", "vhx/replicate/run.py"):
         assert expected in names
     assert not any(n.startswith(("builders/", "metrics/", "recipes/", "hub_cards/")) for n in names)
 

@@ -12,18 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vhx.replicate import (
-    ReplicateConfig,
-    Study,
-    _mme_difference,
-    _mme_tallies,
-    _paired,
-    _perception_from_tallies,
-    model_slug,
-    paper_model,
-    paper_numbers,
-    replicate,
-)
+from vhx.replicate import ReplicateConfig, Study, model_slug, paper_model, paper_numbers, replicate
+from vhx.replicate.tables import _mme_difference, _mme_tallies, _paired, _perception_from_tallies
 from vhx.scoring.stats import newcombe_paired_interval
 
 
@@ -285,7 +275,7 @@ def test_mme_stand_in_asks_only_the_kinds_given() -> None:
 
 
 def test_quick_calls_a_finding_undecided_only_when_an_interval_covers_its_line() -> None:
-    from vhx.replicate import _undecided
+    from vhx.replicate.tables import _undecided
 
     covers = {"claim": "x", "status": "not held", "evidence": [{"ci": [0.1, 0.2]}, {"ci": [-0.01, 0.09]}]}
     below = {"claim": "x", "status": "not held", "evidence": [{"ci": [-0.2, -0.1]}, {"ci": [-0.01, 0.09]}]}

@@ -579,7 +579,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         raise VHXError(str(exc)) from exc
     paths = replicate(config)
     if "json" in paths:
-        from vhx.replicate import findings_lines
+        from vhx.replicate.tables import findings_lines
 
         result = json.loads(Path(paths["json"]).read_text(encoding="utf-8"))
         print("Findings:")
