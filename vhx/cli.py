@@ -479,10 +479,11 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
         "replicate",
         help="the paper's study (Tables 3-8) for a list of models, beside its published numbers",
         description="Build, expand (negation + 4 common perturbations), attack (I-FGSM, PGD), score every model, run "
-        "the attack ablation (Table 6), fine-tune the first model with LoRA on original vs expanded cases and score "
-        "it again (held-out cases and MME), then write OUT/tables.md and OUT/tables.json: each table in the paper's "
-        "layout with the paper's numbers beside ours, and one line per finding saying whether it held, with its "
-        "interval. Every stage resumes: a rerun skips what is done. --quick runs it all offline on a CPU in minutes.",
+        "the attack ablation (Table 6), fine-tune a model with LoRA on original vs expanded cases and score it again "
+        "(held-out cases and MME), then write OUT/tables.md, OUT/tables.json and OUT/report.html: each table in the "
+        "paper's layout with the paper's numbers beside ours, and one line per finding saying whether it held, with "
+        "its interval. Every stage resumes: a rerun skips what is done. With no --models it runs offline on vhx's "
+        "miniature zoo (under 30 minutes on 2 CPU cores); --quick the same, smaller, in under 3 minutes.",
     )
     p.add_argument("--quick", action="store_true",
                    help="the zoo on 16 drawn scenes, attacks at a tenth of the paper's updates, a reduced ablation, a short LoRA "
