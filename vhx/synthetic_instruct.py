@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhx.models.base import DEFAULT_PROMPT_TEMPLATE
 from vhx.synthetic import (
     SHAPES,
     Scene,
@@ -58,7 +59,7 @@ IMAGE_SUBDIR = "synthetic"
 #: Scene seed of ``seed``: ``SCENE_SEED_OFFSET + seed`` on the training stream (see the module docs).
 SCENE_SEED_OFFSET = 10_000
 #: LLaVA-1.5's suffix for short-answer VQA questions (its VQAv2 / GQA records).
-SHORT_ANSWER_SUFFIX = "\nAnswer the question using a single word or phrase."
+SHORT_ANSWER_SUFFIX = DEFAULT_PROMPT_TEMPLATE.replace("{question}", "")  # "\nAnswer the question using a single word or phrase."
 #: LLaVA's prompts for brief descriptions (its caption-style instructions), and vhx's own.
 BRIEF_PROMPTS: tuple[str, ...] = (
     "Describe the image briefly.",
