@@ -11,9 +11,11 @@ Stages (each resumable; a unit whose output is complete is skipped on a rerun):
    ``OUT/runs/M/B-adversarial``), exactly as ``vhx evaluate`` scores.
 5. ``ablation``: Table 6 for the first attackable model on the first benchmark: I-FGSM with one
    setting changed at a time (``OUT/ablation/...``), repetitions and decoding temperature.
-6. ``finetune``: LoRA fine-tuning of the first model on the original cases (``mode: baseline``) and
-   on the expanded ones (``mode: expanded``), both with the recipe of ``recipes/finetune.py``; the
-   base model and both adapters scored on the held-out cases and on MME.
+6. ``finetune``: LoRA fine-tuning of the fine-tuned model (``--finetune-model``, else the first) on
+   the original cases (``mode: baseline``) and on the expanded ones (``mode: expanded``), both with
+   the recipe of ``recipes/finetune.py``; the base model and both adapters scored on the held-out
+   cases and on MME. On the embedded benchmark the cases are drawn on scenes of their own (every
+   expansion kind, an instruction-data stand-in mixed in) and the study's benchmark is held out whole.
 7. ``tables``: ``OUT/tables.md``, ``OUT/tables.json`` and ``OUT/report.html`` (every cell read back
    from the predictions the run wrote, by :mod:`vhx.replicate.tables`), the paper's numbers beside
    ours (:func:`paper_numbers`), and one line per finding saying whether it held on this run, with
