@@ -111,15 +111,12 @@ def unmoved_warning(split: str, stats: Mapping[str, Any]) -> str | None:
     unmoved, attacked = stats.get("unmoved"), stats.get("attacked")
     if not unmoved:
         return None
+    from vhx.adversarial.choices import unmoved_hint
+
     dtype = stats.get("attack_dtype") or "unknown precision"
     against = f"against {stats['target_model']}, " if stats.get("target_model") else ""
-    if dtype == "float32":
-        hint = ("not float16's lost gradient: the gradient was too small for the step to move them (PGD on the raw "
-                "gradient, --grad-norm none, moves by step x gradient)")  # fmt: skip
-    else:
-        hint = f"in {dtype} the gradient at the clean image can be exactly 0: rerun with --attack-dtype float32"
     return (f"{split}: {unmoved} of {attacked} attacked images unchanged: the non-VH attack left them as the clean image "
-            f"(L-inf 0, or a cosine that never left its start; {against}attacked in {dtype}); {hint}")  # fmt: skip
+            f"(L-inf 0, or a cosine that never left its start; {against}attacked in {dtype}); {unmoved_hint(dtype)}")  # fmt: skip
 
 
 def _attack_warnings(stats: Mapping[str, Mapping[str, Any]]) -> str:

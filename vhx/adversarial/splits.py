@@ -210,14 +210,10 @@ def is_unmoved(record: Mapping[str, Any]) -> bool:
 
 def unmoved_error(method: str, model_id: str, precision: str, count: int) -> str:
     """The one line that refuses a split whose every non-VH attack left its image unmoved."""
-    if precision == "float32":
-        hint = ("the gradient is too small for the step to move the image (PGD on the raw gradient, --grad-norm none, "
-                "moves it by step x gradient): try --grad-norm linf or a larger step")  # fmt: skip
-    else:
-        hint = (f"in {precision} the cosine's gradient at the clean image can be exactly 0: "
-                "rerun with --attack-dtype float32 (dtype='float32')")  # fmt: skip
+    from vhx.adversarial.choices import unmoved_hint
+
     return (f"{method} split against {model_id}, attacked in {precision}: all {count} attacked images of the non-VH branch "
-            f"are unchanged (the saved image equals the clean one, or its cosine never left the start); {hint}")  # fmt: skip
+            f"are unchanged (the saved image equals the clean one, or its cosine never left the start); {unmoved_hint(precision)}")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
