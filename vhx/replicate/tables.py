@@ -196,24 +196,31 @@ def build_tables(study: Study) -> dict[str, Any]:
             "tables": tables, "findings": findings}
 
 
-def _general_ability_row(study: Study) -> list[dict[str, Any]]:
-    """Table 3's last row: each model's MME perception (the general-ability check), where scored."""
+def _general_ability(study: Study) -> tuple[dict[str, float], str]:
+    """Each scored model's MME perception on the general-ability check, and what that check is."""
     from vhx.scoring import mme_scores
 
-    cells: dict[str, Any] = {}
-    label = "General ability: MME perception"
+    values, what = {}, "MME perception"
     for m in study.config.models:
         rows = _rows(study.mme_run(m))
         if rows is None:
-            cells[m] = None
             continue
         value = float(mme_scores(rows)["perception"].iloc[0])
-        cells[m] = None if math.isnan(value) else {"value": value, "metric": "mme_perception", "source": str(study.mme_run(m))}
+        if not math.isnan(value):
+            values[m] = value
         if _synthetic_mme(rows):
-            label = f"General ability: synthetic MME stand-in ({_subtask_text(rows)})"
-    if not any(cells.values()):
+            what = f"synthetic MME stand-in, {_subtask_text(rows)}"
+    return values, what
+
+
+def _general_ability_row(study: Study) -> list[dict[str, Any]]:
+    """Table 3's last row: each model's MME perception (the general-ability check), where scored."""
+    values, what = _general_ability(study)
+    if not values:
         return []
-    return [{"label": label, "setting": "", "metric": "mme_perception", "cells": cells}]
+    cells = {m: {"value": values[m], "metric": "mme_perception", "source": str(study.mme_run(m))} if m in values else None
+             for m in study.config.models}
+    return [{"label": f"General ability: {what}", "setting": "", "metric": "mme_perception", "cells": cells}]
 
 
 def _table6(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str | None],
@@ -481,7 +488,7 @@ def _undecided(finding: Mapping[str, Any]) -> bool:
 
 def _ranking_lines(study: Study, original: Mapping[tuple[str, str], pd.DataFrame | None]) -> list[dict[str, Any]]:
     """The models' order by accuracy and by symmetric accuracy on each benchmark, and by the general-ability check."""
-    from vhx.scoring import mme_scores, score
+    from vhx.scoring import score
 
     cfg, lines = study.config, []
     if len(cfg.models) < 2:
@@ -497,14 +504,8 @@ def _ranking_lines(study: Study, original: Mapping[tuple[str, str], pd.DataFrame
             order = lambda k: " > ".join(f"{m} {v[k]:.3f}" for m, v in sorted(values.items(), key=lambda kv: -kv[1][k]))  # noqa: E731
             lines.append({"benchmark": benchmark_name(bench), "ranking": True,
                           "text": f"{benchmark_name(bench)} by accuracy: {order(0)}; by symmetric accuracy: {order(1)}"})
-    perception = {}
-    for m in cfg.models:
-        rows = _rows(study.mme_run(m))
-        if rows is not None:
-            perception[m] = float(mme_scores(rows)["perception"].iloc[0])
+    perception, what = _general_ability(study)
     if len(perception) > 1:
-        rows = _rows(study.mme_run(next(iter(perception))))
-        what = (f"synthetic stand-in, {_subtask_text(rows)}" if _synthetic_mme(rows) else "MME perception")
         lines.append({"benchmark": "mme", "ranking": True, "text": f"general ability ({what}): "
                       + " > ".join(f"{m} {v:.1f}" for m, v in sorted(perception.items(), key=lambda kv: -kv[1]))})
     return lines
