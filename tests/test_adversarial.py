@@ -129,21 +129,21 @@ FAST = {"steps_nonvh": 3, "steps_vh": 3}
 
 @contextlib.contextmanager
 def counted_attacks() -> Iterator[Counter]:
-    """Count what the split stage attacks, by wrapping the ``attack_batch`` it calls.
+    """Count what the split stage attacks, by wrapping the ``attack_stream`` it calls.
 
-    ``"batches"``: calls that returned; ``"attacks"``: the images attacked in them (a call that
-    raised attacked nothing that was kept).
+    ``"pools"``: pools run (one per image size and branch); ``"attacks"``: the images they finished
+    (an image in flight when a pool raised was not kept).
     """
     counts: Counter[str] = Counter()
-    inner = adv_expand.attack_batch
+    inner = adv_expand.attack_stream
 
-    def counting(view, images, *args, **kwargs):
-        result = inner(view, images, *args, **kwargs)
-        counts["batches"] += 1
-        counts["attacks"] += images.shape[0]
-        return result
+    def counting(*args, **kwargs):
+        counts["pools"] += 1
+        for result in inner(*args, **kwargs):
+            counts["attacks"] += 1
+            yield result
 
-    with mock.patch.object(adv_expand, "attack_batch", counting):
+    with mock.patch.object(adv_expand, "attack_stream", counting):
         yield counts
 
 
@@ -518,8 +518,8 @@ def test_split_ids_fields_and_sharing(tmp_path) -> None:
         out = adversarial_split(pairs, view, vh_column="triggers_vh", model_id="tiny-llava", batch_size=8, progress=False, **FAST)
     # one attack per (image_id, branch): a-min, b-min, b-max, c-max
     assert counts["attacks"] == 4
-    # batches: sizes and branches never mix (40x60 min [a, b], 40x60 max [b], 36x36 max [c])
-    assert counts["batches"] == 3
+    # pools: sizes and branches never mix (40x60 min [a, b], 40x60 max [b], 36x36 max [c])
+    assert counts["pools"] == 3
     assert len(out) == len(pairs)
     validate_dataset(out)
     assert set(out.column_names) >= set(FEATURES)
@@ -582,21 +582,22 @@ def test_resume_skips_finished_attacks(tmp_path) -> None:
 def test_interrupted_run_resumes_with_the_rest(tmp_path, monkeypatch) -> None:
     pairs = make_pairs(_spec())
     view = _view("llava")
-    real = adv_expand.attack_batch
-    calls = {"n": 0}
+    real = adv_expand.attack_stream
+    finished = {"n": 0}
 
     def flaky(*args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] == 2:
-            raise KeyboardInterrupt
-        return real(*args, **kwargs)
+        for result in real(*args, **kwargs):
+            finished["n"] += 1
+            if finished["n"] == 2:
+                raise KeyboardInterrupt  # the second image is lost with the crash
+            yield result
 
-    monkeypatch.setattr(adv_expand, "attack_batch", flaky)
+    monkeypatch.setattr(adv_expand, "attack_stream", flaky)
     with counted_attacks() as counts, pytest.raises(KeyboardInterrupt):
         adversarial_split(pairs, view, vh_column="triggers_vh", out_dir=tmp_path, batch_size=1, progress=False, **FAST)
     assert counts["attacks"] == 1
-    assert len(stored(tmp_path)) == 1  # the batch that finished before the crash was kept
-    monkeypatch.setattr(adv_expand, "attack_batch", real)
+    assert len(stored(tmp_path)) == 1  # the image that finished before the crash was kept
+    monkeypatch.setattr(adv_expand, "attack_stream", real)
     # a line cut short by the crash is ignored on resume
     with open(tmp_path / "attacks.jsonl", "a") as f:
         f.write('{"key": "truncat')

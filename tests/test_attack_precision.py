@@ -200,22 +200,24 @@ def test_a_split_whose_every_attack_is_unmoved_is_refused(mini: str, nonvh_pairs
 
 
 def test_some_unmoved_attacks_are_counted_in_the_summary_and_the_card(tmp_path: Path, capsys) -> None:
-    real = adv_splits.attack_batch
+    real = adv_splits.attack_stream
     stuck: list[str] = []
 
-    def first_image_stays(view, images, branch, *args, **kwargs):
-        result = real(view, images, branch, *args, **kwargs)
-        if branch == "min":  # the first image of every non-VH batch comes back as the clean image
-            result.images[0] = images[0].permute(1, 2, 0).numpy().copy()
-            result.linf[0], result.final_similarity[0] = 0, 1.0
-            result.trace[0] = [1.0] * len(result.trace[0])
-            stuck.append(kwargs["image_ids"][0])
-        return result
+    def first_image_stays(view, items, branch, *args, **kwargs):
+        items = list(items)
+        for result in real(view, items, branch, *args, **kwargs):
+            if branch == "min" and not stuck:  # the first non-VH image to finish comes back as the clean image
+                clean = next(item for item in items if item.image_id == result.image_id)
+                result.image = clean.pixels.permute(1, 2, 0).numpy().copy()
+                result.linf, result.final_similarity = 0, 1.0
+                result.trace = [1.0] * len(result.trace)
+                stuck.append(result.image_id)
+            yield result
 
     src, out = tmp_path / "synth", tmp_path / "adv"
     assert main(["build", "synthetic", "--out", str(src), "--num-images", "3", "--option", "image_size=96"]) == 0
     capsys.readouterr()
-    with mock.patch.object(adv_splits, "attack_batch", first_image_stays):
+    with mock.patch.object(adv_splits, "attack_stream", first_image_stays):
         assert main(["expand", str(src), "--out", str(out), "--perturb", "none", "--attack", "ifgsm", "--target-model", "vhx-mini",
                      "--steps-nonvh", "2", "--steps-vh", "2", "--review", "0", "--gallery", "0"]) == 0  # fmt: skip
     printed = capsys.readouterr().out

@@ -205,13 +205,14 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     from vhx.adversarial import splits
     from vhx.tiny_models import build_tiny_model
 
-    real = splits.attack_batch
-    batch_sizes = []  # images per attack_batch call of the split stage
+    real = splits.attack_stream
+    batch_sizes = []  # images finished per attack_stream call of the split stage
 
-    def counted(view, images, *args, **kwargs):
-        result = real(view, images, *args, **kwargs)
-        batch_sizes.append(images.shape[0])
-        return result
+    def counted(*args, **kwargs):
+        batch_sizes.append(0)
+        for result in real(*args, **kwargs):
+            batch_sizes[-1] += 1
+            yield result
 
     target = build_tiny_model("llava")
     src = tmp_path / "synth"
@@ -219,7 +220,7 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     out = tmp_path / "adv"
     args = ["expand", str(src), "--out", str(out), "--perturb", "none", "--attack", "ifgsm", "--target-model", str(target),
             "--eps", "8/255", "--steps-nonvh", "3", "--steps-vh", "3", "--review", "0", "--gallery", "2"]
-    with mock.patch.object(splits, "attack_batch", counted):
+    with mock.patch.object(splits, "attack_stream", counted):
         assert main(args) == 0
     first = sum(batch_sizes)
     assert 3 <= first <= 6  # one attack per (image, branch): 3 images, at most both branches each
@@ -236,7 +237,7 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
         assert np.abs(attacked - clean).max() <= 8  # the eps ball holds on the saved 8-bit image
     # a rerun finds every attack done
     batch_sizes.clear()
-    with mock.patch.object(splits, "attack_batch", counted):
+    with mock.patch.object(splits, "attack_stream", counted):
         assert main(args + ["--overwrite"]) == 0
     assert sum(batch_sizes) == 0
     assert len(index.read_text().splitlines()) == first

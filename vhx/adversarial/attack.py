@@ -88,9 +88,9 @@ import functools
 import hashlib
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import numpy as np
 import torch
@@ -109,6 +109,9 @@ from vhx.adversarial.choices import (  # noqa: F401  (re-exported: the names bel
 )
 from vhx.adversarial.views import AUTHORS_AXIS
 from vhx.errors import VHXError
+
+if TYPE_CHECKING:
+    from vhx.adversarial.pool import AttackItem, ImageResult
 
 BRANCHES: tuple[str, ...] = ("min", "max")
 #: How the branches are named for users: by the kind of case they serve.
@@ -166,6 +169,11 @@ class AttackConfig:
         stop_similarity: early stop of the ``max`` branch once the similarity reaches it (None: off).
         patience: early stop of the ``max`` branch after this many steps without improvement (None: off).
         min_improvement: what counts as an improvement for ``patience``.
+        converge_window: convergence stopping of the ``min`` branch (None: off, the whole budget
+            runs): an image stops after update t >= W once its best similarity fell by less than
+            ``converge_tol`` over the last W updates (:mod:`vhx.adversarial.pool`).
+        converge_tol: the fall of the best similarity over ``converge_window`` updates below which
+            an image has converged.
         iterate: ``"best"`` (the best iterate seen) or ``"final"`` (the last one).
         quantize: ``"round"`` or ``"truncate"`` (8-bit output, see the module docstring).
         resolution: ``"image"`` attacks the image at its own size; ``"processor"`` at the size the
@@ -196,6 +204,8 @@ class AttackConfig:
     stop_similarity: float | None = 0.999
     patience: int | None = 10
     min_improvement: float = 1e-4
+    converge_window: int | None = None
+    converge_tol: float = 5e-3
     iterate: str = "best"
     quantize: str = "round"
     resolution: str = "image"
@@ -239,6 +249,10 @@ class AttackConfig:
             raise AttackError(f"start_offset must lie in [-eps, eps], got {self.start_offset!r}")
         if self.patience is not None and self.patience < 1:
             raise AttackError("patience must be >= 1 (or None)")
+        if self.converge_window is not None and self.converge_window < 1:
+            raise AttackError(f"converge_window must be >= 1 (or None: no convergence stopping), got {self.converge_window!r}")
+        if not (self.converge_tol >= 0 and math.isfinite(self.converge_tol)):
+            raise AttackError(f"converge_tol must be >= 0, got {self.converge_tol!r}")
         if self.cosine_t_max is not None and self.cosine_t_max < 1:
             raise AttackError("cosine_t_max must be >= 1 (or None)")
         if not (self.eta_min >= 0 and math.isfinite(self.eta_min)):
@@ -267,6 +281,10 @@ class AttackConfig:
         """Whether the ``max`` branch can stop before its budget."""
         return self.early_stopping and (self.stop_similarity is not None or self.patience is not None)
 
+    def converges(self) -> bool:
+        """Whether the ``min`` branch stops once converged (``converge_window`` set)."""
+        return self.converge_window is not None
+
     def params(self, branch: str) -> dict[str, Any]:
         """The settings that shape ``branch``'s result, as recorded in ``transform_params``.
 
@@ -293,6 +311,10 @@ class AttackConfig:
         if branch == "min":
             out["first_step"] = self.first_step_for()
             out["start_offset"] = self.start_offset
+            if self.converge_window is not None:
+                # absent when off, so that attacks run before convergence stopping existed keep their keys
+                out["converge_window"] = self.converge_window
+                out["converge_tol"] = self.converge_tol
         else:
             out["init"] = self.init
             out["early_stopping"] = self.stops_early()
@@ -466,6 +488,7 @@ class AttackResult:
         steps_run: updates performed on each image (fewer than the budget after early stopping).
         linf: ||q - x||_inf of the saved image in 1/255 units.
         trace: s of every evaluated iterate, in order (``steps_run + 1`` values).
+        stopped: how each attack ended (:data:`~vhx.adversarial.pool.STOP_REASONS`).
     """
 
     images: list[np.ndarray]
@@ -475,6 +498,7 @@ class AttackResult:
     steps_run: list[int]
     linf: list[int]
     trace: list[list[float]] = dataclasses.field(default_factory=list)
+    stopped: list[str] = dataclasses.field(default_factory=list)
 
 
 def default_amp(view: Any) -> bool:
@@ -527,23 +551,6 @@ def quantize(x: torch.Tensor, adv: torch.Tensor, eps: float, mode: str = "round"
 # --------------------------------------------------------------------------------------------
 # The attacks: a shared loop, one class per method
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Run:
-    """Per-image state of one batched run (every tensor has the batch first)."""
-
-    x: torch.Tensor  # the originals in [0, 1]
-    clean: torch.Tensor | None  # E(x), when computed once (or given)
-    adv: torch.Tensor  # the current iterate (the adversarial image in [0, 1])
-    best: torch.Tensor  # similarity of the kept iterate (NaN before the first)
-    kept: torch.Tensor  # the iterate returned: the best so far, or the latest
-    initial: torch.Tensor
-    steps_run: torch.Tensor
-    stale: torch.Tensor  # steps since the last improvement (max branch)
-    reference: torch.Tensor  # last value that counted as an improvement (max branch)
-    active: torch.Tensor
-    trace: list[list[float]]
 
 
 class Attack(abc.ABC):
@@ -600,10 +607,19 @@ class Attack(abc.ABC):
         """gamma_t of update ``t`` (0-based) out of ``total`` (constant or cosine schedule)."""
         return step_size(self.config, t, total)
 
-    def project(self, x: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
-        """``adv`` moved into the eps ball around ``x``, then into the [0, 1] box (the authors' order)."""
+    def project(self, x: torch.Tensor, adv: torch.Tensor, *, scratch: torch.Tensor | None = None) -> torch.Tensor:
+        """``adv`` moved into the eps ball around ``x``, then into the [0, 1] box (the authors' order).
+
+        With ``scratch`` (a tensor of ``adv``'s shape), ``adv`` itself is overwritten by the same
+        operations, with no tensor allocated (the attack loop's path).
+        """
         eps = float(self.config.eps)
-        return (x + (adv - x).clamp(-eps, eps)).clamp(0.0, 1.0)
+        if scratch is None:
+            return (x + (adv - x).clamp(-eps, eps)).clamp(0.0, 1.0)
+        torch.sub(adv, x, out=scratch)
+        scratch.clamp_(-eps, eps)
+        torch.add(x, scratch, out=adv)
+        return adv.clamp_(0.0, 1.0)
 
     def start(self, x: torch.Tensor, branch: str, image_ids: Sequence[str]) -> torch.Tensor:
         """The first iterate: x (+ ``start_offset``) for ``min``; each pixel +-init at random (seeded per image) for ``max``."""
@@ -625,129 +641,56 @@ class Attack(abc.ABC):
         """s per image, with the config's similarity and the view's architecture."""
         return similarity(clean, emb, self.config.similarity, getattr(self.view, "arch", None))
 
-    def _keep(self, run: _Run, idx: torch.Tensor, s: torch.Tensor, maximize: bool) -> None:
-        """Keep each image's returned iterate: the best so far (lowest s for ``min``, highest for ``max``) or the latest."""
-        prev = run.best[idx]
-        if self.config.iterate == "final":
-            better = torch.ones_like(s, dtype=torch.bool)
-        else:
-            better = torch.isnan(prev) | (s > prev if maximize else s < prev)
-        run.best[idx] = torch.where(better, s, prev)
-        if bool(better.any()):
-            run.kept[idx[better]] = run.adv[idx[better]]
+    def stream(
+        self,
+        items: Iterable[AttackItem],
+        branch: str,
+        *,
+        slots: int = 8,
+        on_step: Callable[[int], None] | None = None,
+    ) -> Iterator[ImageResult]:
+        """Attack equal-size images with one branch, ``slots`` at a time, yielding each result when its image stops.
 
-    def _stops(self, run: _Run, idx: torch.Tensor, s: torch.Tensor, maximize: bool) -> torch.Tensor:
-        """Which of the images ``idx`` stop now: the max branch's threshold and patience (min never stops)."""
-        stop = torch.zeros_like(s, dtype=torch.bool)
-        config = self.config
-        if not maximize or not config.early_stopping:
-            return stop
-        ref = run.reference[idx]
-        progressed = torch.isnan(ref) | (s > ref + config.min_improvement)
-        run.reference[idx] = torch.where(progressed, s, ref)
-        run.stale[idx] = torch.where(progressed, torch.zeros_like(run.stale[idx]), run.stale[idx] + 1)
-        if config.stop_similarity is not None:
-            stop |= s >= config.stop_similarity
-        if config.patience is not None:
-            stop |= run.stale[idx] >= config.patience
-        return stop
+        A stopped image hands its slot to the next waiting one (:func:`~vhx.adversarial.pool.run_pool`);
+        ``on_step(n)`` hears of the ``n`` images each step updated.
+        """
+        from vhx.adversarial.pool import run_pool
+
+        check_branch(branch)
+        return run_pool(self, items, branch, slots=slots, on_step=on_step, autocast=lambda: _autocast(self.device, self.amp))
 
     def __call__(
         self, images: torch.Tensor, branch: str, *, image_ids: Sequence[str], clean: torch.Tensor | None = None
     ) -> AttackResult:
-        """Attack a batch of equal-size ``uint8`` images ``(B, 3, H, W)`` with one branch.
+        """Attack a batch of equal-size ``uint8`` images ``(B, 3, H, W)`` with one branch, all at once.
 
         ``image_ids`` (one per image) seed the random start and first step. ``clean`` is E(x)
         ``(B, N, D)`` when it comes from elsewhere (the processor path); by default the view
-        computes it. Returns the kept iterate of each image, quantised to 8 bits.
+        computes it. Returns the kept iterate of each image, quantised to 8 bits, in input order.
         """
+        from vhx.adversarial.pool import AttackItem
+
         check_branch(branch)
         if images.dtype != torch.uint8 or images.dim() != 4 or images.shape[1] != 3:
             raise AttackError(f"images must be a uint8 tensor (B, 3, H, W), got {images.dtype} {tuple(images.shape)}")
         if len(image_ids) != images.shape[0]:
             raise AttackError(f"got {images.shape[0]} images but {len(image_ids)} image ids")
-        device = self.device
-        config = self.config
-        x = images.to(device=device, dtype=torch.float32) / 255.0
-        batch = x.shape[0]
-        maximize = branch == "max"
-        total = config.steps_for(branch)
-        random_first = not maximize and config.first_step_for() == "random"
-
-        if clean is not None:
-            if clean.shape[0] != batch:
-                raise AttackError(f"got {batch} images but {clean.shape[0]} clean embeddings")
-            clean = clean.to(device=device, dtype=torch.float32)
-        elif self.clean_once:
-            clean = self.embed(x)
-        adv = self.start(x, branch, image_ids)
-        run = _Run(
-            x=x,
-            clean=clean,
-            adv=adv,
-            best=torch.full((batch,), float("nan"), device=device),
-            kept=adv.clone(),
-            initial=torch.zeros(batch, device=device),
-            steps_run=torch.zeros(batch, dtype=torch.long, device=device),
-            stale=torch.zeros(batch, dtype=torch.long, device=device),
-            reference=torch.full((batch,), float("nan"), device=device),
-            active=torch.ones(batch, dtype=torch.bool, device=device),
-            trace=[[] for _ in range(batch)],
-        )
-        # t runs one past the budget: the last pass only measures the final iterate.
-        for t in range(total + 1):
-            idx = run.active.nonzero().squeeze(1)
-            if idx.numel() == 0:
-                break
-            wants_grad = t < total
-            x_i = x[idx]
-            a_i = run.adv[idx].clone().requires_grad_(wants_grad)
-            clean_i = clean[idx] if clean is not None else self.embed(x_i)
-            with torch.enable_grad() if wants_grad else torch.no_grad(), _autocast(device, self.amp):
-                emb = self.view(a_i)
-            s = self.similarity(clean_i, emb)
-            s_val = s.detach()
-            for i, value in zip(idx.tolist(), s_val.cpu().tolist()):
-                run.trace[i].append(value)
-            if t == 0:
-                run.initial[idx] = s_val
-            self._keep(run, idx, s_val, maximize)
-            stop = self._stops(run, idx, s_val, maximize)
-            if not wants_grad:
-                break
-            if bool(stop.any()):
-                run.active[idx[stop]] = False
-                if bool(stop.all()):
-                    continue
-
-            objective = -s if maximize else s
-            (grad,) = torch.autograd.grad(objective.sum(), a_i)
-            with torch.no_grad():
-                if t == 0 and random_first:
-                    move = self.random_first_direction(x.shape[1:], [image_ids[i] for i in idx.tolist()])
-                else:
-                    move = self.direction(grad)
-                new = self.project(x_i, a_i.detach() - self.step_size(t, total) * move)
-                go = ~stop
-                run.adv[idx[go]] = new[go]
-                run.steps_run[idx[go]] += 1
-        return self._result(run)
-
-    def _result(self, run: _Run) -> AttackResult:
-        x = run.x
-        q = quantize(x, run.kept, float(self.config.eps), self.config.quantize)
-        adv = (q / 255.0).float()
-        final = self.similarity(run.clean if run.clean is not None else self.embed(x), self.embed(adv))
-        linf = (q - torch.round(x.double() * 255.0)).abs().amax(dim=(1, 2, 3))
-        arrays = [a.permute(1, 2, 0).to(torch.uint8).cpu().numpy() for a in q]
+        if clean is not None and clean.shape[0] != images.shape[0]:
+            raise AttackError(f"got {images.shape[0]} images but {clean.shape[0]} clean embeddings")
+        items = [
+            AttackItem(pixels=images[i], image_id=image_id, clean=None if clean is None else clean[i], payload=i)
+            for i, image_id in enumerate(image_ids)
+        ]
+        results = sorted(self.stream(items, branch, slots=max(len(items), 1)), key=lambda r: r.payload)
         return AttackResult(
-            images=arrays,
-            initial_similarity=run.initial.cpu().tolist(),
-            best_similarity=run.best.cpu().tolist(),
-            final_similarity=final.cpu().tolist(),
-            steps_run=[int(v) for v in run.steps_run.cpu().tolist()],
-            linf=[int(v) for v in linf.cpu().tolist()],
-            trace=run.trace,
+            images=[r.image for r in results],
+            initial_similarity=[r.initial_similarity for r in results],
+            best_similarity=[r.best_similarity for r in results],
+            final_similarity=[r.final_similarity for r in results],
+            steps_run=[r.steps_run for r in results],
+            linf=[r.linf for r in results],
+            trace=[r.trace for r in results],
+            stopped=[r.stopped for r in results],
         )
 
 
@@ -832,3 +775,24 @@ def attack_batch(
     """
     attack = ATTACKS[config.method](view, config, amp=amp, clean_once=clean_once)
     return attack(images, branch, image_ids=image_ids, clean=clean)
+
+
+def attack_stream(
+    view: Any,
+    items: Iterable[AttackItem],
+    branch: str,
+    config: AttackConfig,
+    *,
+    slots: int = 8,
+    amp: bool | None = None,
+    clean_once: bool = True,
+    on_step: Callable[[int], None] | None = None,
+) -> Iterator[ImageResult]:
+    """Attack equal-size images (:class:`~vhx.adversarial.pool.AttackItem`) with one branch, by ``config.method``.
+
+    Up to ``slots`` images run together; each result is yielded as soon as its image stops, and a
+    waiting image takes the freed slot (:func:`~vhx.adversarial.pool.run_pool`). ``on_step(n)``
+    hears of the ``n`` images each step updated. The other arguments are :func:`attack_batch`'s.
+    """
+    attack = ATTACKS[config.method](view, config, amp=amp, clean_once=clean_once)
+    return attack.stream(items, branch, slots=slots, on_step=on_step)

@@ -85,12 +85,13 @@ from vhx.adversarial.attack import (
     PRESETS,
     AttackConfig,
     AttackError,
-    attack_batch,
+    attack_stream,
     make_config,
     preset_options,
     renamed,
     preset_view_options,
 )
+from vhx.adversarial.pool import AttackItem
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
@@ -322,14 +323,68 @@ def _load_pixels(image: Mapping[str, Any], view: Any, config: AttackConfig) -> t
     return to_rgb_array(pil).copy(), pil
 
 
-def _batches(jobs: Sequence[_Job], batch_size: int) -> Iterator[list[_Job]]:
-    """Jobs grouped by (size, branch) in first-appearance order, ``batch_size`` at a time."""
+def _groups(jobs: Sequence[_Job]) -> dict[tuple[tuple[int, int], str], list[_Job]]:
+    """Jobs grouped by (size, branch), in first-appearance order: a pool attacks images of one size and branch."""
     groups: dict[tuple[tuple[int, int], str], list[_Job]] = {}
     for job in jobs:
         groups.setdefault((job.size, job.branch), []).append(job)
-    for group in groups.values():
-        for start in range(0, len(group), batch_size):
-            yield group[start : start + batch_size]
+    return groups
+
+
+class _StepBar:
+    """One progress bar in image-steps (the unit of an attack's work) with an estimate that learns.
+
+    The total starts at every image's update budget. When images stop early (the VH branch's early
+    stopping, convergence stopping), the estimate of each waiting or running image of that branch
+    becomes the mean of the updates its finished images took, so the ETA follows what the run is
+    doing instead of the worst case.
+    """
+
+    def __init__(self, jobs: Sequence[_Job], config: AttackConfig, *, desc: str, enabled: bool) -> None:
+        from tqdm.auto import tqdm
+
+        self.budget = {branch: config.steps_for(branch) for branch in ("min", "max")}
+        self.left = {branch: sum(job.branch == branch for job in jobs) for branch in ("min", "max")}
+        self.taken: dict[str, list[int]] = {"min": [], "max": []}
+        self.images = len(jobs)
+        self.finished = 0
+        self.bar = tqdm(total=self._estimate(), desc=desc, unit="image-step", unit_scale=True, disable=not enabled)
+        self.bar.set_postfix_str(f"0/{self.images} images", refresh=False)
+
+    def _estimate(self) -> int:
+        total = 0
+        for branch, left in self.left.items():
+            taken = self.taken[branch]
+            expected = sum(taken) / len(taken) if taken else self.budget[branch]
+            total += sum(taken) + round(left * expected)
+        return max(total, 1)
+
+    def step(self, n: int) -> None:
+        self.bar.update(n)
+
+    def finished_one(self, branch: str, steps: int) -> None:
+        self.left[branch] -= 1
+        self.taken[branch].append(steps)
+        self.finished += 1
+        self.bar.total = max(self._estimate(), self.bar.n)
+        self.bar.set_postfix_str(f"{self.finished}/{self.images} images", refresh=False)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _items(view: Any, cases: datasets.Dataset, group: Sequence[_Job], config: AttackConfig) -> Iterator[AttackItem]:
+    """The images of ``group`` as pool items, decoded only when the pool has room for them."""
+    for job in group:
+        row = cases[job.row]
+        try:
+            pixels, pil = _load_pixels(row["image"], view, config)
+        except DECODE_ERRORS as exc:
+            raise decode_error(exc, case_id=row["id"], image_id=job.image_id) from exc
+        clean = processor_features(view, view.image_processor, [pil])[0] if config.clean == "processor" else None
+        yield AttackItem(pixels=torch.from_numpy(pixels).permute(2, 0, 1).contiguous(), image_id=job.image_id, clean=clean,
+                         payload=(job, pixels.shape[:2]))  # fmt: skip
 
 
 def run_attacks(
@@ -344,48 +399,37 @@ def run_attacks(
     progress: bool,
     desc: str,
 ) -> int:
-    """Attack every job (equal sizes and branches batched together), writing each batch to ``store``."""
-    from tqdm.auto import tqdm
-
+    """Attack every job, ``batch_size`` images at a time per (size, branch), writing each image to ``store`` as it finishes."""
     done = 0
-    bar = tqdm(total=len(jobs), desc=desc, unit="image", disable=not progress)
+    bar = _StepBar(jobs, config, desc=desc, enabled=progress)
     try:
-        for batch in _batches(jobs, batch_size):
-            loaded = []
-            for job in batch:
-                row = cases[job.row]
-                try:
-                    loaded.append(_load_pixels(row["image"], view, config))
-                except DECODE_ERRORS as exc:
-                    raise decode_error(exc, case_id=row["id"], image_id=job.image_id) from exc
-            pixels = np.stack([arr for arr, _ in loaded])
-            tensor = torch.from_numpy(pixels).permute(0, 3, 1, 2).contiguous()
-            clean = processor_features(view, view.image_processor, [pil for _, pil in loaded]) if config.clean == "processor" else None
-            branch = batch[0].branch
-            result = attack_batch(view, tensor, branch, config, image_ids=[j.image_id for j in batch], clean=clean, amp=amp)
-            for i, job in enumerate(batch):
+        for (_, branch), group in _groups(jobs).items():
+            results = attack_stream(view, _items(view, cases, group, config), branch, config, slots=batch_size, amp=amp, on_step=bar.step)
+            for result in results:
+                job, (height, width) = result.payload
                 store.add(
                     job.key,
-                    png_bytes(result.images[i]),
+                    png_bytes(result.image),
                     {
                         "image_id": job.image_id,
                         "method": config.method,
                         "branch": branch,
                         "height": job.size[0],
                         "width": job.size[1],
-                        "attacked_height": int(pixels.shape[1]),
-                        "attacked_width": int(pixels.shape[2]),
-                        "initial_similarity": result.initial_similarity[i],
-                        "best_similarity": result.best_similarity[i],
-                        "final_similarity": result.final_similarity[i],
-                        "steps_run": result.steps_run[i],
-                        "linf_255": result.linf[i],
+                        "attacked_height": int(height),
+                        "attacked_width": int(width),
+                        "initial_similarity": result.initial_similarity,
+                        "best_similarity": result.best_similarity,
+                        "final_similarity": result.final_similarity,
+                        "steps_run": result.steps_run,
+                        "stopped": result.stopped,
+                        "linf_255": result.linf,
                         # the similarity of every evaluated iterate, for convergence plots (vhx attack-plot)
-                        "trace": [round(v, 7) for v in result.trace[i]],
+                        "trace": [round(v, 7) for v in result.trace],
                     },
                 )
-            done += len(batch)
-            bar.update(len(batch))
+                done += 1
+                bar.finished_one(branch, result.steps_run)
     finally:
         bar.close()
     return done
@@ -553,7 +597,9 @@ def _attach(
         )  # fmt: skip
         ids.append(cid)
         params.append(
-            dumps({**config.params(branch), "final_similarity": record["final_similarity"], "steps_run": record["steps_run"]})
+            dumps({**config.params(branch), "final_similarity": record["final_similarity"], "steps_run": record["steps_run"],
+                   # how the attack ended (records written before stopping reasons existed ran their budget or stopped early)
+                   **({"stopped": record["stopped"]} if "stopped" in record else {})})  # fmt: skip
         )
         prov = loads(batch["provenance"][j])
         prov["adversarial"] = {

@@ -1,0 +1,338 @@
+"""The attack loop: a pool of slots in which every image steps until it stops, and a finished image hands its slot to a waiting one.
+
+An :class:`~vhx.adversarial.attack.Attack` drives equal-size images through this loop
+(:func:`run_pool`): up to ``slots`` images are attacked together, one forward + backward of the view
+per step for all of them. An image leaves the pool when it stops (its update budget, the VH branch's
+early stopping, or the non-VH branch's convergence stopping), its result is produced at once, and
+the next waiting image takes its place, so a batch never idles on its slowest image.
+
+**Convergence stopping** (``converge_window`` W, ``converge_tol`` delta; non-VH ``min`` branch;
+off unless set): an image stops after update t >= W when its best similarity so far fell by less
+than delta over the last W updates, ``best[t - W] - best[t] < delta``. The best similarity never
+rises, so the rule reads a monotone curve and cannot fire on one noisy step. Off, the branch runs
+its whole budget (the paper's 500 updates).
+
+Why stopping reasons are recorded: ``"budget"`` (every update ran), ``"converged"`` (the rule
+above), ``"reached"`` (VH branch: the similarity reached ``stop_similarity``) and ``"stalled"``
+(VH branch: ``patience`` updates without improvement) tell a reader of the attack records how each
+image ended, beside ``steps_run``.
+
+**Cost.** Per step the loop does the view's forward and backward and a few element-wise passes over
+the images at their own size (the update, the projection onto the eps ball, the kept iterate); the
+element-wise passes write into buffers allocated once per pool, in the same operations and order as
+the plain update ``clip(x + clip(a - gamma * d - x, -eps, eps), 0, 1)``, so the results are the
+plain loop's to the bit. On a CPU, allocating a fresh image-sized tensor per operation costed more
+than the operation (page faults on fresh memory).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+if TYPE_CHECKING:
+    from vhx.adversarial.attack import Attack
+
+#: How an image's attack ended (``ImageResult.stopped``).
+STOP_REASONS: tuple[str, ...] = ("budget", "converged", "reached", "stalled")
+
+
+@dataclass
+class AttackItem:
+    """One image waiting for the pool.
+
+    Attributes:
+        pixels: the 8-bit original, ``uint8`` ``(3, H, W)``.
+        image_id: seeds its random start and first step.
+        clean: E(x) ``(N, D)`` when it comes from elsewhere (the processor path); None: the view's.
+        payload: anything the caller wants back with the result (its job).
+    """
+
+    pixels: torch.Tensor
+    image_id: str
+    clean: torch.Tensor | None = None
+    payload: Any = None
+
+
+@dataclass
+class ImageResult:
+    """One finished attack.
+
+    Attributes:
+        image: the adversarial image, ``uint8`` H x W x 3 (quantised, checked).
+        image_id, payload: from its :class:`AttackItem`.
+        initial_similarity: s at the start.
+        best_similarity: s of the returned iterate before quantisation.
+        final_similarity: s of the saved 8-bit image.
+        steps_run: updates performed.
+        linf: ||q - x||_inf of the saved image in 1/255 units.
+        trace: s of every evaluated iterate (``steps_run + 1`` values).
+        stopped: how it ended, one of :data:`STOP_REASONS`.
+    """
+
+    image: np.ndarray
+    image_id: str
+    payload: Any
+    initial_similarity: float
+    best_similarity: float
+    final_similarity: float
+    steps_run: int
+    linf: int
+    trace: list[float] = field(default_factory=list)
+    stopped: str = "budget"
+
+
+class _Rows:
+    """Per-image state of the images in the pool, batch first (row i is one running image)."""
+
+    def __init__(self) -> None:
+        self.x: torch.Tensor | None = None  # originals in [0, 1]
+        self.adv: torch.Tensor | None = None  # current iterates
+        self.kept: torch.Tensor | None = None  # the iterate each image returns
+        self.clean: torch.Tensor | None = None  # E(x) (None: recomputed every step)
+        self.best: torch.Tensor | None = None  # s of the kept iterate (NaN before the first)
+        self.reference: torch.Tensor | None = None  # last s that counted as an improvement (VH branch)
+        self.stale: torch.Tensor | None = None  # updates since then (VH branch)
+        self.t: torch.Tensor | None = None  # updates done
+        self.ids: list[str] = []
+        self.payloads: list[Any] = []
+        self.traces: list[list[float]] = []
+        self.lowest: list[list[float]] = []  # best-so-far of the objective after each evaluation (convergence)
+        self._buffer: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def buffer(self) -> torch.Tensor:
+        """Scratch space of the iterates' shape, reused across steps (reallocated when the pool changes)."""
+        if self._buffer is None or self._buffer.shape != self.adv.shape:
+            self._buffer = torch.empty_like(self.adv)
+        return self._buffer
+
+    def add(self, x: torch.Tensor, adv: torch.Tensor, clean: torch.Tensor | None, ids: Sequence[str], payloads: Sequence[Any]) -> None:
+        n = x.shape[0]
+        device = x.device
+        fresh = {
+            "x": x,
+            "adv": adv,
+            "kept": adv.clone(),
+            "clean": clean,
+            "best": torch.full((n,), float("nan"), device=device),
+            "reference": torch.full((n,), float("nan"), device=device),
+            "stale": torch.zeros(n, dtype=torch.long, device=device),
+            "t": torch.zeros(n, dtype=torch.long, device=device),
+        }
+        for name, value in fresh.items():
+            old = getattr(self, name)
+            setattr(self, name, value if old is None or not len(self) else (None if value is None else torch.cat([old, value])))
+        self.ids += list(ids)
+        self.payloads += list(payloads)
+        self.traces += [[] for _ in range(n)]
+        self.lowest += [[] for _ in range(n)]
+
+    def keep_only(self, rows: list[int]) -> None:
+        if not rows:
+            self.__init__()
+            return
+        index = torch.tensor(rows, device=self.x.device)
+        for name in ("x", "adv", "kept", "clean", "best", "reference", "stale", "t"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(self, name, value.index_select(0, index))
+        for name in ("ids", "payloads", "traces", "lowest"):
+            values = getattr(self, name)
+            setattr(self, name, [values[i] for i in rows])
+
+
+def run_pool(
+    attack: Attack,
+    items: Iterable[AttackItem],
+    branch: str,
+    *,
+    slots: int,
+    on_step: Callable[[int], None] | None = None,
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+) -> Iterator[ImageResult]:
+    """Attack equal-size images with one branch, ``slots`` at a time; yield each result as its image stops.
+
+    ``on_step(n)`` is called after every step with the number of images it updated (the image-steps
+    done). Results come in the order the images stop, not the order they came in.
+    """
+    from vhx.adversarial.attack import AttackError
+
+    if slots < 1:
+        raise AttackError(f"slots must be >= 1, got {slots}")
+    config = attack.config
+    maximize = branch == "max"
+    total = config.steps_for(branch)
+    random_first = not maximize and config.first_step_for() == "random"
+    window = config.converge_window if not maximize else None
+    source = iter(items)
+    waiting = True
+    rows = _Rows()
+    shape: tuple[int, ...] | None = None
+
+    while True:
+        if waiting and len(rows) < slots:
+            new = list(itertools.islice(source, slots - len(rows)))
+            waiting = len(new) == slots - len(rows)
+            if new:
+                shape = _admit(attack, rows, new, branch, shape)
+        if not len(rows):
+            return
+        ts = rows.t.tolist()
+        wants_grad = min(ts) < total
+        a = rows.adv.detach().requires_grad_(wants_grad)
+        clean = rows.clean if rows.clean is not None else attack.embed(rows.x)
+        with torch.enable_grad() if wants_grad else torch.no_grad(), autocast():
+            emb = attack.view(a)
+        s = attack.similarity(clean, emb)
+        values = s.detach()
+        listed = values.cpu().tolist()
+
+        # the kept iterate: the best so far (lowest s for min, highest for max) or the latest
+        prev = rows.best
+        if config.iterate == "final":
+            better = torch.ones_like(values, dtype=torch.bool)
+        else:
+            better = torch.isnan(prev) | (values > prev if maximize else values < prev)
+        rows.best = torch.where(better, values, prev)
+        if bool(better.all()):
+            rows.kept.copy_(rows.adv)
+        elif bool(better.any()):
+            rows.kept[better] = rows.adv[better]
+
+        stopped: list[str | None] = [None] * len(rows)
+        early = _early_stops(config, rows, values, maximize)
+        for i, value in enumerate(listed):
+            rows.traces[i].append(value)
+            best_so_far = rows.lowest[i][-1] if rows.lowest[i] else value
+            rows.lowest[i].append(max(best_so_far, value) if maximize else min(best_so_far, value))
+            if ts[i] >= total:
+                stopped[i] = "budget"  # this evaluation only measured the last iterate
+            elif early is not None and early[i]:
+                stopped[i] = early[i]
+            elif window is not None and ts[i] >= window:
+                history = rows.lowest[i]
+                if history[-1 - window] - history[-1] < config.converge_tol:
+                    stopped[i] = "converged"
+
+        going = [i for i, reason in enumerate(stopped) if reason is None]
+        if going:
+            objective = -s if maximize else s
+            (grad,) = torch.autograd.grad(objective.sum(), a)
+            del emb, s, objective, a
+            with torch.no_grad():
+                _update(attack, rows, grad, ts, going, total, random_first)
+        if on_step is not None:
+            on_step(len(going))
+        done = [i for i, reason in enumerate(stopped) if reason is not None]
+        if done:
+            yield from _finish(attack, rows, done, [stopped[i] for i in done])
+            rows.keep_only(going)
+
+
+def _admit(attack: Attack, rows: _Rows, new: list[AttackItem], branch: str, shape: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Start the images of ``new`` and add them to the pool."""
+    from vhx.adversarial.attack import AttackError
+
+    for item in new:
+        pixels = item.pixels
+        if pixels.dtype != torch.uint8 or pixels.dim() != 3 or pixels.shape[0] != 3:
+            raise AttackError(f"{item.image_id}: pixels must be a uint8 tensor (3, H, W), got {pixels.dtype} {tuple(pixels.shape)}")
+        if shape is not None and tuple(pixels.shape) != shape:
+            raise AttackError(f"{item.image_id}: a pool attacks images of one size, {shape}, got {tuple(pixels.shape)}")
+        shape = tuple(pixels.shape)
+    given = [item.clean is not None for item in new]
+    if any(given) and not all(given):
+        raise AttackError("give the clean embedding of every image of a pool or of none")
+    x = torch.stack([item.pixels for item in new]).to(device=attack.device, dtype=torch.float32) / 255.0
+    ids = [item.image_id for item in new]
+    if all(given):
+        clean = torch.stack([item.clean for item in new]).to(device=attack.device, dtype=torch.float32)
+    elif attack.clean_once:
+        clean = attack.embed(x)
+    else:
+        clean = None
+    rows.add(x, attack.start(x, branch, ids), clean, ids, [item.payload for item in new])
+    return shape
+
+
+def _early_stops(config: Any, rows: _Rows, values: torch.Tensor, maximize: bool) -> list[str] | None:
+    """The VH branch's early stopping per row: ``"reached"``, ``"stalled"`` or ``""`` (goes on); None when no row stops."""
+    if not maximize or not config.early_stopping:
+        return None
+    ref = rows.reference
+    progressed = torch.isnan(ref) | (values > ref + config.min_improvement)
+    rows.reference = torch.where(progressed, values, ref)
+    rows.stale = torch.where(progressed, torch.zeros_like(rows.stale), rows.stale + 1)
+    reached = torch.zeros_like(values, dtype=torch.bool) if config.stop_similarity is None else values >= config.stop_similarity
+    stalled = torch.zeros_like(reached) if config.patience is None else rows.stale >= config.patience
+    if not bool((reached | stalled).any()):
+        return None
+    return ["reached" if r else "stalled" if p else "" for r, p in zip(reached.tolist(), stalled.tolist())]
+
+
+def _update(attack: Attack, rows: _Rows, grad: torch.Tensor, ts: list[int], going: list[int], total: int, random_first: bool) -> None:
+    """One update of every row, a <- clip(x + clip(a - gamma_t * d - x, -eps, eps), 0, 1), in place.
+
+    Rows that stopped are updated too (they leave the pool right after and their kept iterate is
+    already saved): one pass over the whole batch is cheaper than gathering the rows that go on.
+    """
+    move = attack.direction(grad)
+    firsts = [i for i, t in enumerate(ts) if t == 0] if random_first else []
+    if firsts:
+        ids = [rows.ids[i] for i in firsts]
+        shape = rows.x.shape[1:]
+        if len(firsts) == len(ts):
+            move = attack.random_first_direction(shape, ids)
+        else:
+            move = move.clone() if move is grad else move
+            move[firsts] = attack.random_first_direction(shape, ids).to(move.dtype)
+    gammas = {attack.step_size(min(t, total - 1), total) for t in ts} if total > 0 else {0.0}
+    if len(gammas) == 1:
+        gamma: float | torch.Tensor = gammas.pop()
+    else:
+        gamma = torch.tensor([attack.step_size(min(t, total - 1), total) for t in ts], dtype=torch.float32, device=rows.adv.device)
+        gamma = gamma.view(-1, *([1] * (rows.adv.dim() - 1)))
+    buffer = rows.buffer()
+    # a - gamma * d, then the projection: the plain update's operations, in its order, in place
+    torch.mul(move, gamma, out=buffer)
+    rows.adv.sub_(buffer)
+    attack.project(rows.x, rows.adv, scratch=buffer)
+    step = torch.zeros_like(rows.t)
+    step[going] = 1
+    rows.t += step
+
+
+def _finish(attack: Attack, rows: _Rows, done: list[int], reasons: list[str]) -> Iterator[ImageResult]:
+    """Quantise the kept iterates of the rows ``done`` and measure the saved images."""
+    from vhx.adversarial.attack import quantize
+
+    index = torch.tensor(done, device=rows.x.device)
+    x = rows.x.index_select(0, index)
+    q = quantize(x, rows.kept.index_select(0, index), float(attack.config.eps), attack.config.quantize)
+    clean = rows.clean.index_select(0, index) if rows.clean is not None else attack.embed(x)
+    final = attack.similarity(clean, attack.embed((q / 255.0).float())).cpu().tolist()
+    linf = (q - torch.round(x.double() * 255.0)).abs().amax(dim=(1, 2, 3)).cpu().tolist()
+    best = rows.best.index_select(0, index).cpu().tolist()
+    steps = rows.t.index_select(0, index).cpu().tolist()
+    for k, i in enumerate(done):
+        yield ImageResult(
+            image=q[k].permute(1, 2, 0).to(torch.uint8).cpu().numpy(),
+            image_id=rows.ids[i],
+            payload=rows.payloads[i],
+            initial_similarity=rows.traces[i][0],
+            best_similarity=best[k],
+            final_similarity=final[k],
+            steps_run=int(steps[k]),
+            linf=int(linf[k]),
+            trace=rows.traces[i],
+            stopped=reasons[k],
+        )
