@@ -69,7 +69,7 @@ from PIL import Image  # noqa: E402
 
 from vhx.adversarial import AttackConfig, adversarial_split, load_view  # noqa: E402
 from vhx.adversarial import splits as adv_expand  # noqa: E402
-from vhx.adversarial.attack import attack_batch, similarity  # noqa: E402
+from vhx.adversarial.attack import attack_batch, attack_stream, similarity  # noqa: E402
 from vhx.adversarial.processing import size_dict  # noqa: E402
 from vhx.schema import FEATURES, make_case  # noqa: E402
 from vhx.tiny_models import build_tiny_model  # noqa: E402
@@ -303,28 +303,28 @@ def run_vhx(
     early_stopping: bool = False,
 ) -> dict[str, int]:
     """One end-to-end vhx run (nothing cached); returns the attacks and gradient steps it ran, per branch."""
-    original = adv_expand.attack_batch
+    original = adv_expand.attack_stream
     counts = {"attacks": 0, "grad_steps": 0, "max_attacks": 0, "max_grad_steps": 0}
 
-    # the split stage's attack_batch, wrapped to count what it runs (and to switch clean_once)
-    def counted(view: Any, images: torch.Tensor, branch: str, *args: Any, **kwargs: Any) -> Any:
-        result = attack_batch(view, images, branch, *args, clean_once=clean_once, **kwargs)
-        counts["attacks"] += images.shape[0]
-        counts["grad_steps"] += sum(result.steps_run)
-        if branch == "max":
-            counts["max_attacks"] += images.shape[0]
-            counts["max_grad_steps"] += sum(result.steps_run)
-        return result
+    # the split stage's attack_stream, wrapped to count what it runs (and to switch clean_once)
+    def counted(view: Any, items: Any, branch: str, *args: Any, **kwargs: Any) -> Any:
+        for result in attack_stream(view, items, branch, *args, clean_once=clean_once, **kwargs):
+            counts["attacks"] += 1
+            counts["grad_steps"] += result.steps_run
+            if branch == "max":
+                counts["max_attacks"] += 1
+                counts["max_grad_steps"] += result.steps_run
+            yield result
 
     stopping = {} if early_stopping else {"stop_similarity": None, "patience": None}
-    adv_expand.attack_batch = counted
+    adv_expand.attack_stream = counted
     try:
         adversarial_split(
             ds, view, vh_column="triggers_vh", steps_nonvh=steps_min, steps_vh=steps_max,
             batch_size=batch_size, progress=False, **stopping,
         )  # fmt: skip
     finally:
-        adv_expand.attack_batch = original
+        adv_expand.attack_stream = original
     return counts
 
 

@@ -51,6 +51,7 @@ from vhx.adversarial import (
     VisionView,
     adversarial_split,
     attack_batch,
+    native_convolutions,
     load_view,
     processor_features,
     register_attack,
@@ -334,7 +335,7 @@ def _reference_attack(view, image: torch.Tensor, branch: str, config: AttackConf
     Returns the 8-bit result and the number of updates made.
     """
     x = image[None].float() / 255.0
-    with torch.no_grad():
+    with torch.no_grad(), native_convolutions():
         clean = view(x).float()
     maximize = branch == "max"
     steps = config.steps_vh if maximize else config.steps_nonvh
@@ -345,7 +346,8 @@ def _reference_attack(view, image: torch.Tensor, branch: str, config: AttackConf
     stale = updates = 0
     for t in range(steps + 1):
         a = adv.clone().requires_grad_(True)
-        s = similarity(clean, view(a).float(), config.similarity, view.arch)
+        with native_convolutions():  # the attack's CPU convolutions (vhx.adversarial.attack.native_convolutions)
+            s = similarity(clean, view(a).float(), config.similarity, view.arch)
         value = s.detach()
         if best is None or bool(value > best if maximize else value < best):
             best, best_adv = value, adv
@@ -403,10 +405,12 @@ def test_pgd_first_step_follows_its_gradient() -> None:
     view = _view("llava")
     image = _batch(_texture(40, 60, 14))
     x = image.float() / 255.0
-    with torch.no_grad():
+    with torch.no_grad(), native_convolutions():
         clean = view(x).float()
     a = x.clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(similarity(clean, view(a).float(), "feature", view.arch).sum(), a)
+    with native_convolutions():  # as the attack runs its CPU forward passes
+        emb = view(a).float()
+    (grad,) = torch.autograd.grad(similarity(clean, emb, "feature", view.arch).sum(), a)
     for grad_norm, step in (("none", 1.0), ("linf", 0.5 / 255)):
         config = AttackConfig(method="pgd", grad_norm=grad_norm, step=step, steps_nonvh=1, quantize="round")
         attack = ATTACKS["pgd"](view, config)

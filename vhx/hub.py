@@ -37,6 +37,7 @@ from datasets.utils.py_utils import convert_file_size_to_int
 from huggingface_hub import DatasetCard, DatasetCardData, HfApi
 from tqdm.auto import tqdm
 
+from vhx.adversarial.outcomes import OUTCOME_KEYS, attack_outcomes, unmoved_warning, updates_note
 from vhx.errors import DataError, VHXError, logger
 from vhx.schema import FIELD_DOCS, dumps, loads
 
@@ -70,59 +71,16 @@ def _stats_from_table(table: Any, n: int) -> dict[str, Any]:
         stats["pairs"] = pc.sum(pc.greater_equal(counts, 2)).as_py() or 0
     if "image_id" in names:
         stats["images"] = len(pc.unique(table["image_id"]))
-    stats.update(_attack_outcomes(table))
+    stats.update(attack_outcomes(table))
     return stats
 
 
-def _attack_outcomes(table: Any) -> dict[str, Any]:
-    """Of an adversarial split: its non-VH attacks (one per image), how many left their image unmoved, in what precision.
-
-    Read from each case's ``provenance["adversarial"]`` (``branch``, ``unmoved``, ``dtype``, written
-    by :mod:`vhx.adversarial.splits`); empty for other splits and for folders written before vhx
-    recorded ``unmoved``.
-    """
-    if "provenance" not in table.column_names or table.num_rows == 0:
-        return {}
-    mask = pc.match_substring(table["provenance"], '"unmoved":')
-    if not pc.any(mask).as_py():
-        return {}
-    rows = table.filter(mask)
-    models = rows["target_model"].to_pylist() if "target_model" in rows.column_names else [None] * rows.num_rows
-    attacks: dict[str, bool] = {}
-    dtypes: set[str] = set()
-    targets: set[str] = set()
-    for text, model in zip(rows["provenance"].to_pylist(), models):
-        adversarial = loads(text).get("adversarial") or {}
-        if adversarial.get("branch") != "min":
-            continue
-        key = adversarial.get("attack")
-        attacks[key] = attacks.get(key, False) or bool(adversarial.get("unmoved"))
-        dtypes.add(str(adversarial.get("dtype")))
-        if model:
-            targets.add(model)
-    if not attacks:
-        return {}
-    return {"attacked": len(attacks), "unmoved": sum(attacks.values()), "attack_dtype": ", ".join(sorted(dtypes)),
-            "target_model": ", ".join(sorted(targets))}  # fmt: skip
-
-
-def unmoved_warning(split: str, stats: Mapping[str, Any]) -> str | None:
-    """The warning for a split whose non-VH attacks left some images as the clean ones (None when none did)."""
-    unmoved, attacked = stats.get("unmoved"), stats.get("attacked")
-    if not unmoved:
-        return None
-    from vhx.adversarial.choices import unmoved_hint
-
-    dtype = stats.get("attack_dtype") or "unknown precision"
-    against = f"against {stats['target_model']}, " if stats.get("target_model") else ""
-    return (f"{split}: {unmoved} of {attacked} attacked images unchanged: the non-VH attack left them as the clean image "
-            f"(L-inf 0, or a cosine that never left its start; {against}attacked in {dtype}); {unmoved_hint(dtype)}")  # fmt: skip
-
-
 def _attack_warnings(stats: Mapping[str, Mapping[str, Any]]) -> str:
-    """The card's warnings under the splits table ("" when every attacked image moved)."""
+    """The card's notes under the splits table: the updates each adversarial split's attacks took, then warnings ("" for none)."""
+    notes = [f"- {text}" for split, s in stats.items() if (text := updates_note(split, s))]
     lines = [f"> **Warning.** {text}" for split, s in stats.items() if (text := unmoved_warning(split, s))]
-    return "\n\n" + "\n>\n".join(lines) if lines else ""
+    out = "\n\nUpdates per attacked image:\n\n" + "\n".join(notes) if notes else ""
+    return out + ("\n\n" + "\n>\n".join(lines) if lines else "")
 
 
 def _render_card_body(template: str, variables: Mapping[str, Any]) -> str:
@@ -138,12 +96,8 @@ def _splits_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-#: Per-image outcomes of an attack, not its settings: left out of the card's settings table.
-_OUTCOME_KEYS = ("final_similarity", "initial_similarity", "best_similarity", "steps_run")
-
-
 def _settings(params_json: str) -> str:
-    params = {k: v for k, v in loads(params_json).items() if k not in _OUTCOME_KEYS}
+    params = {k: v for k, v in loads(params_json).items() if k not in OUTCOME_KEYS}
     return dumps(params) if params else "-"
 
 
@@ -887,7 +841,7 @@ def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:
     """Per-split statistics of a Hub folder, read from the parquet text columns (no image decoding)."""
     out: dict[str, dict[str, Any]] = {}
     for split, files in folder_data_files(folder).items():
-        columns = ("answer", "negated", "pair_id", "image_id", "provenance", "target_model")
+        columns = ("answer", "negated", "pair_id", "image_id", "provenance", "target_model", "transform_params")
         tables = [pq.read_table(f, columns=[c for c in columns if c in pq.read_schema(f).names]) for f in files]
         table = pa.concat_tables(tables)
         out[split] = _stats_from_table(table, table.num_rows)

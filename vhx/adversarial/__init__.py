@@ -8,11 +8,14 @@
   :class:`MllamaView` for Llama-3.2-Vision's cross-attention states, :class:`Idefics3View` for
   Idefics3 / SmolVLM) in the :data:`VIEWS` registry (:func:`register_view`), keyed by ``config.model_type``.
 * :mod:`vhx.adversarial.processing`: the torch versions of the image processors' steps it replays.
-* :mod:`vhx.adversarial.attack`: :class:`AttackConfig` and :func:`attack_batch`, the batched
-  attack with both branches (minimise / maximise the similarity), quantised 8-bit output; one
-  :class:`Attack` subclass per method (:class:`IFGSM`, :class:`PGD`) in the :data:`ATTACKS`
-  registry (:func:`register_attack`); :func:`preset_options` for the ``paper`` and ``authors``
-  presets.
+* :mod:`vhx.adversarial.attack`: :class:`AttackConfig`, :func:`attack_batch` and
+  :func:`attack_stream`, the batched attack with both branches (minimise / maximise the
+  similarity), quantised 8-bit output; one :class:`Attack` subclass per method (:class:`IFGSM`,
+  :class:`PGD`) in the :data:`ATTACKS` registry (:func:`register_attack`); :func:`preset_options`
+  for the ``paper`` and ``authors`` presets.
+* :mod:`vhx.adversarial.pool`: :func:`run_pool`, the loop itself: a pool of slots in which each
+  image steps until it stops (budget, early stopping, convergence stopping) and hands its slot to
+  the next.
 * :mod:`vhx.adversarial.splits`: :func:`adversarial_split`, the ``ifgsm`` / ``pgd`` split of an
   ``original`` split of pairs against one target model: shared, batched, resumable, shardable.
 * :mod:`vhx.adversarial.convergence`: :func:`plot_convergence`, the similarity per update of every
@@ -36,9 +39,11 @@ from typing import TYPE_CHECKING, Any
 _HOMES: dict[str, str] = {
     **dict.fromkeys(
         ("ATTACKS", "BRANCHES", "IFGSM", "PGD", "Attack", "AttackConfig", "AttackError", "AttackResult", "attack_batch",
-         "make_config", "preset_options", "preset_view_options", "register_attack", "similarity", "METHODS"),
+         "attack_stream", "make_config", "native_convolutions", "preset_options", "preset_view_options", "register_attack",
+         "similarity", "METHODS"),
         "attack",
     ),
+    **dict.fromkeys(("AttackItem", "ImageResult", "run_pool"), "pool"),
     **dict.fromkeys(("PRESETS", "SCHEDULES", "SIMILARITIES", "TARGETS"), "choices"),
     "plot_convergence": "convergence",
     **dict.fromkeys(("AttackStore", "adversarial_split", "adversarial_splits"), "splits"),
@@ -52,9 +57,10 @@ _HOMES: dict[str, str] = {
 
 if TYPE_CHECKING:
     from vhx.adversarial.attack import (
-        ATTACKS, BRANCHES, IFGSM, PGD, Attack, AttackConfig, AttackError, AttackResult, attack_batch, make_config,
-        preset_options, preset_view_options, register_attack, similarity,
+        ATTACKS, BRANCHES, IFGSM, PGD, Attack, AttackConfig, AttackError, AttackResult, attack_batch, attack_stream, make_config,
+        native_convolutions, preset_options, preset_view_options, register_attack, similarity,
     )
+    from vhx.adversarial.pool import AttackItem, ImageResult, run_pool
     from vhx.adversarial.choices import PRESETS, SCHEDULES, SIMILARITIES, TARGETS
     from vhx.adversarial.convergence import plot_convergence
     from vhx.adversarial.splits import AttackStore, adversarial_split, adversarial_splits

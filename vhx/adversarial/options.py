@@ -52,7 +52,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
                         "truncation, PGD step 1.0 on the raw gradient, the processor's resolution; on CUDA their float16, "
                         "on a CPU float32, see --attack-dtype). Flags below override it")
     g.add_argument("--vh-column", help="boolean column saying which cases trigger VH (default: score them with the target)")
-    g.add_argument("--attack-batch-size", type=int, help="images per attack batch (default 8)")
+    g.add_argument("--attack-batch-size", type=int, help="images attacked together (default 16; a finished image hands its slot to the next)")
     g.add_argument("--attack-device", help="device of the attacked model (default: accelerate's)")
     g.add_argument("--attack-dtype", choices=("auto", "float32", "bfloat16", "float16"),
                    help="precision the attack runs the model in ('auto': the checkpoint's). Default float32, on a CPU and "
@@ -93,6 +93,11 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--stop-similarity", type=_or_none(float), metavar="S", default=argparse.SUPPRESS, help="early stop once the similarity reaches S (default 0.999; 'none': off)")
     g.add_argument("--patience", type=_or_none(int), metavar="K", default=argparse.SUPPRESS, help="early stop after K steps without improvement (default 10; 'none': off)")
     g.add_argument("--min-improvement", type=float, help="what counts as an improvement for --patience (default 1e-4)")
+    g.add_argument("--converge-window", type=_or_none(int), metavar="W", default=argparse.SUPPRESS,
+                   help="convergence stopping of the non-VH branch: an image stops once its best similarity fell by less than "
+                        "--converge-tol over the last W updates, and its slot goes to the next image ('none': off, every update "
+                        "of --steps-nonvh runs; the default of --preset paper and authors; `vhx run`: 10)")
+    g.add_argument("--converge-tol", type=float, metavar="D", help="what counts as converged for --converge-window (default 0.005)")
     g.add_argument("--iterate", choices=ITERATES, help="save the best iterate (default) or the final one (authors)")
     g.add_argument("--quantize", choices=QUANTIZERS, help="8-bit output: round into the eps ball (default) or truncate (authors)")
     g.add_argument("--resolution", choices=RESOLUTIONS,
@@ -109,7 +114,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
 _CONFIG_FLAGS = (
     "eps", "step", "steps_nonvh", "steps_vh", "init", "start_offset", "first_step", "similarity", "schedule",
     "eta_min", "cosine_t_max", "grad_norm", "early_stopping", "min_improvement", "iterate", "quantize",
-    "resolution", "pad_square", "clean",
+    "resolution", "pad_square", "clean", "converge_tol",
 )  # fmt: skip
 
 
@@ -124,8 +129,8 @@ def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, A
         return {}
     options: dict[str, Any] = {name: getattr(args, name, None) for name in _CONFIG_FLAGS}
     options = {k: v for k, v in options.items() if v is not None}
-    # "none" is a value of its own for these two (it switches the check off): they are absent unless typed
-    for name in ("stop_similarity", "patience"):
+    # "none" is a value of its own for these (it switches the check off): they are absent unless typed
+    for name in ("stop_similarity", "patience", "converge_window"):
         if hasattr(args, name):
             options[name] = getattr(args, name)
     method_options = {m: {"step": getattr(args, f"step_{m}")} for m in ("ifgsm", "pgd") if getattr(args, f"step_{m}", None) is not None}

@@ -27,7 +27,6 @@ than the operation (page faults on fresh memory).
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -157,7 +156,6 @@ def run_pool(
     *,
     slots: int,
     on_step: Callable[[int], None] | None = None,
-    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
 ) -> Iterator[ImageResult]:
     """Attack equal-size images with one branch, ``slots`` at a time; yield each result as its image stops.
 
@@ -190,7 +188,7 @@ def run_pool(
         wants_grad = min(ts) < total
         a = rows.adv.detach().requires_grad_(wants_grad)
         clean = rows.clean if rows.clean is not None else attack.embed(rows.x)
-        with torch.enable_grad() if wants_grad else torch.no_grad(), autocast():
+        with torch.enable_grad() if wants_grad else torch.no_grad(), attack.forward_context():
             emb = attack.view(a)
         s = attack.similarity(clean, emb)
         values = s.detach()
@@ -205,8 +203,9 @@ def run_pool(
         rows.best = torch.where(better, values, prev)
         if bool(better.all()):
             rows.kept.copy_(rows.adv)
-        elif bool(better.any()):
-            rows.kept[better] = rows.adv[better]
+        else:
+            for i in better.nonzero().flatten().tolist():  # row by row: no image-sized temporary
+                rows.kept[i].copy_(rows.adv[i])
 
         stopped: list[str | None] = [None] * len(rows)
         early = _early_stops(config, rows, values, maximize)

@@ -398,13 +398,19 @@ def run_attacks(
     amp: bool | None,
     progress: bool,
     desc: str,
+    native_conv: bool = True,
 ) -> int:
-    """Attack every job, ``batch_size`` images at a time per (size, branch), writing each image to ``store`` as it finishes."""
+    """Attack every job, ``batch_size`` images at a time per (size, branch), writing each image to ``store`` as it finishes.
+
+    ``native_conv``: on a CPU, native convolutions (:func:`~vhx.adversarial.attack.native_convolutions`);
+    the authors' preset keeps oneDNN's, as their loop ran.
+    """
     done = 0
     bar = _StepBar(jobs, config, desc=desc, enabled=progress)
     try:
         for (_, branch), group in _groups(jobs).items():
-            results = attack_stream(view, _items(view, cases, group, config), branch, config, slots=batch_size, amp=amp, on_step=bar.step)
+            results = attack_stream(view, _items(view, cases, group, config), branch, config, slots=batch_size, amp=amp,
+                                    native_conv=native_conv, on_step=bar.step)  # fmt: skip
             for result in results:
                 job, (height, width) = result.payload
                 store.add(
@@ -638,7 +644,7 @@ def adversarial_split(
     scorer: Any = None,
     model_id: str | None = None,
     out_dir: str | os.PathLike | None = None,
-    batch_size: int = 8,
+    batch_size: int = 16,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     amp: bool | None = None,
@@ -661,7 +667,7 @@ def adversarial_split(
             given as a path or HFModel).
         model_id: the ``target_model`` value (default: the Hub id, or a local folder's name).
         out_dir: folder for resumable results (attack images + index, scores); None keeps them in memory.
-        batch_size: images per attack batch.
+        batch_size: images attacked together (a finished image hands its slot to the next).
         device: where the model runs (default: this process's accelerate device).
         dtype: precision the attacked model runs in (``auto``: the checkpoint's, ``float32``,
             ``bfloat16``, ``float16``). Default (:func:`default_attack_dtype`): float32, on a CPU
@@ -712,7 +718,7 @@ def adversarial_splits(
     scorer: Any = None,
     model_id: str | None = None,
     out_dir: str | os.PathLike | None = None,
-    batch_size: int = 8,
+    batch_size: int = 16,
     device: str | torch.device | None = None,
     dtype: str | torch.dtype | None = None,
     amp: bool | None = None,
@@ -818,7 +824,7 @@ def adversarial_splits(
                 run_attacks(
                     view, cases, list(mine), config, store,
                     batch_size=batch_size, amp=amp, progress=progress and state.is_local_main_process,
-                    desc=f"{method} ({view.model_id})",
+                    desc=f"{method} ({view.model_id})", native_conv=preset != "authors",
                 )  # fmt: skip
             state.wait_for_everyone()
             store.load()

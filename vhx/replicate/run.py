@@ -21,6 +21,8 @@ from vhx.locking import atomic_write_text
 from vhx.replicate.study import (
     _arm_jobs,
     _attack_settings,
+    ablation_settings,
+    same_attack,
     ATTACKS,
     benchmark_name,
     COMMON,
@@ -230,8 +232,8 @@ def stage_ablation(study: Study) -> None:
                         _free()
                 bar.update()
                 continue
-            settings = {**cfg.attack, key: value}
-            if settings == cfg.attack:
+            settings = ablation_settings(cfg.attack, key, value)
+            if same_attack(settings, cfg.attack):
                 bar.update()
                 continue  # the default cell is the main I-FGSM split (Table 5's)
             folder = study.ablation(model, bench, _setting_name(key, value))

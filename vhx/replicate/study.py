@@ -59,17 +59,23 @@ PAPER_ABLATION: dict[str, tuple[float, ...]] = {
     "repetitions": (1, 2, 3, 4, 5),
     "temperature": (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
 }
-PAPER_ATTACK_DEFAULTS = {"eps": 8, "step": 0.5, "steps_vh": 100, "steps_nonvh": 500}
+PAPER_ATTACK_DEFAULTS = {"eps": 8, "step": 0.5, "steps_vh": 100, "steps_nonvh": 500, "converge_window": 0}
+#: Settings the ablation can vary: Table 6's, and vhx's convergence stopping of the non-VH branch
+#: (``converge_window``; 0: off, every update runs), which the paper did not have.
+ABLATABLE: tuple[str, ...] = (*PAPER_ABLATION, "converge_window")
 PAPER_SAMPLING_TEMPERATURE = 0.2  # LLaVA-1.5's default decoding, the paper's Table 6(u) default
-ABLATION_PARTS = {"eps": "p", "step": "q", "steps_vh": "r", "steps_nonvh": "s", "repetitions": "t", "temperature": "u"}
+ABLATION_PARTS = {"eps": "p", "step": "q", "steps_vh": "r", "steps_nonvh": "s", "repetitions": "t", "temperature": "u",
+                  "converge_window": "v"}
 ABLATION_TITLES = {
     "eps": "L-inf bound eps (x/255)", "step": "step size gamma (x/255)", "steps_vh": "iterations, hallucinated cases",
     "steps_nonvh": "iterations, non-hallucinated cases", "repetitions": "repetitions of the evaluation",
+    "converge_window": "convergence stopping window, non-hallucinated cases (vhx's; 0: off)",
     "temperature": "decoding temperature",
 }
 
-#: ``--quick``: the same study scaled to a 2-core CPU (updates a tenth of the paper's).
-QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 10, "steps_nonvh": 50}
+#: ``--quick``: the same study scaled to a 2-core CPU (updates a tenth of the paper's, each non-VH image
+#: stopping once converged, as `vhx run` does).
+QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 10, "steps_nonvh": 50, "converge_window": 20}
 QUICK_ABLATION: dict[str, tuple[float, ...]] = {
     "eps": (4, 8, 16),
     "steps_nonvh": (10, 50, 90),
@@ -81,10 +87,11 @@ QUICK_FINETUNE_OVERRIDES = ("max_steps=40", "instruct_examples=16", "save_steps=
 #: the paper's updates: on vhx-mini I-FGSM's effect is flat from 20 to 500 steps (0.61-0.63 symmetric
 #: accuracy) and its cosine moves little after 100 (0.637 at 100, 0.619 at 500).
 ZOO_NUM_IMAGES = 80
-ZOO_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 20, "steps_nonvh": 100}
+ZOO_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 20, "steps_nonvh": 100, "converge_window": 0}
 ZOO_ABLATION: dict[str, tuple[float, ...]] = {
     "eps": (4, 8, 16),
     "steps_nonvh": (20, 100, 300),
+    "converge_window": (0, 20),
     "temperature": (0.0, 0.2, 1.0),
 }
 #: The zoo's member the fine-tuning stage fixes (it has a bias to fix) and the recipe it uses.
@@ -143,9 +150,9 @@ class ReplicateConfig:
         names = [benchmark_name(b) for b in self.benchmarks]
         if len(set(names)) != len(names):
             raise ValueError(f"two benchmarks share a folder name: {names}")
-        unknown = [k for k in self.ablation if k not in PAPER_ABLATION]
+        unknown = [k for k in self.ablation if k not in ABLATABLE]
         if unknown:
-            raise ValueError(f"unknown ablation setting(s) {unknown}; expected {list(PAPER_ABLATION)}")
+            raise ValueError(f"unknown ablation setting(s) {unknown}; expected {list(ABLATABLE)}")
 
 
 def zoo_config(out: str | Path, models: Sequence[str] | None = None, **overrides: Any) -> ReplicateConfig:
@@ -366,8 +373,29 @@ class Study:
 def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
     """vhx's attack options from the study's (eps and step in 1/255 units; the VH branch's random
     start follows AttackConfig's default, min(5/255, eps))."""
-    return {"eps": values["eps"] / 255, "step": values["step"] / 255, "steps_vh": int(values["steps_vh"]),
-            "steps_nonvh": int(values["steps_nonvh"])}
+    out = {"eps": values["eps"] / 255, "step": values["step"] / 255, "steps_vh": int(values["steps_vh"]),
+           "steps_nonvh": int(values["steps_nonvh"])}
+    if values.get("converge_window"):
+        # only when on: attack folders written before convergence stopping keep their settings
+        out["converge_window"] = int(values["converge_window"])
+    return out
+
+
+def same_attack(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
+    """Whether two of the study's attack settings give the same attack (an absent ``converge_window`` is 0, off)."""
+    return _attack_settings(a) == _attack_settings(b)
+
+
+def ablation_settings(attack: Mapping[str, float], key: str, value: float) -> dict[str, float]:
+    """The attack of one ablation cell: ``attack`` with ``key`` set to ``value``.
+
+    The cells of the non-VH iteration count run every update (no convergence stopping), so that
+    they measure the count they name.
+    """
+    settings = {**attack, key: value}
+    if key == "steps_nonvh":
+        settings["converge_window"] = 0
+    return settings
 
 
 def _setting_name(key: str, value: float) -> str:

@@ -1,0 +1,275 @@
+"""Benchmark: the attack stage on vhx-mini, as ratios measured in one process on the same images.
+
+vhx-mini is the small LLaVA that ships with vhx (CLIP-style tower at 96 px, 4 layers; see its model
+card); the images are drawn scenes of the embedded benchmark at 336 x 336 (held-out seed 1000),
+attacked on the non-VH branch (push the visual tokens away), eps 8/255, step 0.5/255. Three
+measurements, each a ratio (absolute times describe only the machine; the script prints its CPU):
+
+1. **The loop against its floor.** Time per image-step of vhx's pool (:mod:`vhx.adversarial.pool`,
+   no stopping, ``--steps`` updates) against one forward + backward pass of the same view at the same
+   batch and precision, to the pixels, on the same images: ``loop / floor`` (1.0 would be a loop that
+   costs nothing beyond the view). Beside it, a plain batched loop (fresh tensors every step, rows
+   gathered by index, as vhx ran before its pool) against the same floor.
+2. **Time to equal attack strength against the authors' loop.** The authors' ``train_llava.py``
+   re-implemented on vhx-mini (``bench_adversarial.authors_loop``'s arithmetic: one image at a time,
+   pad to square, resize + crop to the model's input, the clean embedding recomputed through the PIL
+   processor at every step, their token-axis cosine, I-FGSM with their cosine schedule over 500
+   steps), run for 500 steps with the iterate kept every 10 steps. Strength is measured the same way
+   for both: the mean feature cosine between the visual tokens of the clean image and of the
+   attacked one, through the view (lower is stronger). vhx runs as ``vhx run`` attacks (the image at
+   its own size, convergence stopping on) and at the processor's resolution (the authors' work per
+   step). The ratio is the authors' time to reach vhx's cosine (their time per step times the steps
+   their mean cosine needs to fall that low; all 500 when it never does, and the script says so)
+   over vhx's time.
+3. **Precision on a CPU.** The pool's time per image-step with the weights in float32 (vhx's
+   default), bfloat16 and float16, and float32 weights under bfloat16 autocast; each as fp32 / other
+   (above 1: faster than float32).
+
+Run: ``python benchmarks/bench_attack.py`` (about 3 minutes on 2 cores); ``--json FILE`` writes the
+numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from PIL import Image  # noqa: E402
+
+from bench_adversarial import expand2square, to_tensor  # noqa: E402
+from vhx.adversarial import load_view  # noqa: E402
+from vhx.adversarial.attack import AttackConfig, attack_stream, similarity, step_sizes  # noqa: E402
+from vhx.adversarial.pool import AttackItem  # noqa: E402
+from vhx.adversarial.processing import size_dict  # noqa: E402
+
+MODEL = "vhx-mini"
+EPS, STEP = 8 / 255, 0.5 / 255
+
+
+def cpu_name() -> str:
+    """The CPU's model name (timings differ across CPUs)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def scenes(n: int, seed: int = 1000) -> list[Image.Image]:
+    """``n`` drawn scenes of the embedded benchmark (336 x 336), from a seed no shipped model trained on."""
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    ds = generate_synthetic(SyntheticConfig(num_images=n, seed=seed))["existence"]
+    return [row["image"].convert("RGB") for row in ds]
+
+
+def as_items(images: list[Image.Image]) -> list[AttackItem]:
+    return [AttackItem(torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1).contiguous(), f"scene{i}") for i, im in enumerate(images)]
+
+
+def run_pool(view: Any, images: list[Image.Image], config: AttackConfig, slots: int, amp: bool = False) -> tuple[float, int, list[Any]]:
+    """vhx's pool on ``images``: (seconds, image-steps, results)."""
+    done = [0]
+
+    def count(n: int) -> None:
+        done[0] += n
+
+    start = time.perf_counter()
+    results = list(attack_stream(view, as_items(images), "min", config, slots=slots, amp=amp, on_step=count))
+    return time.perf_counter() - start, done[0], results
+
+
+def floor(view: Any, images: list[Image.Image], steps: int, amp: bool = False) -> float:
+    """Seconds per image-step of the view's forward + backward to the pixels at batch len(images)."""
+    x = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+        clean = view(x).float()
+    start = time.perf_counter()
+    for _ in range(steps):
+        a = x.clone().requires_grad_(True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=amp):
+            emb = view(a)
+        torch.autograd.grad(similarity(clean, emb.float()).sum(), a)
+    return (time.perf_counter() - start) / (steps * len(images))
+
+
+def plain_loop(view: Any, images: list[Image.Image], steps: int) -> float:
+    """Seconds per image-step of a plain batched I-FGSM loop: fresh tensors each step, rows gathered by index."""
+    x = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    with torch.no_grad():
+        clean = view(x).float()
+    adv = x.clone()
+    best = torch.full((len(images),), float("nan"))
+    kept = adv.clone()
+    active = torch.ones(len(images), dtype=torch.bool)
+    start = time.perf_counter()
+    for _ in range(steps):
+        idx = active.nonzero().squeeze(1)
+        a = adv[idx].clone().requires_grad_(True)
+        s = similarity(clean[idx], view(a))
+        values = s.detach()
+        better = torch.isnan(best[idx]) | (values < best[idx])
+        best[idx] = torch.where(better, values, best[idx])
+        kept[idx[better]] = adv[idx[better]]
+        (grad,) = torch.autograd.grad(s.sum(), a)
+        with torch.no_grad():
+            new = (x[idx] + ((a.detach() - STEP * grad.sign()) - x[idx]).clamp(-EPS, EPS)).clamp(0.0, 1.0)
+            adv[idx] = new
+    return (time.perf_counter() - start) / (steps * len(images))
+
+
+def authors_traces(view: Any, images: list[Image.Image], steps: int, every: int) -> tuple[float, dict[int, float]]:
+    """The authors' loop on each image (non-VH, their arithmetic): (seconds, mean feature cosine at every ``every`` steps)."""
+    image_processor = view.image_processor
+    mean_colour = tuple(int(v * 255) for v in image_processor.image_mean)
+    side = int(size_dict(image_processor.crop_size)["height"])
+    schedule = step_sizes(AttackConfig(schedule="cosine", eta_min=1e-4, cosine_t_max=steps), steps)
+    kept: dict[int, list[torch.Tensor]] = {k: [] for k in range(every, steps + 1, every)}
+    seconds = 0.0
+    for img in images:
+        start = time.perf_counter()
+        ori = to_tensor(expand2square(img, mean_colour), side)
+        adv = ori.clone().requires_grad_(True)
+        for t in range(steps):
+            # their loss: the clean embedding recomputed through the PIL processor, the cosine on dim 1
+            ori_inputs = image_processor(expand2square(img, mean_colour), return_tensors="pt")["pixel_values"]
+            ori_emb = view.features({"pixel_values": ori_inputs})
+            adv_emb = view.features({"pixel_values": view.rescale_normalize(adv)})
+            loss = -F.cosine_similarity(ori_emb, adv_emb).mean()
+            loss.item()  # their log line
+            loss.backward()
+            with torch.no_grad():
+                moved = adv + schedule[t] * adv.grad.sign()
+                adv = torch.clamp(ori + torch.clamp(moved - ori, -EPS, EPS), 0, 1).detach().requires_grad_(True)
+            if (t + 1) % every == 0:
+                seconds += time.perf_counter() - start
+                kept[t + 1].append(adv.detach().clone())
+                start = time.perf_counter()
+        seconds += time.perf_counter() - start
+    # strength, measured outside the timing: the view's feature cosine of each iterate (as saved, 8 bits) to the clean image
+    clean = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    with torch.no_grad():
+        clean_emb = view(clean).float()
+        curve = {k: float(similarity(clean_emb, view(torch.cat(v).mul(255).floor().div(255))).mean()) for k, v in kept.items()}
+    return seconds, curve
+
+
+def saved_cosine(view: Any, images: list[Image.Image], results: list[Any]) -> float:
+    """Mean feature cosine of the saved 8-bit images to the clean ones, through the view."""
+    by_id = {r.image_id: r.image for r in results}
+    clean = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    attacked = torch.stack([torch.from_numpy(by_id[f"scene{i}"]).permute(2, 0, 1) for i in range(len(images))]).float() / 255
+    with torch.no_grad():
+        return float(similarity(view(clean).float(), view(attacked).float()).mean())
+
+
+def best_of(fn: Callable[[], Any], repeats: int) -> Any:
+    """The result of the fastest of ``repeats`` calls (the first element of each result is its seconds)."""
+    return min((fn() for _ in range(repeats)), key=lambda r: r[0] if isinstance(r, tuple) else r)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--images", type=int, default=16, help="scenes for parts 1 and 3")
+    p.add_argument("--authors-images", type=int, default=8, help="scenes for part 2 (the authors' loop runs 500 steps on each)")
+    p.add_argument("--steps", type=int, default=30, help="updates per image in parts 1 and 3")
+    p.add_argument("--slots", type=int, default=16, help="images attacked together")
+    p.add_argument("--converge-window", type=int, default=20, help="vhx's convergence stopping in part 2 (as `vhx run`)")
+    p.add_argument("--converge-tol", type=float, default=5e-3)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--json", help="write the numbers here")
+    args = p.parse_args(argv)
+
+    torch.manual_seed(0)
+    out: dict[str, Any] = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "torch": torch.__version__, "model": MODEL}
+    print(f"{out['cpu']}, {out['threads']} threads, torch {out['torch']}")
+    view = load_view(MODEL, dtype=torch.float32, device="cpu")
+    images = scenes(max(args.images, args.authors_images))
+    batch = images[: args.images]
+    fixed = AttackConfig(steps_nonvh=args.steps, step=STEP, eps=EPS)
+    run_pool(view, batch[:2], AttackConfig(steps_nonvh=2), 2)  # warm-up: lazy initialisation
+    floor(view, batch[:2], 2)
+
+    # 1. the loop against its floor
+    rounds = [(floor(view, batch, args.steps), run_pool(view, batch, fixed, args.slots), plain_loop(view, batch, args.steps)) for _ in range(args.repeats)]
+    t_floor = min(r[0] for r in rounds)
+    pool_time, pool_steps, _ = min((r[1] for r in rounds), key=lambda r: r[0])
+    t_pool = pool_time / pool_steps
+    t_plain = min(r[2] for r in rounds)
+    out["floor"] = {"slots": args.slots, "floor_ms": t_floor * 1e3, "pool_ms": t_pool * 1e3, "plain_ms": t_plain * 1e3,
+                    "pool_over_floor": t_pool / t_floor, "plain_over_floor": t_plain / t_floor, "plain_over_pool": t_plain / t_pool}  # fmt: skip
+    print(f"1. per image-step at {args.slots} images: floor (view fwd+bwd) {t_floor * 1e3:.2f} ms, vhx pool {t_pool * 1e3:.2f} ms "
+          f"({t_pool / t_floor:.2f}x the floor), plain loop {t_plain * 1e3:.2f} ms ({t_plain / t_floor:.2f}x; pool {t_plain / t_pool:.2f}x faster)")
+
+    # 2. time to equal strength against the authors' loop
+    few = images[: args.authors_images]
+    converging = AttackConfig(converge_window=args.converge_window, converge_tol=args.converge_tol)
+    vhx_time, vhx_steps, vhx_results = best_of(lambda: run_pool(view, few, converging, args.slots), args.repeats)
+    target = saved_cosine(view, few, vhx_results)
+    at_processor = _processor_run(view, few, converging, args.slots)
+    authors_time, curve = authors_traces(view, few, 500, 10)
+    reach = next((k for k, v in sorted(curve.items()) if v <= target), None)
+    authors_to_target = authors_time * (reach or 500) / 500
+    out["authors"] = {"images": len(few), "vhx_seconds": vhx_time, "vhx_updates_per_image": vhx_steps / len(few), "vhx_cosine": target,
+                      "authors_seconds_500": authors_time, "authors_cosine_500": curve[500], "authors_steps_to_vhx_cosine": reach,
+                      "authors_seconds_to_vhx_cosine": authors_to_target, "ratio": authors_to_target / vhx_time,
+                      "vhx_processor_resolution": at_processor, "authors_curve": curve}  # fmt: skip
+    reached = f"{reach} steps" if reach else "never within 500 steps (their 500-step time used)"
+    print(f"2. {len(few)} images: vhx (image size, convergence stopping) {vhx_time:.2f} s, {vhx_steps / len(few):.0f} updates per image, "
+          f"cosine {target:.4f}; authors' loop 500 steps {authors_time:.2f} s, cosine {curve[500]:.4f}; it reaches vhx's cosine at {reached}: "
+          f"{authors_to_target:.2f} s, {authors_to_target / vhx_time:.2f}x vhx's time")
+    p_time, p_steps, p_cos = at_processor["seconds"], at_processor["updates_per_image"], at_processor["cosine"]
+    p_reach = next((k for k, v in sorted(curve.items()) if v <= p_cos), None)
+    p_authors = authors_time * (p_reach or 500) / 500
+    at_processor.update(authors_seconds_to_cosine=p_authors, ratio=p_authors / p_time)
+    print(f"   vhx at the processor's resolution (the authors' work per step): {p_time:.2f} s, {p_steps:.0f} updates per image, cosine "
+          f"{p_cos:.4f}; the authors' loop needs {p_reach or 500} steps for it: {p_authors / p_time:.2f}x vhx's time")
+
+    # 3. precision on a CPU
+    precisions: dict[str, float] = {}
+    for name, dtype, amp in (("float32", torch.float32, False), ("bfloat16", torch.bfloat16, False),
+                             ("float16", torch.float16, False), ("float32 + bf16 autocast", torch.float32, True)):  # fmt: skip
+        v = view if dtype == torch.float32 else load_view(MODEL, dtype=dtype, device="cpu")
+        run_pool(v, batch[:2], AttackConfig(steps_nonvh=2), 2, amp=amp)
+        seconds, steps, _ = best_of(lambda: run_pool(v, batch, fixed, args.slots, amp=amp), args.repeats)
+        precisions[name] = seconds / steps
+    out["precision_ms"] = {k: v * 1e3 for k, v in precisions.items()}
+    out["precision_ratio_vs_fp32"] = {k: precisions["float32"] / v for k, v in precisions.items()}
+    print("3. per image-step: " + ", ".join(f"{k} {v * 1e3:.2f} ms ({precisions['float32'] / v:.2f}x fp32's speed)" for k, v in precisions.items()))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=2)
+    return out
+
+
+def _processor_run(view: Any, images: list[Image.Image], config: AttackConfig, slots: int) -> dict[str, Any]:
+    """vhx on the processor's tile (pad to square, resize + crop: the authors' resolution), cosine measured as in part 2."""
+    side = view.processor_image(images[0]).shape[0]
+    tiles = [Image.fromarray(view.processor_image(expand2square(im, (0, 0, 0)))) for im in images]
+    seconds, steps, results = run_pool(view, tiles, config, slots)
+    # the tile's tokens against the clean full-size image's, as for the authors' iterates
+    by_id = {r.image_id: r.image for r in results}
+    clean = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    attacked = torch.stack([torch.from_numpy(by_id[f"scene{i}"]).permute(2, 0, 1) for i in range(len(images))]).float() / 255
+    with torch.no_grad():
+        cosine = float(similarity(view(clean).float(), view(attacked).float()).mean())
+    return {"seconds": seconds, "updates_per_image": steps / len(images), "cosine": cosine, "side": side}
+
+
+if __name__ == "__main__":
+    main()
