@@ -362,7 +362,8 @@ def _reference_attack(view, image: torch.Tensor, branch: str, config: AttackConf
                 break
         if t == steps:
             break
-        (grad,) = torch.autograd.grad((-s if maximize else s).sum(), a)
+        with native_convolutions():
+            (grad,) = torch.autograd.grad((-s if maximize else s).sum(), a)
         if t == 0 and not maximize and config.method == "ifgsm":
             move = first_move(x.shape[1:], image_id, config.seed)[None]  # I-FGSM's seeded first step
         elif config.method == "ifgsm":
@@ -408,9 +409,9 @@ def test_pgd_first_step_follows_its_gradient() -> None:
     with torch.no_grad(), native_convolutions():
         clean = view(x).float()
     a = x.clone().requires_grad_(True)
-    with native_convolutions():  # as the attack runs its CPU forward passes
+    with native_convolutions():  # as the attack runs its CPU forward and backward passes
         emb = view(a).float()
-    (grad,) = torch.autograd.grad(similarity(clean, emb, "feature", view.arch).sum(), a)
+        (grad,) = torch.autograd.grad(similarity(clean, emb, "feature", view.arch).sum(), a)
     for grad_norm, step in (("none", 1.0), ("linf", 0.5 / 255)):
         config = AttackConfig(method="pgd", grad_norm=grad_norm, step=step, steps_nonvh=1, quantize="round")
         attack = ATTACKS["pgd"](view, config)

@@ -523,7 +523,8 @@ def native_convolutions(device: torch.device | str = "cpu") -> Iterator[None]:
     Why: oneDNN's backward pass of a ViT's patch embedding (a convolution whose kernel equals its
     stride) took 3-4x the time of the native im2col one (vhx-mini, 8 images: 6.1 vs 1.7 ms), about
     12% of an attack step. The two differ only in rounding. The flag is process-wide, so it is set
-    for the forward passes only (the backward follows the kernel the forward chose) and restored.
+    around the forward and the backward passes only (a convolution's backward picks its kernel when
+    it runs, by the flag then) and restored after each.
     """
     if torch.device(device).type != "cpu":
         yield
@@ -616,10 +617,14 @@ class Attack(abc.ABC):
         self.clean_once = clean_once
         self.native_conv = native_conv
 
+    def native_context(self) -> contextlib.AbstractContextManager:
+        """Native CPU convolutions when ``native_conv`` (:func:`native_convolutions`), for the view's forward and backward passes."""
+        return native_convolutions(self.device) if self.native_conv else contextlib.nullcontext()
+
     @contextlib.contextmanager
     def forward_context(self) -> Iterator[None]:
-        """What the view's forward passes run under: bf16 autocast (``amp``) and, on a CPU, native convolutions."""
-        with _autocast(self.device, self.amp), native_convolutions(self.device) if self.native_conv else contextlib.nullcontext():
+        """What the view's forward passes run under: bf16 autocast (``amp``) and :meth:`native_context`."""
+        with _autocast(self.device, self.amp), self.native_context():
             yield
 
     # ------------------------------------------------------------------------------- per method

@@ -225,7 +225,8 @@ def run_pool(
         going = [i for i, reason in enumerate(stopped) if reason is None]
         if going:
             objective = -s if maximize else s
-            (grad,) = torch.autograd.grad(objective.sum(), a)
+            with attack.native_context():  # the convolutions' backward picks its kernel now, not at the forward
+                (grad,) = torch.autograd.grad(objective.sum(), a)
             del emb, s, objective, a
             with torch.no_grad():
                 _update(attack, rows, grad, ts, going, total, random_first)
