@@ -87,66 +87,96 @@ class ImageResult:
     stopped: str = "budget"
 
 
-class _Rows:
-    """Per-image state of the images in the pool, batch first (row i is one running image)."""
+#: The per-image tensors of the pool (batch first).
+_STATE = ("x", "adv", "kept", "buffer", "clean", "best", "reference", "stale", "t")
 
-    def __init__(self) -> None:
-        self.x: torch.Tensor | None = None  # originals in [0, 1]
-        self.adv: torch.Tensor | None = None  # current iterates
-        self.kept: torch.Tensor | None = None  # the iterate each image returns
-        self.clean: torch.Tensor | None = None  # E(x) (None: recomputed every step)
-        self.best: torch.Tensor | None = None  # s of the kept iterate (NaN before the first)
-        self.reference: torch.Tensor | None = None  # last s that counted as an improvement (VH branch)
-        self.stale: torch.Tensor | None = None  # updates since then (VH branch)
-        self.t: torch.Tensor | None = None  # updates done
+
+class _Rows:
+    """Per-image state of the images in the pool, batch first: row i is one running image.
+
+    The tensors are allocated once, ``slots`` rows each, at the first admission; the attributes are
+    views of their first ``len(self)`` rows. A stopped image is removed by moving the last row into
+    its place, and a new one is written after the last row, so no step copies the whole pool.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.n = 0
+        self._full: dict[str, torch.Tensor | None] = {}
         self.ids: list[str] = []
         self.payloads: list[Any] = []
         self.traces: list[list[float]] = []
         self.lowest: list[list[float]] = []  # best-so-far of the objective after each evaluation (convergence)
-        self._buffer: torch.Tensor | None = None
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return self.n
 
-    def buffer(self) -> torch.Tensor:
-        """Scratch space of the iterates' shape, reused across steps (reallocated when the pool changes)."""
-        if self._buffer is None or self._buffer.shape != self.adv.shape:
-            self._buffer = torch.empty_like(self.adv)
-        return self._buffer
+    def __getattr__(self, name: str) -> torch.Tensor | None:
+        # x: originals in [0, 1]; adv: current iterates; kept: the iterate each image returns; buffer:
+        # scratch of the iterates' shape; clean: E(x) (None: recomputed every step); best: s of the kept
+        # iterate (NaN before the first); reference / stale: last s that counted as an improvement and
+        # the updates since (VH branch); t: updates done
+        full = self.__dict__.get("_full", {})
+        if name in _STATE:
+            tensor = full.get(name)
+            return None if tensor is None else tensor[: self.n]
+        raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _STATE:
+            raise AttributeError(f"_Rows.{name} is a view of its storage: write with set({name!r}, ...) or in place")
+        super().__setattr__(name, value)
+
+    def set(self, name: str, value: torch.Tensor) -> None:
+        """Overwrite the live rows of one per-image tensor."""
+        self._full[name][: self.n].copy_(value)
 
     def add(self, x: torch.Tensor, adv: torch.Tensor, clean: torch.Tensor | None, ids: Sequence[str], payloads: Sequence[Any]) -> None:
-        n = x.shape[0]
-        device = x.device
-        fresh = {
-            "x": x,
-            "adv": adv,
-            "kept": adv.clone(),
-            "clean": clean,
-            "best": torch.full((n,), float("nan"), device=device),
-            "reference": torch.full((n,), float("nan"), device=device),
-            "stale": torch.zeros(n, dtype=torch.long, device=device),
-            "t": torch.zeros(n, dtype=torch.long, device=device),
-        }
-        for name, value in fresh.items():
-            old = getattr(self, name)
-            setattr(self, name, value if old is None or not len(self) else (None if value is None else torch.cat([old, value])))
+        k = x.shape[0]
+        if not self._full:
+            rows, device = self.slots, x.device
+            self._full = {
+                "x": torch.empty((rows, *x.shape[1:]), dtype=x.dtype, device=device),
+                "adv": torch.empty((rows, *x.shape[1:]), dtype=x.dtype, device=device),
+                "kept": torch.empty((rows, *x.shape[1:]), dtype=x.dtype, device=device),
+                "buffer": torch.empty((rows, *x.shape[1:]), dtype=x.dtype, device=device),
+                "clean": None if clean is None else torch.empty((rows, *clean.shape[1:]), dtype=clean.dtype, device=device),
+                "best": torch.empty(rows, device=device),
+                "reference": torch.empty(rows, device=device),
+                "stale": torch.empty(rows, dtype=torch.long, device=device),
+                "t": torch.empty(rows, dtype=torch.long, device=device),
+            }
+        new = slice(self.n, self.n + k)
+        full = self._full
+        full["x"][new] = x
+        full["adv"][new] = adv
+        full["kept"][new] = adv
+        if full["clean"] is not None:
+            full["clean"][new] = clean
+        full["best"][new] = float("nan")
+        full["reference"][new] = float("nan")
+        full["stale"][new] = 0
+        full["t"][new] = 0
+        self.n += k
         self.ids += list(ids)
         self.payloads += list(payloads)
-        self.traces += [[] for _ in range(n)]
-        self.lowest += [[] for _ in range(n)]
+        self.traces += [[] for _ in range(k)]
+        self.lowest += [[] for _ in range(k)]
 
-    def keep_only(self, rows: list[int]) -> None:
-        if not rows:
-            self.__init__()
-            return
-        index = torch.tensor(rows, device=self.x.device)
-        for name in ("x", "adv", "kept", "clean", "best", "reference", "stale", "t"):
-            value = getattr(self, name)
-            if value is not None:
-                setattr(self, name, value.index_select(0, index))
-        for name in ("ids", "payloads", "traces", "lowest"):
-            values = getattr(self, name)
-            setattr(self, name, [values[i] for i in rows])
+    def remove(self, rows: list[int]) -> None:
+        """Drop ``rows``, each replaced by the last live row (the order of the rest changes)."""
+        for i in sorted(rows, reverse=True):
+            last = self.n - 1
+            if i != last:
+                for name in _STATE:
+                    tensor = self._full.get(name)
+                    if tensor is not None and name != "buffer":
+                        tensor[i] = tensor[last]
+                for values in (self.ids, self.payloads, self.traces, self.lowest):
+                    values[i] = values[last]
+            for values in (self.ids, self.payloads, self.traces, self.lowest):
+                values.pop()
+            self.n -= 1
 
 
 def run_pool(
@@ -173,7 +203,7 @@ def run_pool(
     window = config.converge_window if not maximize else None
     source = iter(items)
     waiting = True
-    rows = _Rows()
+    rows = _Rows(slots)
     shape: tuple[int, ...] | None = None
 
     while True:
@@ -200,7 +230,7 @@ def run_pool(
             better = torch.ones_like(values, dtype=torch.bool)
         else:
             better = torch.isnan(prev) | (values > prev if maximize else values < prev)
-        rows.best = torch.where(better, values, prev)
+        rows.set("best", torch.where(better, values, prev))
         if bool(better.all()):
             rows.kept.copy_(rows.adv)
         else:
@@ -235,7 +265,7 @@ def run_pool(
         done = [i for i, reason in enumerate(stopped) if reason is not None]
         if done:
             yield from _finish(attack, rows, done, [stopped[i] for i in done])
-            rows.keep_only(going)
+            rows.remove(done)
 
 
 def _admit(attack: Attack, rows: _Rows, new: list[AttackItem], branch: str, shape: tuple[int, ...] | None) -> tuple[int, ...]:
@@ -270,8 +300,8 @@ def _early_stops(config: Any, rows: _Rows, values: torch.Tensor, maximize: bool)
         return None
     ref = rows.reference
     progressed = torch.isnan(ref) | (values > ref + config.min_improvement)
-    rows.reference = torch.where(progressed, values, ref)
-    rows.stale = torch.where(progressed, torch.zeros_like(rows.stale), rows.stale + 1)
+    rows.set("reference", torch.where(progressed, values, ref))
+    rows.set("stale", torch.where(progressed, torch.zeros_like(rows.stale), rows.stale + 1))
     reached = torch.zeros_like(values, dtype=torch.bool) if config.stop_similarity is None else values >= config.stop_similarity
     stalled = torch.zeros_like(reached) if config.patience is None else rows.stale >= config.patience
     if not bool((reached | stalled).any()):
@@ -301,14 +331,14 @@ def _update(attack: Attack, rows: _Rows, grad: torch.Tensor, ts: list[int], goin
     else:
         gamma = torch.tensor([attack.step_size(min(t, total - 1), total) for t in ts], dtype=torch.float32, device=rows.adv.device)
         gamma = gamma.view(-1, *([1] * (rows.adv.dim() - 1)))
-    buffer = rows.buffer()
+    buffer = rows.buffer
     # a - gamma * d, then the projection: the plain update's operations, in its order, in place
     torch.mul(move, gamma, out=buffer)
     rows.adv.sub_(buffer)
     attack.project(rows.x, rows.adv, scratch=buffer)
     step = torch.zeros_like(rows.t)
     step[going] = 1
-    rows.t += step
+    rows.t.add_(step)
 
 
 def _finish(attack: Attack, rows: _Rows, done: list[int], reasons: list[str]) -> Iterator[ImageResult]:
