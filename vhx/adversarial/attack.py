@@ -97,6 +97,7 @@ import torch
 import torch.nn.functional as F
 
 from vhx.adversarial.choices import (  # noqa: F401  (re-exported: the names belong with the attack)
+    AttackError,
     CLEAN_PATHS,
     FIRST_STEPS,
     GRAD_NORMS,
@@ -108,7 +109,6 @@ from vhx.adversarial.choices import (  # noqa: F401  (re-exported: the names bel
     SIMILARITIES,
 )
 from vhx.adversarial.views import AUTHORS_AXIS
-from vhx.errors import VHXError
 
 if TYPE_CHECKING:
     from vhx.adversarial.pool import AttackItem, ImageResult
@@ -129,10 +129,6 @@ def __getattr__(name: str) -> Any:
 
 
 METHODS: tuple[str, ...]  # the registered method names, in registration order, from :data:`ATTACKS`
-
-
-class AttackError(VHXError, ValueError):
-    """Invalid attack settings or inputs."""
 
 
 #: Old field names still accepted by :func:`make_config` (with a FutureWarning).
@@ -669,6 +665,10 @@ class Attack(abc.ABC):
         if branch == "min" and config.start_offset:
             return (x + float(config.start_offset)).clamp(0.0, 1.0)
         return x.clone()
+
+    def to_8bit(self, x: torch.Tensor, adv: torch.Tensor) -> torch.Tensor:
+        """The saved pixels of iterates ``adv`` around originals ``x``: :func:`quantize` with the config's eps and mode."""
+        return quantize(x, adv, float(self.config.eps), self.config.quantize)
 
     @torch.no_grad()
     def embed(self, x: torch.Tensor) -> torch.Tensor:

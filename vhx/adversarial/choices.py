@@ -6,6 +6,13 @@ no torch, so ``vhx --help``, ``vhx build`` or ``vhx info`` start without it.
 
 from __future__ import annotations
 
+from vhx.errors import VHXError
+
+
+class AttackError(VHXError, ValueError):
+    """Invalid attack settings or inputs."""
+
+
 #: How the similarity of two token matrices is taken (see :func:`vhx.adversarial.attack.similarity`).
 SIMILARITIES: tuple[str, ...] = ("feature", "token", "authors")
 SCHEDULES: tuple[str, ...] = ("constant", "cosine")

@@ -30,13 +30,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 
-if TYPE_CHECKING:
-    from vhx.adversarial.attack import Attack
+from vhx.adversarial.choices import AttackError
 
 #: How an image's attack ended (``ImageResult.stopped``).
 STOP_REASONS: tuple[str, ...] = ("budget", "converged", "reached", "stalled")
@@ -180,7 +179,7 @@ class _Rows:
 
 
 def run_pool(
-    attack: Attack,
+    attack: Any,
     items: Iterable[AttackItem],
     branch: str,
     *,
@@ -189,11 +188,11 @@ def run_pool(
 ) -> Iterator[ImageResult]:
     """Attack equal-size images with one branch, ``slots`` at a time; yield each result as its image stops.
 
+    ``attack`` is an :class:`~vhx.adversarial.attack.Attack` (its settings, view and per-method
+    hooks; this module does not import it, so that the attack module can import this one).
     ``on_step(n)`` is called after every step with the number of images it updated (the image-steps
     done). Results come in the order the images stop, not the order they came in.
     """
-    from vhx.adversarial.attack import AttackError
-
     if slots < 1:
         raise AttackError(f"slots must be >= 1, got {slots}")
     config = attack.config
@@ -268,10 +267,8 @@ def run_pool(
             rows.remove(done)
 
 
-def _admit(attack: Attack, rows: _Rows, new: list[AttackItem], branch: str, shape: tuple[int, ...] | None) -> tuple[int, ...]:
+def _admit(attack: Any, rows: _Rows, new: list[AttackItem], branch: str, shape: tuple[int, ...] | None) -> tuple[int, ...]:
     """Start the images of ``new`` and add them to the pool."""
-    from vhx.adversarial.attack import AttackError
-
     for item in new:
         pixels = item.pixels
         if pixels.dtype != torch.uint8 or pixels.dim() != 3 or pixels.shape[0] != 3:
@@ -309,7 +306,7 @@ def _early_stops(config: Any, rows: _Rows, values: torch.Tensor, maximize: bool)
     return ["reached" if r else "stalled" if p else "" for r, p in zip(reached.tolist(), stalled.tolist())]
 
 
-def _update(attack: Attack, rows: _Rows, grad: torch.Tensor, ts: list[int], going: list[int], total: int, random_first: bool) -> None:
+def _update(attack: Any, rows: _Rows, grad: torch.Tensor, ts: list[int], going: list[int], total: int, random_first: bool) -> None:
     """One update of every row, a <- clip(x + clip(a - gamma_t * d - x, -eps, eps), 0, 1), in place.
 
     Rows that stopped are updated too (they leave the pool right after and their kept iterate is
@@ -341,13 +338,11 @@ def _update(attack: Attack, rows: _Rows, grad: torch.Tensor, ts: list[int], goin
     rows.t.add_(step)
 
 
-def _finish(attack: Attack, rows: _Rows, done: list[int], reasons: list[str]) -> Iterator[ImageResult]:
+def _finish(attack: Any, rows: _Rows, done: list[int], reasons: list[str]) -> Iterator[ImageResult]:
     """Quantise the kept iterates of the rows ``done`` and measure the saved images."""
-    from vhx.adversarial.attack import quantize
-
     index = torch.tensor(done, device=rows.x.device)
     x = rows.x.index_select(0, index)
-    q = quantize(x, rows.kept.index_select(0, index), float(attack.config.eps), attack.config.quantize)
+    q = attack.to_8bit(x, rows.kept.index_select(0, index))
     clean = rows.clean.index_select(0, index) if rows.clean is not None else attack.embed(x)
     final = attack.similarity(clean, attack.embed((q / 255.0).float())).cpu().tolist()
     linf = (q - torch.round(x.double() * 255.0)).abs().amax(dim=(1, 2, 3)).cpu().tolist()
