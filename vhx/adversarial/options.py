@@ -94,10 +94,11 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--patience", type=_or_none(int), metavar="K", default=argparse.SUPPRESS, help="early stop after K steps without improvement (default 10; 'none': off)")
     g.add_argument("--min-improvement", type=float, help="what counts as an improvement for --patience (default 1e-4)")
     g.add_argument("--converge-window", type=_or_none(int), metavar="W", default=argparse.SUPPRESS,
-                   help="convergence stopping of the non-VH branch: an image stops once its best similarity fell by less than "
-                        "--converge-tol over the last W updates, and its slot goes to the next image ('none': off, every update "
-                        "of --steps-nonvh runs; the default of --preset paper and authors; `vhx run`: 10)")
-    g.add_argument("--converge-tol", type=float, metavar="D", help="what counts as converged for --converge-window (default 0.005)")
+                   help="convergence stopping of the non-VH branch: an image stops once its last W updates brought less than "
+                        "a share --converge-tol of its similarity's fall so far, and its slot goes to the next image ('none': off, "
+                        "every update of --steps-nonvh runs; the default of --preset paper and authors; `vhx run`: 10)")
+    g.add_argument("--converge-tol", type=float, metavar="R",
+                   help="the share of the fall so far below which the last --converge-window updates count as converged (default 0.02)")
     g.add_argument("--iterate", choices=ITERATES, help="save the best iterate (default) or the final one (authors)")
     g.add_argument("--quantize", choices=QUANTIZERS, help="8-bit output: round into the eps ball (default) or truncate (authors)")
     g.add_argument("--resolution", choices=RESOLUTIONS,

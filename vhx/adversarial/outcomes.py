@@ -103,8 +103,8 @@ def updates_note(split: str, stats: Mapping[str, Any]) -> str | None:
             continue
         text = f"{label} images {u['mean']:.0f} updates on average (budget {u['budget']}, {u['attacks']} images)"
         if u["window"] is not None:
-            text += (f", {u['converged']} stopped once converged (best cosine down by less than {u['tol']:g} "
-                     f"over {u['window']} updates)")  # fmt: skip
+            text += (f", {u['converged']} stopped once converged (their last {u['window']} updates brought less than "
+                     f"{u['tol']:.0%} of their cosine's fall)")  # fmt: skip
         elif branch == "min":
             text += ", no convergence stopping"
         parts.append(text)

@@ -6,11 +6,14 @@ per step for all of them. An image leaves the pool when it stops (its update bud
 early stopping, or the non-VH branch's convergence stopping), its result is produced at once, and
 the next waiting image takes its place, so a batch never idles on its slowest image.
 
-**Convergence stopping** (``converge_window`` W, ``converge_tol`` delta; non-VH ``min`` branch;
-off unless set): an image stops after update t >= W when its best similarity so far fell by less
-than delta over the last W updates, ``best[t - W] - best[t] < delta``. The best similarity never
-rises, so the rule reads a monotone curve and cannot fire on one noisy step. Off, the branch runs
-its whole budget (the paper's 500 updates).
+**Convergence stopping** (``converge_window`` W, ``converge_tol`` r; non-VH ``min`` branch; off
+unless set): with b_t the best similarity after update t (it never rises), an image stops after
+update t > W when the last W updates brought less than a share r of its fall so far:
+``b[t - W] - b[t] < r * (b[0] - b[t])``. A share rather than a fixed amount, because the cosine
+leaves its start slowly (it is at its maximum there, so the first updates move it little) and
+models differ in how far it falls; an image whose similarity never left its start (an unmoved
+attack) never converges and runs its budget. Off, the branch runs its whole budget (the paper's
+500 updates).
 
 Why stopping reasons are recorded: ``"budget"`` (every update ran), ``"converged"`` (the rule
 above), ``"reached"`` (VH branch: the similarity reached ``stop_similarity``) and ``"stalled"``
@@ -246,9 +249,9 @@ def run_pool(
                 stopped[i] = "budget"  # this evaluation only measured the last iterate
             elif early is not None and early[i]:
                 stopped[i] = early[i]
-            elif window is not None and ts[i] >= window:
+            elif window is not None and ts[i] > window:
                 history = rows.lowest[i]
-                if history[-1 - window] - history[-1] < config.converge_tol:
+                if history[-1 - window] - history[-1] < config.converge_tol * (history[0] - history[-1]):
                     stopped[i] = "converged"
 
         going = [i for i, reason in enumerate(stopped) if reason is None]
