@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--steps", type=int, default=30, help="updates per image in parts 1 and 3")
     p.add_argument("--slots", type=int, default=16, help="images attacked together")
     p.add_argument("--converge-window", type=int, default=10, help="vhx's convergence stopping in part 2 (as `vhx run`)")
-    p.add_argument("--converge-tol", type=float, default=0.02)
+    p.add_argument("--converge-tol", type=float, default=0.05)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--json", help="write the numbers here")
     args = p.parse_args(argv)

@@ -202,7 +202,7 @@ class AttackConfig:
     patience: int | None = 10
     min_improvement: float = 1e-4
     converge_window: int | None = None
-    converge_tol: float = 0.02
+    converge_tol: float = 0.05
     iterate: str = "best"
     quantize: str = "round"
     resolution: str = "image"
