@@ -133,6 +133,10 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     captured = capsys.readouterr()
     text = captured.out
     assert "[3/4] scoring vhx-mini" in text
+    # the attack stops each non-VH image once converged, and says so before and after
+    assert re.search(r"\[2/4\] .*attacks \(ifgsm, each non-VH image stopping once converged: its last 10 updates brought less than "
+                     r"5% of its cosine's fall; --converge-window none runs all 500\)", text)
+    assert re.search(r"^updates: ifgsm: non-VH images \d+ updates on average \(budget 500, \d+ images\), \d+ stopped once converged", text, flags=re.M)
     # the step counter counts to its real number of steps, in order
     assert re.findall(r"^\[(\d)/(\d)\]", text, flags=re.M) == [("1", "4"), ("2", "4"), ("3", "4"), ("4", "4")]
     # datasets' own bars (Map, Generating ... split, Creating parquet) are off during the job, and back on after
@@ -143,6 +147,11 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     # the default subject, vhx-mini, is also attacked: one I-FGSM split after the paper's four perturbations
     assert list(expanded) == ["original", *default_perturbations(), "ifgsm"]
     assert set(expanded["ifgsm"]["target_model"]) == {"vhx-mini"}
+    params = [json.loads(p) for p in expanded["ifgsm"]["transform_params"]]
+    nonvh = [p for p in params if p["branch"] == "min"]
+    assert nonvh and all(p["converge_window"] == 10 and p["steps_run"] <= 500 for p in nonvh)
+    assert any(p["stopped"] == "converged" and p["steps_run"] < 500 for p in nonvh)
+    assert any("image-step" in line and "images]" in line for line in captured.err.replace("\r", "\n").splitlines())
     n_cases = len(expanded["original"])
     predictions = (out / "run" / "predictions.jsonl").read_text().splitlines()
     assert len(predictions) == n_cases * (2 + len(default_perturbations()))
