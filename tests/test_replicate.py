@@ -171,7 +171,7 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     # --quick at 4 scenes, a two-value grid per Table 6 setting and a LoRA of 8 steps on 8 of the fine-tuning
     # cases (drawn on scenes of their own; the study's benchmark is held out whole): every stage, in a fraction of the time
     grid = ["--ablation", "eps=4,8", "--ablation", "step=0.5,0.7", "--ablation", "steps_vh=5,10", "--ablation", "steps_nonvh=10,20",
-            "--ablation", "repetitions=1,2", "--ablation", "temperature=0,1"]
+            "--ablation", "repetitions=1,2", "--ablation", "temperature=0,1", "--ablation", "converge_window=0,20"]
     lora = ["--finetune-option", "cases_per_dataset=8", "--finetune-option", "max_steps=8", "--finetune-option", "save_steps=4"]
     assert main(["replicate", "--quick", "--num-images", "4", *grid, *lora, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
@@ -196,6 +196,11 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert table7["model"] == "vhx-mini-yes" and [r["label"] for r in table7["rows"]] == ["synthetic"]
     before = table7["rows"][0]["cells"]["before"]
     assert before["n"] == 4 * 4 * 7 and Path(before["source"]) == out / "runs" / "vhx-mini-yes" / "synthetic"
+    # Table 6's row (v): --quick's attack stops once converged (window 20), the ablation also runs it without
+    part_v = next(p for p in result["tables"][3]["parts"] if p["parameter"] == "converge_window")
+    assert part_v["part"] == "v" and [c["setting"] for c in part_v["cells"]] == ["converge_window=0", "converge_window=20"]
+    assert all(c["cell"] is not None for c in part_v["cells"])
+    assert part_v["cells"][0]["cell"]["source"] != part_v["cells"][1]["cell"]["source"]  # 20 is the main I-FGSM run, 0 one of its own
     assert len(result["findings"]) == 7
     # every finding is decided or says that --quick's size cannot decide it
     assert all(f["status"] == "held" or f["status"].startswith("not decided at --quick's size") for f in result["findings"]), result["findings"]
@@ -235,6 +240,22 @@ def test_default_study_is_the_zoo(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     main(["replicate", "--models", "vhx-mini", "--out", str(tmp_path / "t")])
     assert seen["config"].models == ["vhx-mini"]
     assert seen["config"].attack == rep.PAPER_ATTACK_DEFAULTS and seen["config"].finetune_config == "llava15_lora"
+
+
+def test_convergence_stopping_in_the_study_settings() -> None:
+    import vhx.replicate as rep
+    from vhx.replicate.study import _attack_settings, ablation_settings, same_attack
+
+    assert rep.QUICK_ATTACK["converge_window"] == 20 and not rep.PAPER_ATTACK_DEFAULTS["converge_window"]
+    assert "converge_window" in rep.ABLATABLE and "converge_window" not in rep.PAPER_ABLATION  # the paper had no such row
+    # off is absent from the attack options, so studies run before it existed keep their attack folders
+    assert "converge_window" not in _attack_settings(rep.PAPER_ATTACK_DEFAULTS)
+    assert _attack_settings(rep.QUICK_ATTACK)["converge_window"] == 20
+    legacy = {k: v for k, v in rep.PAPER_ATTACK_DEFAULTS.items() if k != "converge_window"}
+    assert same_attack(legacy, rep.PAPER_ATTACK_DEFAULTS) and not same_attack(rep.QUICK_ATTACK, {**rep.QUICK_ATTACK, "converge_window": 0})
+    # the rows of the non-VH iteration count run every update they name
+    assert ablation_settings(rep.QUICK_ATTACK, "steps_nonvh", 90)["converge_window"] == 0
+    assert ablation_settings(rep.QUICK_ATTACK, "eps", 4)["converge_window"] == 20
 
 
 def test_synthetic_training_stream_draws_scenes_no_benchmark_draws() -> None:
