@@ -196,6 +196,7 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert table7["model"] == "vhx-mini-yes" and [r["label"] for r in table7["rows"]] == ["synthetic"]
     before = table7["rows"][0]["cells"]["before"]
     assert before["n"] == 4 * 4 * 7 and Path(before["source"]) == out / "runs" / "vhx-mini-yes" / "synthetic"
+    assert "each non-VH image stops once converged (its last 20 updates brought less than 5%" in printed
     # Table 6's row (v): --quick's attack stops once converged (window 20), the ablation also runs it without
     part_v = next(p for p in result["tables"][3]["parts"] if p["parameter"] == "converge_window")
     assert part_v["part"] == "v" and [c["setting"] for c in part_v["cells"]] == ["converge_window=0", "converge_window=20"]

@@ -444,6 +444,7 @@ RUN_ATTACK_SLOTS = 32
 
 
 def _run(args: argparse.Namespace) -> int:
+    from vhx.adversarial.choices import DEFAULT_CONVERGE_TOL
     from vhx.hub import write_hub_folder
     from vhx.synthetic import SyntheticConfig, card_summary, generate_synthetic
 
@@ -470,7 +471,7 @@ def _run(args: argparse.Namespace) -> int:
     stopping = ""
     if attacking and getattr(args, "converge_window", None) is not None:
         stopping = (f", each non-VH image stopping once converged: its last {args.converge_window} updates brought less than "
-                    f"{args.converge_tol or 0.05:.0%} of its cosine's fall; --converge-window none runs all {args.steps_nonvh or 500}")
+                    f"{args.converge_tol or DEFAULT_CONVERGE_TOL:.0%} of its cosine's fall; --converge-window none runs all {args.steps_nonvh or 500}")
     print(f"[2/4] expanding: {args.negator} negation + image perturbations ({args.perturb or 'none'})"
           + (f" + attacks ({args.attack}{stopping})" if attacking else ""))
     expand_args = argparse.Namespace(**{**vars(args), "out": str(root / "synthetic-expanded")})
@@ -604,6 +605,10 @@ def cmd_replicate(args: argparse.Namespace) -> int:
             config = ReplicateConfig(out=args.out, models=models, finetune_overrides=tuple(args.finetune_option), **fields)
     except ValueError as exc:
         raise VHXError(str(exc)) from exc
+    if "attack" in config.stages:
+        from vhx.replicate.study import attack_plan
+
+        print(attack_plan(config.attack))
     paths = replicate(config)
     if "json" in paths:
         from vhx.replicate.tables import findings_lines

@@ -97,6 +97,7 @@ import torch
 import torch.nn.functional as F
 
 from vhx.adversarial.choices import (  # noqa: F401  (re-exported: the names belong with the attack)
+    DEFAULT_CONVERGE_TOL,
     AttackError,
     CLEAN_PATHS,
     FIRST_STEPS,
@@ -202,7 +203,7 @@ class AttackConfig:
     patience: int | None = 10
     min_improvement: float = 1e-4
     converge_window: int | None = None
-    converge_tol: float = 0.05
+    converge_tol: float = DEFAULT_CONVERGE_TOL
     iterate: str = "best"
     quantize: str = "round"
     resolution: str = "image"

@@ -13,6 +13,10 @@ class AttackError(VHXError, ValueError):
     """Invalid attack settings or inputs."""
 
 
+#: Convergence stopping's default share (``AttackConfig.converge_tol``): an image converged when its last
+#: ``converge_window`` updates brought less than this share of its similarity's fall so far.
+DEFAULT_CONVERGE_TOL = 0.05
+
 #: How the similarity of two token matrices is taken (see :func:`vhx.adversarial.attack.similarity`).
 SIMILARITIES: tuple[str, ...] = ("feature", "token", "authors")
 SCHEDULES: tuple[str, ...] = ("constant", "cosine")

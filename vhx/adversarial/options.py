@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.adversarial.choices import (
+    DEFAULT_CONVERGE_TOL,
     CLEAN_PATHS,
     FIRST_STEPS,
     GRAD_NORMS,
@@ -98,7 +99,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
                         "a share --converge-tol of its similarity's fall so far, and its slot goes to the next image ('none': off, "
                         "every update of --steps-nonvh runs; the default of --preset paper and authors; `vhx run`: 10)")
     g.add_argument("--converge-tol", type=float, metavar="R",
-                   help="the share of the fall so far below which the last --converge-window updates count as converged (default 0.05)")
+                   help=f"the share of the fall so far below which the last --converge-window updates count as converged (default {DEFAULT_CONVERGE_TOL})")
     g.add_argument("--iterate", choices=ITERATES, help="save the best iterate (default) or the final one (authors)")
     g.add_argument("--quantize", choices=QUANTIZERS, help="8-bit output: round into the eps ball (default) or truncate (authors)")
     g.add_argument("--resolution", choices=RESOLUTIONS,

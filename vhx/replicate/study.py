@@ -381,6 +381,18 @@ def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
     return out
 
 
+def attack_plan(values: Mapping[str, float]) -> str:
+    """One line on the study's attacks, printed before they run (convergence stopping named when on)."""
+    text = (f"attacks (I-FGSM, PGD): eps {values['eps']:g}/255, step {values['step']:g}/255, {int(values['steps_nonvh'])} updates "
+            f"on non-VH pairs, at most {int(values['steps_vh'])} on VH pairs")
+    if values.get("converge_window"):
+        from vhx.adversarial.choices import DEFAULT_CONVERGE_TOL
+
+        text += (f"; each non-VH image stops once converged (its last {int(values['converge_window'])} updates brought less than "
+                 f"{DEFAULT_CONVERGE_TOL:.0%} of its cosine's fall; --converge-window 0 runs every update)")
+    return text
+
+
 def same_attack(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
     """Whether two of the study's attack settings give the same attack (an absent ``converge_window`` is 0, off)."""
     return _attack_settings(a) == _attack_settings(b)
