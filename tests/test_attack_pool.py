@@ -231,3 +231,20 @@ def test_a_split_without_convergence_stopping_says_so() -> None:
     note = updates_note("ifgsm", attack_outcomes(split.data.table))
     assert note == "ifgsm: non-VH images 3 updates on average (budget 3, 2 images), no convergence stopping"
     assert all(loads(p)["stopped"] == "budget" for p in split["transform_params"])
+
+
+def test_progress_estimate_starts_at_the_budget_and_learns_from_finished_images() -> None:
+    from vhx.adversarial.splits import _Job, _StepBar
+
+    jobs = [_Job(key=f"k{i}", image_id=f"i{i}", branch="min", row=i, size=(8, 8)) for i in range(10)]
+    jobs.append(_Job(key="v", image_id="v", branch="max", row=10, size=(8, 8)))
+    bar = _StepBar(jobs, AttackConfig(steps_nonvh=100, steps_vh=20, converge_window=5), desc="t", enabled=False, slots=4)
+    assert bar._estimate() == 10 * 100 + 20  # nothing finished: every budget, an upper bound
+    bar.finished_one("min", 10)
+    # 9 left: 4 in flight at no less than the longest finished (10), 5 waiting at the mean (10); the VH image at its budget
+    assert bar._estimate() == 10 + 4 * 10 + 5 * 10 + 20
+    bar.finished_one("min", 30)
+    assert bar._estimate() == 40 + 4 * 30 + 4 * 20 + 20  # in flight: the longest (30); waiting: the mean (20)
+    bar.finished_one("max", 3)
+    assert bar._estimate() == 40 + 4 * 30 + 4 * 20 + 3
+    bar.close()

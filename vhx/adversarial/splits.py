@@ -334,15 +334,17 @@ def _groups(jobs: Sequence[_Job]) -> dict[tuple[tuple[int, int], str], list[_Job
 class _StepBar:
     """One progress bar in image-steps (the unit of an attack's work) with an estimate that learns.
 
-    The total starts at every image's update budget. When images stop early (the VH branch's early
-    stopping, convergence stopping), the estimate of each waiting or running image of that branch
-    becomes the mean of the updates its finished images took, so the ETA follows what the run is
-    doing instead of the worst case.
+    The total starts at every image's update budget (an upper bound). When images stop early (the VH
+    branch's early stopping, convergence stopping), each waiting image of that branch is estimated at
+    the mean of the updates its finished images took, and each image in flight at no less than the
+    most any of them took (the first to finish are the quick ones, and one in flight has already run
+    about as long), so the ETA follows what the run is doing instead of the worst case.
     """
 
-    def __init__(self, jobs: Sequence[_Job], config: AttackConfig, *, desc: str, enabled: bool) -> None:
+    def __init__(self, jobs: Sequence[_Job], config: AttackConfig, *, desc: str, enabled: bool, slots: int = 1) -> None:
         from tqdm.auto import tqdm
 
+        self.slots = slots
         self.budget = {branch: config.steps_for(branch) for branch in ("min", "max")}
         self.left = {branch: sum(job.branch == branch for job in jobs) for branch in ("min", "max")}
         self.taken: dict[str, list[int]] = {"min": [], "max": []}
@@ -355,8 +357,12 @@ class _StepBar:
         total = 0
         for branch, left in self.left.items():
             taken = self.taken[branch]
-            expected = sum(taken) / len(taken) if taken else self.budget[branch]
-            total += sum(taken) + round(left * expected)
+            if not taken:
+                total += left * self.budget[branch]
+                continue
+            mean, longest = sum(taken) / len(taken), max(taken)
+            flying = min(left, self.slots)
+            total += sum(taken) + round(flying * max(mean, longest) + (left - flying) * mean)
         return max(total, 1)
 
     def step(self, n: int) -> None:
@@ -406,7 +412,7 @@ def run_attacks(
     the authors' preset keeps oneDNN's, as their loop ran.
     """
     done = 0
-    bar = _StepBar(jobs, config, desc=desc, enabled=progress)
+    bar = _StepBar(jobs, config, desc=desc, enabled=progress, slots=batch_size)
     try:
         for (_, branch), group in _groups(jobs).items():
             results = attack_stream(view, _items(view, cases, group, config), branch, config, slots=batch_size, amp=amp,
