@@ -81,6 +81,11 @@ def scenes(n: int, seed: int = 1000) -> list[Image.Image]:
     return [row["image"].convert("RGB") for row in ds]
 
 
+def pixels(images: list[Image.Image]) -> torch.Tensor:
+    """The images as a float batch in [0, 1], ``(B, 3, H, W)``."""
+    return torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+
+
 def as_items(images: list[Image.Image]) -> list[AttackItem]:
     return [AttackItem(torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1).contiguous(), f"scene{i}") for i, im in enumerate(images)]
 
@@ -102,7 +107,7 @@ def floor(view: Any, images: list[Image.Image], steps: int, native: bool = True)
 
     ``native``: with the kernels the attack uses on a CPU (:func:`vhx.adversarial.native_convolutions`).
     """
-    x = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    x = pixels(images)
     kernels = native_convolutions if native else contextlib.nullcontext
     with torch.no_grad(), kernels():
         clean = view(x).float()
@@ -116,7 +121,7 @@ def floor(view: Any, images: list[Image.Image], steps: int, native: bool = True)
 
 def plain_loop(view: Any, images: list[Image.Image], steps: int) -> float:
     """Seconds per image-step of a plain batched I-FGSM loop: fresh tensors each step, rows gathered by index."""
-    x = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    x = pixels(images)
     with torch.no_grad():
         clean = view(x).float()
     adv = x.clone()
@@ -168,7 +173,7 @@ def authors_traces(view: Any, images: list[Image.Image], steps: int, every: int)
                 start = time.perf_counter()
         seconds += time.perf_counter() - start
     # strength, measured outside the timing: the view's feature cosine of each iterate (as saved, 8 bits) to the clean image
-    clean = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    clean = pixels(images)
     with torch.no_grad():
         clean_emb = view(clean).float()
         embs = {k: view(torch.cat(v).mul(255).floor().div(255)).float() for k, v in kept.items()}
@@ -184,7 +189,7 @@ YARDSTICKS = ("feature", "token")
 def saved_cosines(view: Any, images: list[Image.Image], results: list[Any]) -> dict[str, float]:
     """Mean cosine of the saved 8-bit images to the clean ones, through the view, on each yardstick."""
     by_id = {r.image_id: r.image for r in results}
-    clean = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    clean = pixels(images)
     attacked = torch.stack([torch.from_numpy(by_id[f"scene{i}"]).permute(2, 0, 1) for i in range(len(images))]).float() / 255
     with torch.no_grad():
         a, b = view(clean).float(), view(attacked).float()
@@ -228,7 +233,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     out["floor"] = {"slots": args.slots, "floor_ms": t_floor * 1e3, "floor_onednn_ms": t_floor_onednn * 1e3, "pool_ms": t_pool * 1e3,
                     "plain_ms": t_plain * 1e3, "pool_over_floor": t_pool / t_floor, "plain_over_floor_onednn": t_plain / t_floor_onednn,
                     "plain_over_pool": t_plain / t_pool}  # fmt: skip
-    print(f"1. per image-step at {args.slots} images: floor (view fwd+bwd, native convolutions) {t_floor * 1e3:.2f} ms "
+    print(f"1. per image-step, {len(batch)} images in {args.slots} slots: floor (view fwd+bwd, native convolutions) {t_floor * 1e3:.2f} ms "
           f"(with oneDNN's {t_floor_onednn * 1e3:.2f} ms); vhx pool {t_pool * 1e3:.2f} ms = {t_pool / t_floor:.2f}x its floor; "
           f"plain loop (oneDNN) {t_plain * 1e3:.2f} ms = {t_plain / t_floor_onednn:.2f}x its floor; the pool is {t_plain / t_pool:.2f}x faster")
 
@@ -280,7 +285,7 @@ def _processor_run(view: Any, images: list[Image.Image], config: AttackConfig, s
     seconds, steps, results = run_pool(view, tiles, config, slots)
     # the tile's tokens against the clean full-size image's, as for the authors' iterates
     by_id = {r.image_id: r.image for r in results}
-    clean = torch.stack([torch.from_numpy(np.asarray(im).copy()).permute(2, 0, 1) for im in images]).float() / 255
+    clean = pixels(images)
     attacked = torch.stack([torch.from_numpy(by_id[f"scene{i}"]).permute(2, 0, 1) for i in range(len(images))]).float() / 255
     with torch.no_grad():
         a, b = view(clean).float(), view(attacked).float()
