@@ -279,3 +279,61 @@ def test_the_pixel_limit_holds_for_the_attacks(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="above the limit") as err:
         adversarial_splits(pairs, "vhx-tiny:llava", methods=("ifgsm",), vh_column="negated", steps_nonvh=1, steps_vh=1, progress=False)
     assert "synthetic/" in str(err.value)
+
+
+def test_a_run_stopped_by_sigterm_is_refused_by_report_and_flagged_on_request(tmp_path, capsys):
+    """`vhx evaluate` killed by a real SIGTERM part way: `vhx report` refuses the run in one line; with
+    --allow-incomplete it reports it, flagged in the terminal, report.md, the Runs table, scores.csv and scores.json."""
+    import pandas as pd
+
+    data, run = tmp_path / "synth", tmp_path / "run"
+    assert main(["build", "synthetic", "--out", str(data), "--num-images", "60", "--option", "image_size=96"]) == 0
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "vhx.cli", "evaluate", str(data), "--model", "vhx-mini", "--out", str(run),
+                             "--batch-size", "1"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    predictions = run / "predictions.jsonl"
+    deadline = time.monotonic() + 120
+    while (not predictions.is_file() or len(predictions.read_text().splitlines()) < 5) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, "the evaluation ended before it could be interrupted"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == EXIT_SIGTERM, err
+    scored = len({json.loads(line)["id"] for line in predictions.read_text().splitlines()})
+    assert 5 <= scored < 240 and json.loads((run / "run.json").read_text())["finished"] is None
+    capsys.readouterr()
+    # refused: one line naming the run and what it holds, nothing written
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"vhx report: error: {run}: an unfinished run, {scored} of 240 cases scored, never finished")
+    assert "--allow-incomplete" in line and not (tmp_path / "rep" / "report.md").exists()
+    # on request: reported, and flagged wherever its numbers go
+    assert main(["report", str(run), "--out", str(tmp_path / "rep"), "--allow-incomplete"]) == 0
+    out = capsys.readouterr().out
+    md = (tmp_path / "rep" / "report.md").read_text(encoding="utf-8")
+    for text in (out, md):
+        assert "## WARNING: incomplete runs" in text and f"{scored} of 240 cases scored" in text
+    assert f"| {scored} / 240 (INCOMPLETE) |" in md
+    assert "incomplete runs" in (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    assert not pd.read_csv(tmp_path / "rep" / "scores.csv")["complete"].any()
+    doc = json.loads((tmp_path / "rep" / "scores.json").read_text())
+    assert doc["incomplete"][0]["scored"] == scored and doc["incomplete"][0]["expected"] == 240
+    # finishing the run (it resumes) makes it a result again
+    assert main(["evaluate", str(data), "--model", "vhx-mini", "--out", str(run)]) == 0
+    assert main(["report", str(run), "--out", str(tmp_path / "rep2")]) == 0
+    assert "INCOMPLETE" not in (tmp_path / "rep2" / "report.md").read_text(encoding="utf-8")
+
+
+def test_a_run_missing_cases_it_set_out_to_score_is_unfinished_too(tmp_path):
+    from vhx.scoring.predictions import run_status
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"id": f"c{i}", "pred": "yes", "model": "m"} for i in range(3)]
+    (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "run.json").write_text(json.dumps({"model": "m", "cases": 4, "finished": "2026-01-01T00:00:00+00:00"}))
+    assert run_status(run) == {"scored": 3, "expected": 4, "finished": True, "complete": False}
+    (run / "run.json").write_text(json.dumps({"model": "m", "cases": 3, "finished": "2026-01-01T00:00:00+00:00"}))
+    assert run_status(run)["complete"]
+    (run / "run.json").unlink()  # predictions from elsewhere: nothing says what was expected
+    assert run_status(run) == {"scored": 3, "expected": None, "finished": True, "complete": True}

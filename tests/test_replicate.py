@@ -307,3 +307,16 @@ def test_quick_calls_a_finding_undecided_only_when_an_interval_covers_its_line()
     assert not _undecided(no_flip) and _undecided(weak_flip)
     assert _undecided({"evidence": [{"ci": [-30.0, 1.0], "margin": 20.0}]})
     assert not _undecided({"evidence": [{"ci": [-60.0, -25.0], "margin": 20.0}]})
+
+
+def test_tables_leave_out_an_unfinished_run(tmp_path: Path) -> None:
+    from vhx.replicate.tables import _rows
+
+    run = tmp_path / "run"
+    run.mkdir()
+    rows = [{"id": f"c{i}", "pred": "yes", "model": "m", "split": "original"} for i in range(3)]
+    (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (run / "run.json").write_text(json.dumps({"model": "m", "cases": 10, "finished": None}))
+    assert _rows(run) is None  # stopped after 3 of 10: no cell from it
+    (run / "run.json").write_text(json.dumps({"model": "m", "cases": 3, "finished": "2026-01-01T00:00:00+00:00"}))
+    assert len(_rows(run)) == 3

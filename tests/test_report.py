@@ -133,7 +133,8 @@ def test_markdown_tables_hold_the_hand_computed_values(runs: list[Path], tmp_pat
         "| **cognition total** (max 800) |  | 0.00 (1/4 subtasks) |",
     ]
     runs_table = table_lines(md, "Runs")
-    assert runs_table[0] == f"| model-a | vhx/pope-expanded |  |  |  |  | {runs[0]} |"
+    # no case count in that run.json: the scored column gives the cases predicted
+    assert runs_table[0] == f"| model-a | vhx/pope-expanded |  |  |  |  | {len(model_rows('model-a', MODEL_A) + mme_rows('model-a'))} | {runs[0]} |"
     assert "![accuracy vs symmetric accuracy](accuracy_scatter.png)" in md
 
 
@@ -328,9 +329,9 @@ def test_runs_table_names_dataset_splits_mode_dtype_date(tmp_path: Path):
     (run / "run.json").write_text(json.dumps(meta))
     md = report([run], tmp_path / "out", plots=False)["markdown"].read_text(encoding="utf-8")
     assert md.split("## Runs\n\n", 1)[1].split("\n\n", 1)[0].splitlines() == [
-        "| model | dataset | splits (cases) | mode | dtype | date | run |",
-        "|---|---|---|---|---|---|---|",
-        f"| model-a | pope-expanded | original 8, gaussian_noise 8 | logits | bfloat16 | 2026-01-02 04:05 | {run} |",
+        "| model | dataset | splits (cases) | mode | dtype | date | scored | run |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| model-a | pope-expanded | original 8, gaussian_noise 8 | logits | bfloat16 | 2026-01-02 04:05 | {len(model_rows('model-a', MODEL_A))} | {run} |",
     ]
     assert "beef" not in md and "f00d" not in md
 

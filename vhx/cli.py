@@ -396,7 +396,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``vhx report``: tables and plots over one or more run folders."""
     from vhx.report import report
 
-    paths = report(args.run_dirs, args.out, by=tuple(args.by.split(",")), bootstrap=args.bootstrap)
+    paths = report(args.run_dirs, args.out, by=tuple(args.by.split(",")), bootstrap=args.bootstrap,
+                   allow_incomplete=args.allow_incomplete)
     for kind, path in paths.items():
         print(f"{kind:<12} {path}")
     print()
@@ -686,6 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="report folder")
     p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
     p.add_argument("--bootstrap", type=int, default=0, help="image-level bootstrap resamples for extra intervals")
+    p.add_argument("--allow-incomplete", action="store_true",
+                   help="report runs that never finished or scored fewer cases than they set out to (refused by default), "
+                        "flagged as incomplete in every output")
     p.set_defaults(func=cmd_report)
 
     from vhx.adversarial.options import add_attack_plot_parser

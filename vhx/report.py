@@ -29,7 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vhx.errors import VHXError
 from vhx.scoring.blind import blind_scores
+from vhx.scoring.predictions import run_status, status_words
 from vhx.scoring import (
     METRICS,
     MME_COGNITION,
@@ -333,18 +335,23 @@ def _date(meta: dict[str, Any]) -> str:
     return stamp[:16].replace("T", " ") if len(stamp) >= 16 and stamp[10] == "T" else stamp
 
 
-def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFrame) -> str:
-    """One row per run: model, dataset name, its splits and sizes, answer mode, dtype, date, folder."""
+def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFrame, statuses: Sequence[dict[str, Any]]) -> str:
+    """One row per run: model, dataset name, its splits and sizes, answer mode, dtype, date, cases scored, folder."""
     rows = []
-    for d, meta in zip(dirs, metas):
+    for d, meta, status in zip(dirs, metas, statuses):
         models = sorted(df.loc[df["run"] == str(d), "model"].unique())
         name, sizes = _dataset_cells(meta.get("dataset", ""))
         options = {**(meta.get("settings") or {}), **(meta.get("options") or {})}
         rows.append([
             ", ".join(models) or str(meta.get("model", "")), name, sizes,
-            str(options.get("mode", "")), str(options.get("dtype", "") or ""), _date(meta), str(d),
+            str(options.get("mode", "")), str(options.get("dtype", "") or ""), _date(meta), _scored_cell(status), str(d),
         ])
-    return _md_table(["model", "dataset", "splits (cases)", "mode", "dtype", "date", "run"], rows)
+    return _md_table(["model", "dataset", "splits (cases)", "mode", "dtype", "date", "scored", "run"], rows)
+
+
+def _scored_cell(status: dict[str, Any]) -> str:
+    text = f"{status['scored']:,}" + (f" / {status['expected']:,}" if status.get("expected") is not None else "")
+    return text if status["complete"] else f"{text} (INCOMPLETE)"
 
 
 def _model_digests(df: pd.DataFrame, dirs: list[Path], metas: list[dict[str, Any]], model: str) -> dict[str, str]:
@@ -496,6 +503,7 @@ def report(
     seed: int = 0,
     allow_unpaired: bool | None = None,
     plots: bool = True,
+    allow_incomplete: bool = False,
 ) -> dict[str, Path]:
     """Score the runs and write the report files into ``out_dir``; returns ``{kind: path}``.
 
@@ -511,9 +519,23 @@ def report(
     expanded one) are scored as well: accuracy, POPE's and MME's scores use every case, the pair
     metrics (symmetric accuracy, # new VH cases) the complete pairs only, and the report says how many
     cases that left out. ``allow_unpaired=False`` makes such cases an error instead.
+
+    A run that never finished (stopped or killed: ``run.json`` records no end) or whose predictions
+    cover fewer cases than it set out to score (:func:`vhx.scoring.predictions.run_status`) is
+    refused with a :class:`~vhx.errors.VHXError` naming it, before anything is written;
+    ``allow_incomplete=True`` reports it anyway, flagged in every output: a warning at the top of
+    report.md and report.html (and so on the terminal), a ``scored`` column in the Runs table,
+    ``complete`` in scores.csv and ``incomplete`` in scores.json.
     """
     keys = [by] if isinstance(by, str) else list(by)
     dirs = _as_dirs(run_dirs)
+    statuses = [run_status(d) for d in dirs]
+    unfinished = [(d, s) for d, s in zip(dirs, statuses) if not s["complete"]]
+    if unfinished and not allow_incomplete:
+        d, s = unfinished[0]
+        more = f" (and {len(unfinished) - 1} more run(s) like it)" if len(unfinished) > 1 else ""
+        raise VHXError(f"{d}: an unfinished run, {status_words(s)}{more}; run the same `vhx evaluate` command again to finish it "
+                       "(it resumes where it stopped), or pass --allow-incomplete to report it as it is, flagged")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     df = load_runs(dirs)
@@ -522,9 +544,17 @@ def report(
     is_mme = (df["source"] == "mme").to_numpy() if "source" in df.columns else np.zeros(len(df), dtype=bool)
     main, mme_rows = df[~is_mme], df[is_mme]
     paths: dict[str, Path] = {}
-    md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df), ""]
+    md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df, statuses), ""]
+    incomplete_models = {m for d, s in unfinished for m in df.loc[df["run"] == str(d), "model"].unique()}
+    if unfinished:
+        lines = [f"- `{d}`: {status_words(s)}" for d, s in unfinished]
+        md[2:2] = ["## WARNING: incomplete runs", "",
+                   "These runs did not score every case they set out to (reported with --allow-incomplete): their numbers "
+                   "cover only the cases listed, and are not results of the run.", "", *lines, ""]  # fmt: skip
+        logger.warning("report: %d incomplete run(s): %s", len(unfinished), "; ".join(f"{d}: {status_words(s)}" for d, s in unfinished))
     doc: dict[str, Any] = {
-        "runs": [{"dir": str(d), "meta": meta} for d, meta in zip(dirs, metas)],
+        "incomplete": [{"dir": str(d), **s} for d, s in unfinished],
+        "runs": [{"dir": str(d), "meta": meta, "status": s} for d, meta, s in zip(dirs, metas, statuses)],
         "by": keys,
         "confidence": confidence,
         "models": models,
@@ -548,7 +578,8 @@ def report(
             values = _pivot(scores, keys, score_models, lambda r, c=column: r[c])
             doc["tables"][column] = [_jsonable(dict(zip([*keys, *score_models], r))) for r in values]
         paths["csv"] = out / "scores.csv"
-        scores.to_csv(paths["csv"], index=False)
+        # an incomplete run's rows say so in the CSV too (its numbers cover part of its cases)
+        scores.assign(complete=~scores["model"].isin(incomplete_models)).to_csv(paths["csv"], index=False)
 
         if len(score_models) == 2:
             a, b = score_models

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -52,12 +53,26 @@ def _scores(run: Path) -> pd.DataFrame | None:
 
 def _rows(run: Path) -> pd.DataFrame | None:
     """The predictions of a run folder (read once per state of its files: the tables and the findings
-    both use them), or None when it holds none."""
+    both use them), or None when it holds none, or holds an unfinished run: a scoring run that was
+    stopped, or covers fewer cases than it set out to, gives no cell (the study's rerun finishes it)."""
+    from vhx.scoring.predictions import status_words
+
     files = sorted(run.glob("predictions*.jsonl")) if run.is_dir() else []
     if not files:
         return None
-    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    stamp = tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in (*files, run / "run.json") if f.is_file())
+    status = _status(str(run), stamp)
+    if not status["complete"]:
+        logging.getLogger("vhx").warning("tables: %s is an unfinished run (%s): its cells are left out until the study runs again", run, status_words(status))
+        return None
     return _load_rows(str(run), stamp).copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _status(run: str, stamp: tuple[tuple[str, int, int], ...]) -> dict[str, Any]:
+    from vhx.scoring.predictions import run_status
+
+    return run_status(run)
 
 
 @functools.lru_cache(maxsize=64)

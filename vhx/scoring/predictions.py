@@ -80,6 +80,32 @@ def read_run_meta(run_dir: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def run_status(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """Whether a run folder holds a finished run: ``{"scored", "expected", "finished", "complete"}``.
+
+    ``vhx evaluate`` writes ``run.json`` with ``"finished": null`` when it starts and the time when it
+    ends, and the number of cases it set out to score (``cases``). A run stopped or killed before
+    the end (a signal, a full disk, a crash) keeps ``null``; a folder whose predictions cover fewer
+    cases than ``cases`` is unfinished too. ``scored`` counts the distinct cases predicted for the
+    run's model. A folder without ``run.json`` (predictions from elsewhere) cannot say, and counts as
+    complete.
+    """
+    meta = read_run_meta(run_dir)
+    expected = meta.get("cases") if isinstance(meta.get("cases"), int) else None
+    finished = bool(meta.get("finished")) if "finished" in meta else True
+    model = meta.get("model")
+    rows = load_predictions(run_dir)
+    scored = int(rows.loc[rows["model"] == str(model), "id"].nunique()) if model is not None else int(rows["id"].nunique())
+    complete = finished and (expected is None or scored >= expected)
+    return {"scored": scored, "expected": expected, "finished": finished, "complete": complete}
+
+
+def status_words(status: dict[str, Any]) -> str:
+    """How a run's completeness is said: "16 of 240 cases scored, never finished (stopped or killed)"."""
+    counted = f"{status['scored']:,} of {status['expected']:,} cases scored" if status.get("expected") is not None else f"{status['scored']:,} cases scored"
+    return counted + ("" if status.get("finished", True) else ", never finished (stopped or killed: run.json records no end)")
+
+
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
     for lineno, row in read_jsonl(path):
