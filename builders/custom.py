@@ -32,7 +32,7 @@ import datasets
 
 from vhx.errors import DataError, ErrorPolicy, OnError, SkipReport, logger
 from vhx.images import DEFAULT_MAX_IMAGE_PIXELS
-from vhx.schema import FEATURES, make_case, normalize_answer
+from vhx.schema import FEATURES, make_case, normalize_answer, question_problem
 
 from ._base import VHBuilder, VHBuilderConfig, image_value
 from .pope import read_pope_records
@@ -133,8 +133,8 @@ class CustomBuilder(VHBuilder):
                 if not isinstance(image, str) or not image.strip():
                     raise DataError(f"must be an image path, got {image!r}", **where, field=cfg.image_column)
                 question = record.get(cfg.question_column)
-                if not isinstance(question, str) or not question.strip():
-                    raise DataError(f"must be a non-empty question, got {question!r}", **where, field=cfg.question_column)
+                if problem := question_problem(question):
+                    raise DataError(problem, **where, field=cfg.question_column)
                 if cfg.answer_column not in record:
                     raise DataError("missing", **where, field=cfg.answer_column)
                 answer = normalize_answer(record[cfg.answer_column], **where, field=cfg.answer_column)
@@ -247,8 +247,8 @@ def _convert_split(
                 image_id = _image_id(image, file=label, row=i, field=image_column)
                 _check_image(image, checks, file=label, row=i, field=image_column)
                 question = batch[question_column][j]
-                if not isinstance(question, str) or not question.strip():
-                    raise DataError(f"must be a non-empty question, got {question!r}", file=label, row=i, field=question_column)
+                if problem := question_problem(question):
+                    raise DataError(problem, file=label, row=i, field=question_column)
                 answer = normalize_answer(batch[answer_column][j], file=label, row=i, field=answer_column)
                 if id_column is not None:
                     source_id = str(batch[id_column][j])

@@ -46,7 +46,7 @@ from typing import Any
 import datasets
 
 from vhx.errors import DataError, logger
-from vhx.schema import MME_COGNITION, MME_PERCEPTION, make_case, normalize_answer
+from vhx.schema import MME_COGNITION, MME_PERCEPTION, make_case, normalize_answer, question_problem
 
 from ._base import VHBuilder, VHBuilderConfig, image_value, read_lines
 from ._hub_copy import HUB_COPIES, find_hub_copy
@@ -240,8 +240,8 @@ class MMEBuilder(VHBuilder):
                 if not self.wanted(subtask):
                     continue
                 question = str(row["question"] or "").strip()
-                if not question:
-                    raise DataError("empty question", **where, field="question")
+                if problem := question_problem(question):
+                    raise DataError(problem, **where, field="question")
                 answer = normalize_answer(row["answer"], **where, field="answer")
                 data, name = hub_image_bytes(row["image"], file=path, line=line)
                 # "artwork/images/10002.jpg" and "code_reasoning/0020.png" name the image as the release does
@@ -351,8 +351,8 @@ class MMEBuilder(VHBuilder):
                         field="columns",
                     )
                 question = question.strip()
-                if not question:
-                    raise DataError("empty question", **where, field="question")
+                if problem := question_problem(question):
+                    raise DataError(problem, **where, field="question")
                 answer = normalize_answer(answer, **where, field="answer")
                 if image is None:
                     raise DataError(f"image {wanted} not found in {image_dir}", **where, field="image")

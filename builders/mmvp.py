@@ -75,7 +75,7 @@ from typing import Any
 import datasets
 
 from vhx.errors import DataError
-from vhx.schema import make_case, normalize_answer
+from vhx.schema import make_case, normalize_answer, question_problem
 
 from ._base import VHBuilder, VHBuilderConfig, image_value
 from .vhtest import read_csv_rows
@@ -405,8 +405,8 @@ def _prepared(question: str, option_a: str, option_b: str, correct: str) -> tupl
     """``(question, a, b, letter)`` cleaned of cell artefacts and checked; DataError naming the field."""
     letter = parse_correct(correct)
     question = clean_cell(question)
-    if not question:
-        raise DataError("empty question", field="Question")
+    if problem := question_problem(question):
+        raise DataError(problem, field="Question")
     a, b = clean_cell(option_a), clean_cell(option_b)
     if not a or not b:
         raise DataError("empty option", field="Options")

@@ -45,7 +45,7 @@ from typing import Any
 import datasets
 
 from vhx.errors import DataError
-from vhx.schema import make_case, normalize_answer
+from vhx.schema import make_case, normalize_answer, question_problem
 
 from ._base import VHBuilder, VHBuilderConfig, image_value, read_lines
 from ._hub_copy import HUB_COPIES, find_hub_copy
@@ -206,8 +206,8 @@ class PopeBuilder(VHBuilder):
                 if (subset, qid) in seen:
                     raise DataError(f"duplicate question_id {qid!r} in subset {subset}", **where, field="question_id")
                 question = str(row["question"] or "").strip()
-                if not question:
-                    raise DataError("empty question", **where, field="question")
+                if problem := question_problem(question):
+                    raise DataError(problem, **where, field="question")
                 answer = normalize_answer(row["answer"], **where, field="answer")
                 data, name = hub_image_bytes(row["image"], file=path, line=line)
                 source_name = str(row["image_source"] or "").strip() or Path(name or "").stem
@@ -284,8 +284,8 @@ class PopeBuilder(VHBuilder):
                     if key not in record:
                         raise DataError("missing", **where, field=key)
                 question = str(record["text"]).strip()
-                if not question:
-                    raise DataError("empty question", **where, field="text")
+                if problem := question_problem(question):
+                    raise DataError(problem, **where, field="text")
                 answer = normalize_answer(record["label"], **where, field="label")
                 qid = str(record["question_id"])
                 if qid in seen:

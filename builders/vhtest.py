@@ -51,7 +51,7 @@ from typing import Any
 import datasets
 
 from vhx.errors import DataError, logger
-from vhx.schema import make_case, normalize_answer
+from vhx.schema import make_case, normalize_answer, question_problem
 
 from ._base import VHBuilder, VHBuilderConfig, image_value
 
@@ -293,6 +293,8 @@ class VHTestBuilder(VHBuilder):
             raise DataError(
                 "cannot tell the VH mode (not in the file, sheet or image folder/file name)", **where, field="image_path"
             )
+        if problem := question_problem(texts["yes_or_no_question"]):
+            raise DataError(problem, **where, field="yes_or_no_question")
         image_path = self._resolve_image(root, sheet, texts["image_path"], mode)
         return _Row(sheet, line, mode, texts["yes_or_no_question"], answer, texts["image_path"], image_path)
 

@@ -692,3 +692,27 @@ def test_empty_splits_raise_data_error(tmp_path):
     custom = _custom_release(tmp_path / "custom", [{"image": "imgs/cat.jpg", "question": "Cat?", "answer": "?"}])
     with pytest.raises(DataError, match="no usable cases in subset 'custom'"):
         _load("custom", custom, tmp_path / "c3", on_error="skip")
+
+
+def test_an_absurdly_long_question_is_a_bad_row_naming_file_and_line(tmp_path, capsys):
+    """A megabyte question is refused at build time like any bad row (file, line, field); --on-error skip drops it alone."""
+    from PIL import Image
+
+    from vhx.cli import main
+    from vhx.hub import load_folder
+
+    root = tmp_path / "data"
+    (root / "imgs").mkdir(parents=True)
+    Image.new("RGB", (32, 32), (200, 0, 0)).save(root / "imgs" / "a.png")
+    lines = [{"image": "imgs/a.png", "question": "Is it red?", "answer": "yes"},
+             {"image": "imgs/a.png", "question": "Is it " + "very " * 200_000 + "red?", "answer": "yes"},
+             {"image": "imgs/a.png", "question": "Is it blue?", "answer": "no"}]
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    assert main(["build", "custom", "--data-dir", str(root), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    (text,) = err.strip().splitlines()  # one line, no traceback
+    assert not (tmp_path / "out" / "README.md").exists()
+    assert "cases.jsonl:2: field 'question': question of 1,000,0" in text and "4,000-character limit" in text
+    assert main(["build", "custom", "--data-dir", str(root), "--out", str(tmp_path / "out2"), "--on-error", "skip"]) == 0
+    built = load_folder(tmp_path / "out2")
+    assert sorted(q for ds in built.values() for q in ds["question"]) == ["Is it blue?", "Is it red?"]

@@ -337,3 +337,62 @@ def test_a_run_missing_cases_it_set_out_to_score_is_unfinished_too(tmp_path):
     assert run_status(run)["complete"]
     (run / "run.json").unlink()  # predictions from elsewhere: nothing says what was expected
     assert run_status(run) == {"scored": 3, "expected": None, "finished": True, "complete": True}
+
+
+def _with_long_question(n_chars: int) -> datasets.DatasetDict:
+    dsd = _small(0)
+    rows = dsd["existence"].to_list()
+    rows[1] = {**rows[1], "question": "Is there a dog " + "x" * n_chars + "?", "id": rows[1]["id"]}
+    dsd["existence"] = datasets.Dataset.from_list(rows, features=dsd["existence"].features)
+    return dsd
+
+
+def test_a_megabyte_question_fails_alone_and_the_other_rows_are_scored(tmp_path, capsys):
+    folder = tmp_path / "hub"
+    write_hub_folder(_with_long_question(1_000_000), folder)
+    assert main(["evaluate", str(folder), "--model", "vhx-mini", "--out", str(tmp_path / "run")]) == 0
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    rows = [json.loads(line) for line in (tmp_path / "run" / "predictions.jsonl").read_text().splitlines()]
+    total = sum(len(d) for d in load_folder(folder).values())
+    failed = [r for r in rows if "error" in r]
+    assert len(rows) == total and len(failed) == 1
+    assert failed[0]["pred"] == "unknown" and failed[0]["correct"] is False
+    assert failed[0]["error"].startswith("question of 1,000,0") and "4,000-character limit" in failed[0]["error"]
+    assert all(r["pred"] in ("yes", "no") for r in rows if "error" not in r)  # vhx-mini answered every other case
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["failed_cases"] == 1
+    assert "1 case(s) failed and are recorded as unknown" in captured.err
+
+
+class _Flaky:
+    """A model that raises on questions holding "boom" (or on every question)."""
+
+    name = "flaky"
+    options: dict = {}
+
+    def __init__(self, always: bool = False) -> None:
+        self.always = always
+
+    def predict(self, images, questions):
+        from vhx.models.base import Prediction
+
+        if self.always or any("boom" in q for q in questions):
+            raise ValueError("boom: this case breaks the model\nsecond line")
+        return [Prediction(raw="yes", pred="yes") for _ in questions]
+
+
+def test_a_case_that_breaks_the_model_is_recorded_and_a_broken_model_still_raises(tmp_path):
+    from vhx.predict import predict_dataset
+
+    dsd = _small(0)
+    rows = dsd["existence"].to_list()
+    rows[2] = {**rows[2], "question": "Is there a boom?"}
+    ds = datasets.Dataset.from_list(rows, features=dsd["existence"].features)
+    path = predict_dataset(ds, _Flaky(), tmp_path / "run", batch_size=8, progress=False)
+    out = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(out) == len(rows) and [r.get("error") for r in out if "error" in r] == ["ValueError: boom: this case breaks the model"]
+    assert sum(r["pred"] == "yes" for r in out) == len(rows) - 1
+    # a model that fails on everything is broken, not a row: the error is raised and nothing is recorded as a result
+    with pytest.raises(ValueError, match="boom"):
+        predict_dataset(ds, _Flaky(always=True), tmp_path / "run2", batch_size=8, progress=False)
+    assert json.loads((tmp_path / "run2" / "run.json").read_text())["finished"] is None

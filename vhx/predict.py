@@ -38,7 +38,7 @@ from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_text, exclusive_lock
-from vhx.schema import PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
+from vhx.schema import MAX_QUESTION_CHARS, PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
 from vhx.runtime import process_state
 
@@ -424,7 +424,7 @@ def _predict(
     reuse = getattr(model, "reuse_prefixes", None)
     try:
         with reuse() if callable(reuse) else contextlib.nullcontext():
-            _score_batches(model, name, _batches(mine, batch_size), reader, target, bar)
+            failed = _score_batches(model, name, _batches(mine, batch_size), reader, target, bar)
     finally:
         bar.close()
 
@@ -433,20 +433,66 @@ def _predict(
         if world > 1:
             merge_rank_files(out)
         record["finished"] = _now()
+        if failed:
+            record["failed_cases"] = failed
         _write_json(run_file, record)
+    if failed:
+        logger.warning("scoring %s: %d case(s) failed and are recorded as unknown, each with its reason in the "
+                       "'error' field of %s; the others are scored", name, failed, target.name)
     state.wait_for_everyone()
     return main_file
 
 
 def _score_batches(
     model: VHModel, name: str, batches: Iterator[list[tuple[str, int]]], reader: _BatchReader, target: Path, bar: Any
-) -> None:
+) -> int:
+    """Score the batches, appending their rows to ``target``; returns the number of rows that failed.
+
+    One row never costs the others. A question longer than :data:`~vhx.schema.MAX_QUESTION_CHARS`
+    is not sent to the model. When a batch raises, its cases are asked one at a time, and a case that
+    still raises is recorded as failed. A failed row is written with ``pred`` "unknown" (wrong, as
+    every unreadable answer) and its reason in ``error``. Failures before any success, every case of
+    a batch, mean the model or its setup is broken rather than a row: the error is raised.
+    """
+    failed = scored = 0
     for batch in batches:
         cases = reader.read(batch)
-        images = [c["image"] for c in cases]
-        questions = [c["question"] for c in cases]
-        preds = model.predict(images, questions)
-        if len(preds) != len(cases):
-            raise VHXError(f"model {name!r} returned {len(preds)} predictions for {len(cases)} cases")
-        append_jsonl(target, [_row(c, split, name, p) for c, (split, _), p in zip(cases, batch, preds)], fsync=True)
+        reasons: dict[int, str] = {}
+        for k, case in enumerate(cases):
+            if len(case["question"]) > MAX_QUESTION_CHARS:
+                reasons[k] = f"question of {len(case['question']):,} characters, over the {MAX_QUESTION_CHARS:,}-character limit"
+        asked = [k for k in range(len(cases)) if k not in reasons]
+        preds: dict[int, Prediction] = {}
+        try:
+            answers = model.predict([cases[k]["image"] for k in asked], [cases[k]["question"] for k in asked]) if asked else []
+            if len(answers) != len(asked):
+                raise VHXError(f"model {name!r} returned {len(answers)} predictions for {len(asked)} cases")
+            preds.update(zip(asked, answers))
+        except (VHXError, KeyboardInterrupt, SystemExit, MemoryError):
+            raise
+        except Exception as exc:  # noqa: BLE001  (one case's failure is recorded; see the docstring)
+            if len(asked) == 1 and not scored:
+                raise
+            for k in asked:
+                try:
+                    (preds[k],) = model.predict([cases[k]["image"]], [cases[k]["question"]])
+                except (VHXError, KeyboardInterrupt, SystemExit, MemoryError):
+                    raise
+                except Exception as one:  # noqa: BLE001
+                    reasons[k] = f"{type(one).__name__}: {str(one).strip().splitlines()[0] if str(one).strip() else 'no message'}"[:300]
+            if not preds and not scored:
+                raise exc
+        rows = []
+        for k, (case, (split, _)) in enumerate(zip(cases, batch)):
+            if k in reasons:
+                row = _row(case, split, name, Prediction(raw="", pred="unknown"))
+                row["error"] = reasons[k]
+                logger.warning("scoring %s: case %s failed: %s", name, case["id"], reasons[k])
+                rows.append(row)
+            else:
+                rows.append(_row(case, split, name, preds[k]))
+        append_jsonl(target, rows, fsync=True)
+        failed += len(reasons)
+        scored += len(cases) - len(reasons)
         bar.update(len(batch))
+    return failed

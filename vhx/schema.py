@@ -73,6 +73,20 @@ PREDICTION_FIELDS: tuple[str, ...] = (
     "answer", "model", "raw", "pred", "correct", "p_yes",
 )
 PREDICTIONS_FILE = "predictions.jsonl"
+#: The longest question a case may ask (characters). Benchmark questions are tens to hundreds of
+#: characters (POPE's about 40, MME's up to a few hundred); a question of a megabyte is a broken row,
+#: and fed to a model it asks for terabytes of attention memory. Builders refuse longer ones as bad
+#: rows, and scoring records such a row as failed instead of calling the model.
+MAX_QUESTION_CHARS = 4000
+
+
+def question_problem(question: Any, limit: int = MAX_QUESTION_CHARS) -> str | None:
+    """Why ``question`` cannot be a case's question (empty, not text, or longer than ``limit`` characters), or None."""
+    if not isinstance(question, str) or not question.strip():
+        return f"empty question: must be a non-empty question, got {question!r}"
+    if len(question) > limit:
+        return f"question of {len(question):,} characters, over the {limit:,}-character limit (a broken row?)"
+    return None
 RUN_FILE = "run.json"
 
 #: MME subtasks (``subset`` of MME rows): perception scores sum to at most 2000, cognition to 800.
