@@ -710,7 +710,8 @@ def test_an_absurdly_long_question_is_a_bad_row_naming_file_and_line(tmp_path, c
     (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
     assert main(["build", "custom", "--data-dir", str(root), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    (text,) = err.strip().splitlines()  # one line, no traceback
+    text = err.strip().splitlines()[-1]  # one line after the build's own progress, no traceback
+    assert "Traceback" not in err and text.startswith("vhx build: error: ")
     assert not (tmp_path / "out" / "README.md").exists()
     assert "cases.jsonl:2: field 'question': question of 1,000,0" in text and "4,000-character limit" in text
     assert main(["build", "custom", "--data-dir", str(root), "--out", str(tmp_path / "out2"), "--on-error", "skip"]) == 0
