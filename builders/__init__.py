@@ -21,7 +21,7 @@ from typing import Any
 
 import datasets
 
-from vhx.errors import logger
+from vhx.errors import VHXError, logger
 
 from ._hub_copy import HUB_COPIES, resolve_data_dir
 
@@ -36,6 +36,10 @@ BUILDERS: dict[str, str | type[datasets.GeneratorBasedBuilder]] = {
     "llava_instruct": "llava_instruct:LlavaInstructBuilder",
     "custom": "custom:CustomBuilder",
 }
+
+
+class BuilderLoadError(VHXError, ValueError):
+    """A registered builder (a plug-in's ``module:Class``) that cannot be imported."""
 
 
 def register_builder(source: str, builder: str | type[datasets.GeneratorBasedBuilder]) -> None:
@@ -65,8 +69,9 @@ def get_builder_class(source: str) -> type[datasets.GeneratorBasedBuilder]:
         module = f"{__name__}.{module}"  # vhx's own builders; any other module is imported as named
     try:
         return getattr(importlib.import_module(module), cls)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"builder {source!r}: cannot load {target!r} ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # the plug-in's own error at import, whatever it is, or its class missing: one line naming it
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "no message"
+        raise BuilderLoadError(f"builder {source!r}: cannot load {target!r} ({type(exc).__name__}: {first})") from None
 
 
 def load_source(

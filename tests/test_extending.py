@@ -235,3 +235,28 @@ def test_a_broken_plugin_is_named(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(site)}
     out = subprocess.run([sys.executable, "-m", "vhx.cli", "info", "x"], capture_output=True, text=True, env=env)
     assert out.returncode == 2 and "entry point 'nope'" in out.stderr and "from broken" in out.stderr
+
+
+@pytest.mark.parametrize(("module_text", "entry", "expected"), [
+    ("raise RuntimeError('the plug-in is broken\\nat import')\n", "brokenbuild:TsvBuilder", "RuntimeError: the plug-in is broken"),
+    ("X = 1\n", "brokenbuild:TsvBuilder", "AttributeError: module 'brokenbuild' has no attribute 'TsvBuilder'"),
+])
+def test_a_broken_builder_plugin_is_one_line_naming_it(tmp_path: Path, module_text: str, entry: str, expected: str):
+    """A builder plug-in whose module raises at import, or lacks its class: one line, exit 2, no traceback."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    (site / "brokenbuild").mkdir(parents=True)
+    (site / "brokenbuild" / "__init__.py").write_text(module_text, encoding="utf-8")
+    info = site / "brokenbuild-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenbuild\nVersion: 0.1\n", encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[vhx.builders]\nbroke = {entry}\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    out = subprocess.run([sys.executable, "-m", "vhx.cli", "build", "broke", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True, env=env)  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-800:]
+    (line,) = out.stderr.strip().splitlines()
+    assert line.startswith("vhx build: error: builder 'broke': cannot load 'brokenbuild:TsvBuilder'") and expected in line
