@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -396,3 +397,66 @@ def test_a_case_that_breaks_the_model_is_recorded_and_a_broken_model_still_raise
     with pytest.raises(ValueError, match="boom"):
         predict_dataset(ds, _Flaky(always=True), tmp_path / "run2", batch_size=8, progress=False)
     assert json.loads((tmp_path / "run2" / "run.json").read_text())["finished"] is None
+
+
+def test_out_naming_an_existing_file_is_said_in_words(tmp_path, capsys):
+    blocker = tmp_path / "outfile.txt"
+    blocker.write_text("not a folder")
+    for argv in (["build", "synthetic", "--out", str(blocker), "--num-images", "2"],
+                 ["build", "synthetic", "--out", str(blocker / "below"), "--num-images", "2"]):
+        assert main(argv) == 2
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert line == (f"vhx build: error: {blocker} is a file, where a folder is needed (an output folder, or one above it): "
+                        "name a folder that does not exist yet or one vhx wrote, or move the file away")
+        assert "Errno" not in line
+    assert blocker.read_text() == "not a folder"
+
+
+def _mount_tmpfs(path: Path, size: str) -> bool:
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        return False
+    return subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True).returncode == 0
+
+
+def test_a_full_disk_names_the_path_and_the_free_space_of_its_own_filesystem(tmp_path, capsys):
+    """A real full filesystem (a 16 kB tmpfs) where the machine allows: the line names the folder written
+    and the free space of that filesystem, not of the current directory's."""
+    import shutil
+
+    source = tmp_path / "src"
+    write_hub_folder(_small(0), source)
+    small = tmp_path / "small"
+    if not _mount_tmpfs(small, "16k"):
+        pytest.skip("mounting a tmpfs needs root (this test fills a real filesystem)")
+    try:
+        out = small / "expanded"
+        code = main(["expand", str(source), "--out", str(out), "--perturb", "all", "--review", "0", "--gallery", "0"])
+        line = capsys.readouterr().err.strip().splitlines()[-1]
+        assert code == 2 and line.startswith("vhx expand: error: disk full while writing "), line
+        written = line.removeprefix("vhx expand: error: disk full while writing ").split(";")[0]
+        assert Path(written).resolve().is_relative_to(small.resolve())  # the path on the full filesystem
+        # the free space said is the tmpfs's (16 kB at most; what the cleanup gave back included), not the current directory's
+        said = int(re.search(r"; ([\d,]+) bytes free on its filesystem \(", line).group(1).replace(",", ""))
+        assert said <= shutil.disk_usage(small).total <= 16_384 < shutil.disk_usage(Path.cwd()).free
+    finally:
+        subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_full_disk_without_a_file_name_names_the_output_folder(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import vhx.hub
+
+    source = tmp_path / "src"
+    write_hub_folder(_small(0), source)
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")  # no file name, as some writers raise it
+
+    monkeypatch.setattr(vhx.hub, "_write_split_shared", full)
+    out = tmp_path / "deep" / "expanded"
+    assert main(["expand", str(source), "--out", str(out), "--perturb", "none", "--review", "0", "--gallery", "0"]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line.startswith(f"vhx expand: error: disk full while writing {out}; ")
+    assert f"bytes free on its filesystem ({tmp_path}" in line and f"{shutil.disk_usage(tmp_path).free:,}"[:4] in line

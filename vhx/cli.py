@@ -750,13 +750,33 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     raise Terminated(signum)
 
 
-def _disk_full(exc: OSError) -> str:
+def _in_words(exc: Exception) -> str:
+    """An error as one line: a file where a folder was wanted (``--out report.txt``) said in words, not as ``[Errno 17]``."""
+    if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename:
+        path = Path(os.fspath(exc.filename))
+        blocker = next((p for p in (path, *path.parents) if p.is_file()), None)
+        if blocker is not None:
+            return (f"{blocker} is a file, where a folder is needed (an output folder, or one above it): name a folder "
+                    "that does not exist yet or one vhx wrote, or move the file away")
+    if isinstance(exc, OSError) and exc.strerror and exc.filename:
+        return f"{exc.filename}: {exc.strerror.lower()}"
+    return str(exc)
+
+
+def _disk_full(exc: OSError, out: str | os.PathLike | None = None) -> str:
+    """The one line for a full disk: the path being written (the error's file, else the command's
+    output folder) and the free space of the filesystem that path is on."""
     import shutil
 
-    where = exc.filename or "the output folder"
+    where = exc.filename or out
+    if not where:
+        return "disk full while writing the output: free space and run the same command again (finished work is kept)"
+    # the file may be gone (removed on the way out) or not made yet: its nearest existing folder is on the same filesystem
+    probe = Path(os.path.abspath(os.fspath(where)))
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
     try:
-        free = shutil.disk_usage(os.path.dirname(os.path.abspath(str(where))) or ".").free
-        room = f"; {free:,} bytes free there"
+        room = f"; {shutil.disk_usage(probe).free:,} bytes free on its filesystem ({probe})"
     except OSError:
         room = ""
     return f"disk full while writing {where}{room}: free space and run the same command again (finished work is kept)"
@@ -796,13 +816,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.captureWarnings(True)
         with logging_redirect_tqdm():
             return args.func(args)
-    except (VHXError, FileExistsError, FileNotFoundError) as exc:
-        print(f"vhx {args.command}: error: {exc}", file=sys.stderr)
+    except (VHXError, FileExistsError, FileNotFoundError, NotADirectoryError) as exc:
+        print(f"vhx {args.command}: error: {_in_words(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
             raise
-        print(f"vhx {args.command}: error: {_disk_full(exc)}", file=sys.stderr)
+        print(f"vhx {args.command}: error: {_disk_full(exc, getattr(args, 'out', None))}", file=sys.stderr)
         return 2
     except Terminated as exc:
         signum = int(exc.args[0]) if exc.args else signal.SIGTERM
