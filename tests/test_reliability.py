@@ -460,3 +460,19 @@ def test_a_full_disk_without_a_file_name_names_the_output_folder(tmp_path, capsy
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"vhx expand: error: disk full while writing {out}; ")
     assert f"bytes free on its filesystem ({tmp_path}" in line and f"{shutil.disk_usage(tmp_path).free:,}"[:4] in line
+
+
+@pytest.mark.parametrize("planted", ["predictions.jsonl", "run.json", "predictions.rank0.jsonl"])
+def test_a_planted_link_in_a_run_folder_is_refused_before_it_is_read(tmp_path, capsys, planted):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not json at all\n")
+    data = tmp_path / "hub"
+    write_hub_folder(_small(0), data)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / planted).symlink_to(outside)
+    assert main(["evaluate", str(data), "--model", "vhx-mini", "--out", str(run)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == (f"vhx evaluate: error: {run / planted} is a symbolic link (to {outside}); vhx does not read or write "
+                    "through links in its folders: remove it and run again")
+    assert outside.read_text() == "not json at all\n"  # nothing written through it

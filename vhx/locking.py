@@ -100,6 +100,17 @@ def open_no_follow(path: str | os.PathLike, flags: int, mode: int = 0o644) -> in
         raise
 
 
+def refuse_links(*paths: str | os.PathLike) -> None:
+    """Refuse, before anything is read, a symbolic link planted where vhx keeps its own files.
+
+    Reading first would report the target's content (a parse error of a file elsewhere) instead of the
+    link; :func:`open_no_follow` says the same when writing."""
+    for path in paths:
+        if os.path.islink(path):
+            raise VHXError(f"{path} is a symbolic link (to {os.path.realpath(path)}); vhx does not read or write through "
+                           "links in its folders: remove it and run again")
+
+
 def unique_temp_path(path: str | os.PathLike) -> Path:
     """A temporary name beside ``path`` that no other process or thread uses (pid + random token)."""
     path = Path(path)

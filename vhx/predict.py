@@ -37,7 +37,7 @@ from PIL import Image
 from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.jsonl import append_jsonl, read_jsonl
-from vhx.locking import atomic_write_text, exclusive_lock
+from vhx.locking import atomic_write_text, exclusive_lock, refuse_links
 from vhx.schema import MAX_QUESTION_CHARS, PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
 from vhx.runtime import process_state
@@ -366,6 +366,8 @@ def _predict(
     name = model.name
 
     started = _now()
+    # a planted link is refused before it is read, as before it would be written
+    refuse_links(main_file, out / RUN_FILE, *sorted(out.glob("predictions.rank*.jsonl")))
     if is_main:
         # Leftovers of an interrupted run: cut line repaired, unmerged shares merged, before anyone
         # decides what is left to do.
