@@ -393,7 +393,7 @@ def test_a_case_that_breaks_the_model_is_recorded_and_a_broken_model_still_raise
     out = [json.loads(line) for line in path.read_text().splitlines()]
     assert len(out) == len(rows) and [r.get("error") for r in out if "error" in r] == ["ValueError: boom: this case breaks the model"]
     assert sum(r["pred"] == "yes" for r in out) == len(rows) - 1
-    # a model that fails on everything is broken, not a row: the error is raised and nothing is recorded as a result
+    # a model that fails on every case of a batch is broken, not a row: the error is raised and the run stays unfinished
     with pytest.raises(ValueError, match="boom"):
         predict_dataset(ds, _Flaky(always=True), tmp_path / "run2", batch_size=8, progress=False)
     assert json.loads((tmp_path / "run2" / "run.json").read_text())["finished"] is None

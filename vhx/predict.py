@@ -452,9 +452,10 @@ def _score_batches(
 
     One row never costs the others. A question longer than :data:`~vhx.schema.MAX_QUESTION_CHARS`
     is not sent to the model. When a batch raises, its cases are asked one at a time, and a case that
-    still raises is recorded as failed. A failed row is written with ``pred`` "unknown" (wrong, as
-    every unreadable answer) and its reason in ``error``. Failures before any success, every case of
-    a batch, mean the model or its setup is broken rather than a row: the error is raised.
+    still raises while others of its batch are answered is recorded as failed. A failed row is written
+    with ``pred`` "unknown" (wrong, as every unreadable answer) and its reason in ``error``. When
+    every case of the batch fails alone too (or the batch held one case), the model or the machine is
+    broken rather than a row: the error is raised, and the run stays unfinished.
     """
     failed = scored = 0
     for batch in batches:
@@ -473,8 +474,8 @@ def _score_batches(
         except (VHXError, KeyboardInterrupt, SystemExit, MemoryError):
             raise
         except Exception as exc:  # noqa: BLE001  (one case's failure is recorded; see the docstring)
-            if len(asked) == 1 and not scored:
-                raise
+            if len(asked) == 1:
+                raise  # nothing to tell a bad row from a broken model by
             for k in asked:
                 try:
                     (preds[k],) = model.predict([cases[k]["image"]], [cases[k]["question"]])
@@ -482,8 +483,8 @@ def _score_batches(
                     raise
                 except Exception as one:  # noqa: BLE001
                     reasons[k] = f"{type(one).__name__}: {str(one).strip().splitlines()[0] if str(one).strip() else 'no message'}"[:300]
-            if not preds and not scored:
-                raise exc
+            if not preds:
+                raise exc  # every case of the batch fails alone too: the model (or the machine) is broken, not a row
         rows = []
         for k, (case, (split, _)) in enumerate(zip(cases, batch)):
             if k in reasons:
