@@ -140,7 +140,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_stats(folder: str | Path) -> None:
+def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
     from vhx.adversarial.outcomes import unmoved_warning, updates_note
     from vhx.hub import read_folder_stats
 
@@ -161,7 +161,7 @@ def _print_stats(folder: str | Path) -> None:
         warning = unmoved_warning(split, s)
         if warning:
             print(f"warning: {warning}")
-    if stats and all(s.get("negated", 1) == 0 for s in stats.values()):
+    if advice and stats and all(s.get("negated", 1) == 0 for s in stats.values()):
         print(f"no negated twins yet: the source cases as built. `vhx expand {folder} --out FOLDER` pairs each case with its "
               "negation (and perturbs the images), which symmetric accuracy needs")
 
@@ -292,7 +292,12 @@ def _llm_config(args: argparse.Namespace) -> Any:
 def cmd_expand(args: argparse.Namespace) -> int:
     """``vhx expand``: negation + perturbations of a Hub folder into a new Hub folder."""
     from vhx.hub import load_folder_by_reference
+    from vhx.names import check_name
 
+    if not Path(args.source_folder).exists():
+        check_name(args.source_folder, what="Hub dataset folder")
+        raise VHXError(f"{args.source_folder}: no such folder (expand reads a Hub folder written by `vhx build`)")
+    _check_model(getattr(args, "target_model", None))
     if not (Path(args.source_folder) / "README.md").is_file():
         raise VHXError(f"{args.source_folder}: not a Hub dataset folder (write one with `vhx build`)")
     # rows reference each distinct image as a file: no datasets cache with an image per case
@@ -351,6 +356,15 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def _check_model(spec: str | None) -> None:
+    """A model name checked on this machine first (a typo fails at once, with "did you mean"); backend specs (``openai:...``) pass."""
+    from vhx.names import check_name
+    from vhx.zoo import SHIPPED
+
+    if spec and ":" not in spec:
+        check_name(spec, what="model", shipped=tuple(SHIPPED))
+
+
 def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: Path, *, splits: list[str] | None = None,
                      limit: int | None = None, by: tuple[str, ...] = ("split",), report_step: str = "") -> dict[str, Path]:
     """Predict every case (resumable, incremental), then write the report under ``out/report``
@@ -361,9 +375,11 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
     from vhx.report import report
     from vhx.runtime import process_state
 
-    if process_state().is_main_process:
+    _check_model(model_spec)
+    if process_state().is_main_process and (out / LOCK_FILE).exists():
         # refuse a busy run folder before loading the model (minutes for a 7B checkpoint), not after;
-        # predict_dataset takes the lock again for the run itself
+        # predict_dataset takes the lock again for the run itself. A folder without a lock file has
+        # no holder, and is left untouched until the model has loaded (a failed load creates nothing)
         with exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"):
             pass
     model = load_model(model_spec, **options)
@@ -378,18 +394,35 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``vhx evaluate``: score a model on a Hub folder (or Hub id); resumable."""
-    import datasets
+    from vhx.names import check_name
 
+    check_name(args.folder, what="data folder")  # a typo fails here, at once, not after minutes of Hub retries
+    _check_model(args.model)
     source = Path(args.folder)
     if source.exists() and not (source / "README.md").is_file():
         raise VHXError(f"{source}: not a Hub dataset folder (write one with `vhx build`)")
     # a folder is read in place (vhx.hub.open_folder), not copied into a datasets cache
-    data = str(source) if source.exists() else datasets.load_dataset(args.folder)
+    data = str(source) if source.exists() else _hub_dataset(args.folder)
     paths = score_and_report(data, args.model, _model_options(args), Path(args.out),
                              splits=args.splits.split(",") if args.splits else None, limit=args.limit,
                              by=tuple(args.by.split(",")))
     print(Path(paths["markdown"]).read_text(encoding="utf-8"))
     return 0
+
+
+def _hub_dataset(repo_id: str) -> Any:
+    """A Hub dataset by id, or one line saying it is neither here nor reachable (offline: at once)."""
+    import datasets
+    from huggingface_hub import constants
+
+    if constants.HF_HUB_OFFLINE:
+        raise VHXError(f"{repo_id}: not a local folder, and the Hub is offline (HF_HUB_OFFLINE=1): "
+                       "pass the folder `vhx build` or `vhx expand` wrote")
+    try:
+        return datasets.load_dataset(repo_id)
+    except (ConnectionError, FileNotFoundError, OSError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise VHXError(f"{repo_id}: not a local folder, and not a dataset the Hub gives ({first})") from None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -449,6 +482,7 @@ def _run(args: argparse.Namespace) -> int:
     from vhx.hub import write_hub_folder
     from vhx.synthetic import SyntheticConfig, card_summary, generate_synthetic
 
+    _check_model(args.model)  # before the benchmark is drawn: a typo costs a second
     root = Path(args.out)
     args.overwrite = True  # the demo job owns its output folder: a rerun replaces it
     config = SyntheticConfig(**{k: v for k, v in (("num_images", args.num_images), ("yes_ratio", args.yes_ratio), ("seed", args.seed)) if v is not None})
@@ -456,7 +490,7 @@ def _run(args: argparse.Namespace) -> int:
     dsd = generate_synthetic(config)
     write_hub_folder(dsd, root / "synthetic", repo_id="vhx/synthetic", overwrite=args.overwrite,
                      summary=card_summary(config))
-    _print_stats(root / "synthetic")
+    _print_stats(root / "synthetic", advice=False)  # its next step is the run's own [2/4]
     model_spec = args.model or DEFAULT_RUN_MODEL
     if args.attack is None:
         # vhx-mini is small enough to attack on a CPU (a few minutes for the default 60 scenes); another model only on request.
@@ -490,10 +524,24 @@ def _run(args: argparse.Namespace) -> int:
     if args.model is None:
         options["name"] = DEFAULT_RUN_MODEL
     # the folder read in place, as `vhx evaluate` does (and run.json names it)
-    score_and_report(str(root / "synthetic-expanded"), model_spec, options, root / "run", report_step="[4/4] writing the report")
-    print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html, "
-          f"report {root}/run/report/report.html (and report.md)")
+    paths = score_and_report(str(root / "synthetic-expanded"), model_spec, options, root / "run", report_step="[4/4] writing the report")
+    print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html")
+    _print_findings(paths)
     return 0
+
+
+def _print_findings(paths: dict[str, Path]) -> None:
+    """The report's findings in words (the sentences report.html opens with), then where report.html is: a run's last lines."""
+    import pandas as pd
+
+    from vhx.report_html import summary_lines
+
+    lines = summary_lines(pd.read_csv(paths["csv"]), ["split"]) if "csv" in paths else []
+    if lines:
+        print("Findings:")
+        for line in lines:
+            print(f"  {line}")
+    print(f"report: {paths['html']} (and report.md beside it)")
 
 
 def _add_replicate(sub: argparse._SubParsersAction) -> None:
@@ -763,6 +811,26 @@ def _in_words(exc: Exception) -> str:
     return str(exc)
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse the command line; an unknown option is reported by its command's own parser (its usage,
+    not the top level's), with the closest option it has."""
+    import difflib
+
+    args, extra = parser.parse_known_args(argv)
+    if not extra:
+        return args
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    command = action.choices[args.command]
+    options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
+    words = []
+    for item in extra:
+        flag = item.split("=", 1)[0]
+        close = difflib.get_close_matches(flag.lower(), options, n=1, cutoff=0.7) if flag.startswith("-") else []
+        words.append(f"{item} (did you mean {close[0]}?)" if close else item)
+    command.error(f"unrecognized arguments: {' '.join(words)}")
+    raise AssertionError("unreachable")  # argparse's error exits
+
+
 def _disk_full(exc: OSError, out: str | os.PathLike | None = None) -> str:
     """The one line for a full disk: the path being written (the error's file, else the command's
     output folder) and the free space of the filesystem that path is on."""
@@ -800,7 +868,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"vhx: error: {exc}", file=sys.stderr)
         return 2
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():

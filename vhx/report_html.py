@@ -47,10 +47,10 @@ def summary_lines(scores: pd.DataFrame, keys: Sequence[str]) -> list[str]:
             if len(others):
                 worst = others.idxmin()
                 verb = "falls" if others[worst] < base else "stays"
-                lines.append(f"{name}symmetric accuracy {verb} from {base:.2f} on the original images to {others[worst]:.2f} "
+                lines.append(f"{name}symmetric accuracy {verb} from {base:.3f} on the original images to {others[worst]:.3f} "
                              f"under {worst} (the largest change of {len(others)} perturbed split(s)).")
             else:
-                lines.append(f"{name}symmetric accuracy {base:.2f} on the original images.")
+                lines.append(f"{name}symmetric accuracy {base:.3f} on the original images.")
             found = int(s.loc[ORIGINAL, "n_new_vh"])
             if s.loc[ORIGINAL, "n_generated"]:
                 lines.append(f"{name}negation alone found {found:,} new VH case(s) on the original images: negated "
