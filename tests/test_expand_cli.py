@@ -133,6 +133,11 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     captured = capsys.readouterr()
     text = captured.out
     assert "[3/4] scoring vhx-mini" in text
+    # it ends with its findings in words and where report.html is; no advice about its own next step
+    tail = text.strip().splitlines()
+    assert tail[-1] == f"report: {out / 'run' / 'report' / 'report.html'} (and report.md beside it)"
+    assert "Findings:" in tail and re.search(r"symmetric accuracy (falls|stays) from [01]\.\d{3} on the original images to [01]\.\d{3} under \w+", text)
+    assert "pairs each case with its negation" not in text
     # the attack stops each non-VH image once converged, and says so before and after
     assert re.search(r"\[2/4\] .*attacks \(ifgsm, each non-VH image stopping once converged: its last 10 updates brought less than "
                      r"5% of its cosine's fall; --converge-window none runs all 500\)", text)
