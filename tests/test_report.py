@@ -479,3 +479,11 @@ def test_report_columns_are_run_configurations(tmp_path):
     paths = report([tmp_path / "a", tmp_path / "r1"], tmp_path / "rep3")
     pooled = pd.read_csv(paths["csv"])
     assert list(pooled["model"]) == ["vhx-mini|logits"] and int(pooled["n"].iloc[0]) == 2 * 4 * 4
+
+
+def test_a_bullet_wrapped_over_lines_renders_as_one_item():
+    from vhx.report_html import markdown_to_html
+
+    page = markdown_to_html("## Definitions\n\n- **correct**: the prediction equals\n  the ground truth.\n- **other**: one line\n\nAfter.", Path("."))
+    assert "<ul><li><b>correct</b>: the prediction equals the ground truth.</li><li><b>other</b>: one line</li></ul>" in page
+    assert page.count("<p>") == 1 and "<p>After.</p>" in page  # no wrapped line left over as a paragraph of its own

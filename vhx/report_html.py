@@ -135,6 +135,10 @@ def markdown_to_html(markdown: str, folder: Path) -> str:
             while i < len(lines) and lines[i].startswith("- "):
                 items.append(lines[i][2:])
                 i += 1
+                # a bullet's wrapped lines (indented) belong to it, as Markdown reads them
+                while i < len(lines) and lines[i].startswith((" ", "\t")) and lines[i].strip():
+                    items[-1] += " " + lines[i].strip()
+                    i += 1
             out.append("<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + "</ul>")
             continue
         elif line.strip():
