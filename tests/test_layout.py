@@ -91,3 +91,25 @@ def test_no_import_cycle_in_vhx(module: str):
     graph = import_graph()
     assert module in graph
     assert cycles(graph) == []
+
+
+def test_every_vhx_command_the_docs_name_exists():
+    """Each `vhx COMMAND` in a code span or code block of the README, the docs and the card templates is a subcommand."""
+    import argparse
+    import re
+
+    from vhx.cli import build_parser
+
+    parser = build_parser()
+    commands = set(next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices)
+    named: dict[str, set[str]] = {}
+    for path in [ROOT.parent / "README.md", *sorted((ROOT.parent / "docs").glob("*.md")), *sorted((ROOT.parent / "hub_cards").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        spans = re.findall(r"`([^`\n]+)`", text)
+        blocks = [line.strip() for block in re.findall(r"```[a-z]*\n(.*?)```", text, flags=re.S) for line in block.splitlines()]
+        for snippet in spans + blocks:
+            for m in re.finditer(r"(?:^|[;&|(]\s*)vhx ([a-z][a-z-]*)", snippet.strip()):
+                named.setdefault(m.group(1), set()).add(path.name)
+    assert named, "no vhx command found in the docs"
+    unknown = {c: sorted(where) for c, where in named.items() if c not in commands}
+    assert not unknown, f"commands the docs name that `vhx` does not have: {unknown}"
