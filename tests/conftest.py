@@ -31,8 +31,9 @@ def pope_samples_dir() -> Path:
     path = Path(override) if override else SAMPLES / "pope"
     if not (path / "coco_pope_random.json").is_file():
         pytest.skip(
-            f"real POPE question files (coco_pope_{{random,popular,adversarial}}.json) not found in {path}; set "
-            "VHX_POPE_QUESTIONS to a folder holding them (e.g. POPE/output/coco of https://github.com/AoiDragon/POPE)"
+            "needs POPE's real question files: download coco_pope_random.json, coco_pope_popular.json and "
+            "coco_pope_adversarial.json from https://github.com/AoiDragon/POPE (folder output/coco) into one folder and "
+            f"set VHX_POPE_QUESTIONS=/that/folder (looked in {path})"
         )
     return path
 
