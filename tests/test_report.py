@@ -487,3 +487,13 @@ def test_a_bullet_wrapped_over_lines_renders_as_one_item():
     page = markdown_to_html("## Definitions\n\n- **correct**: the prediction equals\n  the ground truth.\n- **other**: one line\n\nAfter.", Path("."))
     assert "<ul><li><b>correct</b>: the prediction equals the ground truth.</li><li><b>other</b>: one line</li></ul>" in page
     assert page.count("<p>") == 1 and "<p>After.</p>" in page  # no wrapped line left over as a paragraph of its own
+
+
+def test_equal_accuracy_and_symmetric_accuracy_are_explained():
+    from vhx.report import _equal_metrics_notes
+
+    scores = pd.DataFrame({"model": ["m", "m", "n"], "split": ["original", "ifgsm", "original"],
+                           "accuracy_original": [0.975, 0.708, 0.9], "symmetric_accuracy": [0.975, 0.708, 0.85]})
+    (note, blank) = _equal_metrics_notes(scores, ["m", "n"])
+    assert note.startswith("m: symmetric accuracy equals accuracy on the source questions in every row") and blank == ""
+    assert _equal_metrics_notes(scores, ["n"]) == []  # n loses pairs to its twins alone: nothing to explain

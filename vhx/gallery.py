@@ -17,10 +17,11 @@ from vhx.schema import ORIGINAL
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
-table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;font-size:.85em}
-th{background:#f3f3f3}img{display:block;max-width:220px;max-height:220px}
-.yes{color:#0a7a2f;font-weight:600}.no{color:#b3261e;font-weight:600}.q{max-width:260px}
-.meta{color:#666;font-size:.8em;max-width:220px;overflow-wrap:anywhere}
+table{border-collapse:collapse;width:100%;table-layout:fixed}
+td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;font-size:.85em;overflow-wrap:anywhere}
+th{background:#f3f3f3}th.q{width:16%}img{display:block;width:100%;max-width:220px;height:auto}
+.yes{color:#0a7a2f;font-weight:600}.no{color:#b3261e;font-weight:600}
+.meta{color:#666;font-size:.8em;overflow-wrap:anywhere}
 """
 
 
@@ -111,7 +112,7 @@ def write_gallery(
         f"<style>{_CSS}</style></head><body><h1>{html.escape(title)}</h1>"
         f"<p>{len(picks)} sampled cases of split <code>{html.escape(ref)}</code>; one column per split "
         f"(images shown as JPEG thumbnails).</p>"
-        f"<table><tr><th>case</th>{head}</tr>{''.join(body)}</table></body></html>"
+        f"<table><tr><th class='q'>case</th>{head}</tr>{''.join(body)}</table></body></html>"
     )
     out = Path(out)
     if not overwrite and out.is_file() and out.read_text(encoding="utf-8") != page:

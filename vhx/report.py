@@ -349,6 +349,18 @@ def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFram
     return _md_table(["model", "dataset", "splits (cases)", "mode", "dtype", "date", "scored", "run"], rows)
 
 
+def _equal_metrics_notes(scores: pd.DataFrame, models: Sequence[str]) -> list[str]:
+    """One sentence per model whose symmetric accuracy equals its accuracy on the source questions in every group, saying why."""
+    lines = []
+    for model in models:
+        rows = scores[scores["model"] == model][["accuracy_original", "symmetric_accuracy"]].dropna()
+        if len(rows) and np.allclose(rows["accuracy_original"], rows["symmetric_accuracy"], rtol=0, atol=1e-12):
+            lines.append(f"{model}: symmetric accuracy equals accuracy on the source questions in every row: each negated twin it "
+                         "answered wrong belongs to a pair whose source question it also answered wrong, so its errors lie in what "
+                         "it sees rather than in reading the negation, and no pair is lost by the twin alone.")
+    return [*lines, ""] if lines else []
+
+
 def _scored_cell(status: dict[str, Any]) -> str:
     text = f"{status['scored']:,}" + (f" / {status['expected']:,}" if status.get("expected") is not None else "")
     return text if status["complete"] else f"{text} (INCOMPLETE)"
@@ -575,6 +587,8 @@ def report(
         for title, note, column, cell in report_tables():
             rows = _pivot(scores, keys, score_models, cell)
             md += [f"## {title}", "", note.replace("95%", pct), "", _md_table([*keys, *score_models], [[str(c) if c is not None else "-" for c in r] for r in rows]), ""]
+            if column == "symmetric_accuracy":
+                md += _equal_metrics_notes(scores, score_models)
             values = _pivot(scores, keys, score_models, lambda r, c=column: r[c])
             doc["tables"][column] = [_jsonable(dict(zip([*keys, *score_models], r))) for r in values]
         paths["csv"] = out / "scores.csv"
