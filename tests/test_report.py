@@ -497,3 +497,13 @@ def test_equal_accuracy_and_symmetric_accuracy_are_explained():
     (note, blank) = _equal_metrics_notes(scores, ["m", "n"])
     assert note.startswith("m: symmetric accuracy equals accuracy on the source questions in every row") and blank == ""
     assert _equal_metrics_notes(scores, ["n"]) == []  # n loses pairs to its twins alone: nothing to explain
+
+
+def test_score_axes_zoom_in_when_every_value_is_high():
+    from vhx.report import _axis_floor
+
+    high = pd.DataFrame({"accuracy_original": [0.975, 0.708], "accuracy_original_ci_low": [0.947, 0.648],
+                         "symmetric_accuracy": [0.975, 0.708], "symmetric_accuracy_ci_low": [0.947, 0.648]})
+    assert _axis_floor(high, ["accuracy_original", "symmetric_accuracy"]) == 0.5  # a tenth below the lowest interval (0.648)
+    low = high.assign(symmetric_accuracy_ci_low=[0.947, 0.30])
+    assert _axis_floor(low, ["accuracy_original", "symmetric_accuracy"]) == 0.0  # something low: the whole 0-1 axis

@@ -246,14 +246,25 @@ def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str],
             err = np.clip(np.nan_to_num(err), 0.0, None)  # bootstrap or rounding can put v a hair outside its CI
             ax.bar(x + (i - 0.5) * width, np.nan_to_num(v), width, yerr=err, capsize=3, label=label, color=color)
         ax.set_xticks(x, [_group_label(r, keys) for _, r in s.iterrows()], rotation=30, ha="right")
-        # headroom above 1.0 keeps the legend clear of the bars
-        ax.set_ylim(0, 1.25)
-        ax.set_yticks(np.linspace(0, 1, 6))
-        ax.set_ylabel("score")
+    # values near 1 are told apart only on an axis that starts near them; headroom above 1.0 keeps the legend clear
+    bottom = _axis_floor(scores, [c for c, _, _ in series])
+    for ax, model in zip(axes, models):
+        ax.set_ylim(bottom, 1 + 0.25 * (1 - bottom))
+        ax.set_yticks(np.linspace(bottom, 1, 6 if bottom == 0 else 5))
+        ax.set_ylabel("score" if bottom == 0 else f"score (axis from {bottom:g})")
         ax.set_title(model or "(unnamed model)")
         ax.legend(loc="upper center", ncols=2, fontsize="small")
     fig.savefig(path, dpi=110)
     return path
+
+
+def _axis_floor(scores: pd.DataFrame, columns: Sequence[str]) -> float:
+    """Where a 0-1 score axis starts: 0, or a tenth below the lowest value and interval shown when all are high."""
+    lows = [scores[f"{c}_ci_low"] if f"{c}_ci_low" in scores else scores[c] for c in columns]
+    low = float(np.nanmin(np.concatenate([v.to_numpy(dtype=float) for v in lows]))) if len(scores) else 0.0
+    if math.isnan(low) or low < 0.5:
+        return 0.0
+    return max(0.0, math.floor((low - 0.05) * 10) / 10)
 
 
 def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path) -> Path:
@@ -267,7 +278,8 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
     weights = scores["n_original"].where(scores["q_yes"].notna(), 0).to_numpy(dtype=float)
     q = float(np.average(scores["q_yes"].fillna(0), weights=weights)) if weights.sum() else 0.5
     curve = np.array([random_guess_expectation(p, q) for p in np.linspace(0, 1, 201)])
-    ax.plot(curve[:, 0], curve[:, 1], color="grey", linestyle="--", label=f"random guess, P(yes) = p (q = {q:.2f})")
+    guess = f"random guess, P(yes) = p ({q:.0%} of source questions are yes)"
+    ax.plot(curve[:, 0], curve[:, 1], color="grey", linestyle="--", label=guess)
     ax.plot([0, 1], [0, 1], color="lightgrey", linestyle=":", label="symmetric accuracy = accuracy")
     # Colour names the group, marker the model, each once in a legend: text beside every point piled
     # the labels of coincident points (an untrained model scores the same on every split) on one spot.
@@ -288,27 +300,34 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
         if not (math.isnan(r["accuracy_original"]) or math.isnan(r["symmetric_accuracy"])):
             spot = (round(float(r["accuracy_original"]), 3), round(float(r["symmetric_accuracy"]), 3))
             spots.setdefault(spot, []).append(_group_label(r, keys))
-    for (x, y), here in spots.items():
+    # names go up and to the left of their spot, into the triangle above the diagonal that no point can reach
+    # (symmetric accuracy never exceeds accuracy), each a line higher than the last so that none covers another
+    shown = 0
+    for (x, y), here in sorted(spots.items(), reverse=True):
         groups_here = list(dict.fromkeys(here))
         if len(here) < 2 or len(groups_here) < 2:
             continue
         everything = f"all {len(labels)} {keys[0]}s" if len(keys) == 1 else f"all {len(labels)} groups"
         text = everything if len(groups_here) == len(labels) else textwrap.fill(", ".join(groups_here), 28)
-        ax.annotate(text, (x, y), fontsize=7, xytext=(6, 6), textcoords="offset points",
+        ax.annotate(text, (x, y), fontsize=7, xytext=(-10, 14 + 24 * shown), textcoords="offset points", ha="right",
+                    arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.6},
                     bbox={"boxstyle": "round", "fc": "white", "ec": "lightgrey", "alpha": 0.9})
+        shown += 1
     handles = [Line2D([], [], color="grey", linestyle="--"), Line2D([], [], color="lightgrey", linestyle=":")]
-    names = [f"random guess, P(yes) = p (q = {q:.2f})", "symmetric accuracy = accuracy"]
+    names = [guess, "symmetric accuracy = accuracy"]
     if len(models) > 1 or models[0]:
         handles += [Line2D([], [], marker=markers[i % len(markers)], color="black", linestyle="", markerfacecolor="white")
                     for i in range(len(models))]
         names += [m or "(unnamed)" for m in models]
-    ax.legend(handles, names, loc="upper left", fontsize="small")
+    fig.legend(handles, names, loc="outside lower center", fontsize="small", ncols=min(3, len(names)))
     group_handles = [Line2D([], [], marker="o", linestyle="", color=colour[label]) for label in labels]
     fig.legend(group_handles, labels, loc="outside right upper", fontsize="small", title=" / ".join(keys) or None)
-    ax.set_xlim(-0.02, 1.05)
-    ax.set_ylim(-0.02, 1.05)
-    ax.set_xlabel("accuracy (source questions)")
-    ax.set_ylabel("symmetric accuracy")
+    # zoomed to where the points are when they all sit high (the random-guess curve then runs off the panel)
+    bottom = _axis_floor(scores, ["accuracy_original", "symmetric_accuracy"])
+    ax.set_xlim(bottom - 0.02 * (1 - bottom), 1 + 0.05 * (1 - bottom))
+    ax.set_ylim(bottom - 0.02 * (1 - bottom), 1 + 0.05 * (1 - bottom))
+    ax.set_xlabel("accuracy (source questions)" + (f", axis from {bottom:g}" if bottom else ""))
+    ax.set_ylabel("symmetric accuracy" + (f", axis from {bottom:g}" if bottom else ""))
     fig.savefig(path, dpi=110)
     return path
 
