@@ -360,6 +360,15 @@ def test_review_export_csv_and_html(tmp_path: Path):
     text = html_path.read_text(encoding="utf-8")
     assert text.count('<tr class="pair">') == 5
     assert text.count("data:image/jpeg;base64,") == 5
+    # the page fits its window: a fixed layout whose column widths add up to the table's, text wrapping anywhere;
+    # the pair is named once (the CSV keeps id and pair_id)
+    import re
+
+    headers = re.findall(r"<th class='(\w+)'>([^<]+)</th>", text)
+    assert [h for _, h in headers] == ["image", *(c for c in REVIEW_COLUMNS if c != "id")]
+    widths = dict(re.findall(r"\.(\w+)\{width:(\d+)%\}", text))
+    assert sum(int(widths[cls]) for cls, _ in headers) == 100
+    assert "table-layout:fixed" in text and "overflow-wrap:anywhere" in text
     # same seed, same sample; all pairs when n is larger than the dataset
     assert review_export(pairs, tmp_path / "again", n=5, seed=1)[0].read_text() == csv_path.read_text()
     csv_all, html_all = review_export(pairs, tmp_path / "all", n=100)
