@@ -375,7 +375,6 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
     from vhx.report import report
     from vhx.runtime import process_state
 
-    _check_model(model_spec)
     if process_state().is_main_process and (out / LOCK_FILE).exists():
         # refuse a busy run folder before loading the model (minutes for a 7B checkpoint), not after;
         # predict_dataset takes the lock again for the run itself. A folder without a lock file has

@@ -471,7 +471,7 @@ def _score_batches(
             if len(answers) != len(asked):
                 raise VHXError(f"model {name!r} returned {len(answers)} predictions for {len(asked)} cases")
             preds.update(zip(asked, answers))
-        except (VHXError, KeyboardInterrupt, SystemExit, MemoryError):
+        except (VHXError, MemoryError):  # vhx's own refusals and exhaustion end the run
             raise
         except Exception as exc:  # noqa: BLE001  (one case's failure is recorded; see the docstring)
             if len(asked) == 1:
@@ -479,7 +479,7 @@ def _score_batches(
             for k in asked:
                 try:
                     (preds[k],) = model.predict([cases[k]["image"]], [cases[k]["question"]])
-                except (VHXError, KeyboardInterrupt, SystemExit, MemoryError):
+                except (VHXError, MemoryError):  # vhx's own refusals and exhaustion end the run
                     raise
                 except Exception as one:  # noqa: BLE001
                     reasons[k] = f"{type(one).__name__}: {str(one).strip().splitlines()[0] if str(one).strip() else 'no message'}"[:300]

@@ -639,8 +639,8 @@ class Attack(abc.ABC):
         """The update direction of one step from ``grad`` = grad J ``(B, 3, H, W)``: the image moves by -gamma_t times it.
 
         Every method defines it; an :class:`Attack` subclass without it cannot be instantiated. It
-        may overwrite ``grad`` and return it (the loop does not read ``grad`` afterwards): on a
-        CPU, a fresh image-sized tensor per step costs more than the operation that fills it.
+        may overwrite ``grad`` and return it (the loop does not read ``grad`` afterwards), and the
+        loop may write into what it returns (a fresh or the given tensor, never one kept elsewhere).
         """
 
     def random_first_direction(self, shape: Sequence[int], image_ids: Sequence[str]) -> torch.Tensor:
