@@ -119,8 +119,37 @@ def test_cli_build_expand_gallery(tmp_path: Path, capsys):
     shown = re.findall(r"<td class='q'><b>(.*?)</b>", page)
     questions = {html.escape(q, quote=True) for q in dsd["original"]["question"]}
     assert len(shown) == 4 and set(shown) <= questions
+    # structure: a fixed layout fitting the window (the question column sized, the split columns sharing the rest,
+    # text wrapping anywhere, images scaling to their cell), every row as wide as the header
+    _assert_gallery_fits(page, n_splits=3)
     text = capsys.readouterr().out
     assert re.search(r"original\s+40\s+20\s+5\s+20\s+0\.500", text)
+
+
+def _assert_gallery_fits(page: str, n_splits: int) -> None:
+    from html.parser import HTMLParser
+
+    class Rows(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[str]] = []
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.rows[-1].append(tag)
+
+    parser = Rows()
+    parser.feed(page)
+    assert parser.rows[0] == ["th"] * (1 + n_splits)
+    assert all(row == ["td"] * (1 + n_splits) for row in parser.rows[1:])
+    css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    assert "table-layout:fixed" in css and "width:100%" in css.split("table{")[1].split("}")[0]
+    assert re.search(r"th\.q\{width:(\d+)%\}", css) and int(re.search(r"th\.q\{width:(\d+)%\}", css).group(1)) < 50
+    assert "overflow-wrap:anywhere" in css
+    img = css.split("img{")[1].split("}")[0]
+    assert "width:100%" in img and "height:auto" in img
 
 
 @pytest.mark.slow

@@ -365,7 +365,8 @@ def test_review_export_csv_and_html(tmp_path: Path):
     import re
 
     headers = re.findall(r"<th class='(\w+)'>([^<]+)</th>", text)
-    assert [h for _, h in headers] == ["image", *(c for c in REVIEW_COLUMNS if c != "id")]
+    assert [h for _, h in headers] == ["image", "pair", "question", "negated question", "answer", "negated answer",
+                                       "negator", "rule", "flag", "correct?"]
     widths = dict(re.findall(r"\.(\w+)\{width:(\d+)%\}", text))
     assert sum(int(widths[cls]) for cls, _ in headers) == 100
     assert "table-layout:fixed" in text and "overflow-wrap:anywhere" in text

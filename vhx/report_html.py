@@ -205,7 +205,9 @@ def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: lis
                        for y, n in zip(v, parsed)])
         err = np.clip(np.nan_to_num(np.vstack([v - ci[:, 0], ci[:, 1] - v])), 0.0, None)
         ax_yes.bar(x, np.nan_to_num(v), 0.6, yerr=err, capsize=3, color="tab:green")
-        ax_yes.axhline(0.5, color="grey", linestyle="--", linewidth=1)
+        # every source question paired with its flipped twin makes the answer key half "yes"
+        ax_yes.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="0.5: half yes (a fully paired answer key)")
+        ax_yes.legend(loc="upper right", fontsize=7, frameon=False)
         ax_yes.set_ylim(0, 1.05)
         ax_yes.set_xticks(x, ticks, rotation=30, ha="right")
         ax_yes.set_ylabel('share of "yes"')

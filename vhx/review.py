@@ -105,26 +105,30 @@ def review_export(
 #: Column widths of the review page (fixed layout: every column fits a 1200-px window).
 _HTML_WIDTHS = {"image": "img", "pair_id": "mid", "original_question": "wide", "negated_question": "wide",
                 "original_answer": "narrow", "negated_answer": "narrow", "negator": "narrow", "rule": "mid",
-                "flag": "narrow", "correct?": "narrow"}
+                "flag": "mid", "correct?": "narrow"}
+#: Header words of the review page: spaces where the CSV has underscores, so a header breaks between words.
+_HTML_LABELS = {"pair_id": "pair", "original_question": "question", "negated_question": "negated question",
+                "original_answer": "answer", "negated_answer": "negated answer"}
 
 
 def _review_html(records: list[dict[str, Any]], *, total: int) -> str:
     esc = html.escape
     # the page shows the pair once (its id is the case id without the twin's suffix); the CSV keeps both
     shown = [c for c in REVIEW_COLUMNS if c != "id"]
-    head_cells = "".join(f"<th class='{_HTML_WIDTHS.get(c, '')}'>{esc(c)}</th>" for c in ("image", *shown))
+    head_cells = "".join(f"<th class='{_HTML_WIDTHS.get(c, '')}'>{esc(_HTML_LABELS.get(c, c))}</th>" for c in ("image", *shown))
     body = []
     for rec in records:
         uri = _thumbnail_data_uri(rec["_image"])
         img = f'<img src="{uri}" alt="{esc(rec["id"])}">' if uri else "<em>image unavailable</em>"
-        cells = "".join(f"<td>{esc(str(rec[c]))}</td>" for c in shown)
+        # ids break after their slashes, not inside a word
+        cells = "".join(f"<td>{esc(str(rec[c])).replace('/', '/<wbr>') if c == 'pair_id' else esc(str(rec[c]))}</td>" for c in shown)
         body.append(f'<tr class="pair"><td>{img}</td>{cells}</tr>')
     return (
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>vhx negation review</title>\n"
         "<style>body{font-family:sans-serif;margin:1em}table{border-collapse:collapse;width:100%;table-layout:fixed}"
         "td,th{border:1px solid #ccc;padding:4px 6px;vertical-align:top;text-align:left;overflow-wrap:anywhere;font-size:.9em}"
-        "th{background:#f0f0f0}img{width:100%;max-width:160px;height:auto}"
-        ".narrow{width:6%}.mid{width:10%}.wide{width:19%}.img{width:12%}</style></head><body>\n"
+        "th{background:#f0f0f0;font-size:.85em;overflow-wrap:normal}img{width:100%;max-width:160px;height:auto}"
+        ".narrow{width:6%}.mid{width:10%}.wide{width:17%}.img{width:12%}</style></head><body>\n"
         f"<h1>Negation review: {len(records)} of {total} pairs</h1>\n"
         "<p>For each pair, check that the negated question is the exact negation of the original "
         "(same image, flipped answer) and fill in the <code>correct?</code> column of the CSV.</p>\n"
