@@ -74,9 +74,42 @@ RULE_FALSE_BE = "is_it_false/be"
 RULE_FALSE_THERE = "is_it_false/there"
 RULE_FALSE_AUX = "is_it_false/aux"
 RULE_FALSE_DO = "is_it_false/do"
+RULE_NOT_BE = "not/be"
+RULE_NOT_THERE = "not/there"
+RULE_NOT_AUX = "not/aux"
+RULE_NOT_DO = "not/do"
+RULE_NT_BE = "n't/be"
+RULE_NT_THERE = "n't/there"
+RULE_NT_AUX = "n't/aux"
+RULE_NT_DO = "n't/do"
+RULE_DROP_NOT = "drop_not"
+RULE_DROP_NT = "drop_n't"
 RULE_UNDO_FALSE = "undo_is_it_false"
 RULE_TRUE_TO_FALSE = "true_to_false"
 RULE_FALSE_TO_TRUE = "false_to_true"
+
+#: The rule negator's forms: the natural "not" after the subject (``Is the cat not on the sofa?``, the default),
+#: the contracted auxiliary (``Isn't the cat on the sofa?``) and the paper prompt's literal logical frame
+#: (``Is it false that the cat is on the sofa?``). Simple existence questions take "no" in every form.
+NEGATION_FORMS = ("not", "contracted", "frame")
+_FRAME_RULE_PREFIX = "is_it_false/"
+_NATURAL_RULES = {"be": (RULE_NOT_BE, RULE_NT_BE), "there": (RULE_NOT_THERE, RULE_NT_THERE),
+                  "aux": (RULE_NOT_AUX, RULE_NT_AUX), "do": (RULE_NOT_DO, RULE_NT_DO)}
+_FRAME_RULES = {"be": RULE_FALSE_BE, "there": RULE_FALSE_THERE, "aux": RULE_FALSE_AUX, "do": RULE_FALSE_DO}
+#: Contracted auxiliaries; "am", "may", "might", "shall" have no current contraction and keep "not".
+_CONTRACT = {
+    "is": "isn't", "are": "aren't", "was": "wasn't", "were": "weren't", "does": "doesn't", "do": "don't",
+    "did": "didn't", "has": "hasn't", "have": "haven't", "had": "hadn't", "can": "can't", "could": "couldn't",
+    "will": "won't", "would": "wouldn't", "should": "shouldn't", "must": "mustn't",
+}
+_UNCONTRACT = {v: k for k, v in _CONTRACT.items()} | {"cannot": "can"}
+
+
+def is_framed(rule: str) -> bool:
+    """Whether a negation rule wraps the question in the logical frame "Is it false that ..."
+    (the rule negator's ``is_it_false/*`` rules, and an LLM answer of that form, ``llm/is_it_false``)."""
+    return rule.startswith(_FRAME_RULE_PREFIX) or rule == "llm/is_it_false"
+
 
 _ARTICLE_OF_RULE = {RULE_A_TO_NO: "a", RULE_AN_TO_NO: "an", RULE_ANY_TO_NO: "any"}
 _RULE_OF_ARTICLE = {v: k for k, v in _ARTICLE_OF_RULE.items()}
@@ -192,7 +225,9 @@ _STATES = {
     "real", "fake", "natural", "artificial", "clear", "blurry", "sharp", "busy", "crowded", "quiet",
     "safe", "dangerous", "healthy", "fresh", "used", "able", "likely", "possible", "correct", "true",
     "false", "wrong", "ready", "available", "complete", "partial", "on", "off", "free", "occupied",
-    "fluffy", "furry", "wooden", "metal", "metallic", "plastic", "sunlit",
+    "fluffy", "furry", "wooden", "metal", "metallic", "plastic", "sunlit", "appropriate", "inappropriate",
+    "suitable", "unsuitable", "necessary", "enough", "sufficient", "normal", "abnormal", "edible", "legal",
+    "illegal", "allowed", "permitted", "reasonable", "accurate", "same", "different", "similar", "equal",
 }
 _ADJECTIVES = _COLOURS | _SHAPES | _SIZES | _STATES
 _COMPARATIVES = {
@@ -616,6 +651,20 @@ def _split_verb(low: list[str], *, declarative: bool) -> int | None:
 #: The note a negation gets when its subject/predicate split was a guess (the question's last word, not
 #: a word the rules know, taken as the predicate): the review export lists such pairs first.
 GUESSED_SPLIT = "guessed split: an unknown last word taken as the predicate"
+#: The note of a natural-form negation kept in the logical frame because its subject is quantified: "not"
+#: after "some of the cars" would negate only part of the claim (``Are some of the cars not parked?``).
+QUANTIFIED_SUBJECT = "quantified subject: 'not' after it would negate only part of the claim"
+_QUANTIFIERS = {"all", "every", "each", "both", "some", "many", "most", "few", "several", "any", "either", "neither",
+                "none", "no"}
+
+
+def _quantified(low_subject: list[str]) -> bool:
+    """``all the dogs``, ``some of the cars``, ``one of the doors``, ``two of them``: a quantified subject."""
+    if not low_subject:
+        return False
+    first = low_subject[0]
+    return first in _QUANTIFIERS or (len(low_subject) > 2 and low_subject[1] == "of"
+                                     and (first in _NUMBER_WORDS or bool(_NUMBER.fullmatch(first))))
 
 
 def _known_predicate_word(w: str) -> bool:
@@ -644,15 +693,32 @@ def _declarative(tokens: list[str]) -> tuple[list[str], str]:
         clause = [*subject, finite, *predicate[1:]]
     else:
         clause = [*subject, aux_word, *predicate]
-    if low[:k] == ["there"]:
-        rule = RULE_FALSE_THERE
-    elif aux in _BE:
-        rule = RULE_FALSE_BE
-    elif aux in _DO:
-        rule = RULE_FALSE_DO
-    else:
-        rule = RULE_FALSE_AUX
-    return clause, rule
+    return clause, _FRAME_RULES[_aux_kind(aux, low[:k])]
+
+
+def _aux_kind(aux: str, low_subject: list[str]) -> str:
+    """``there``, ``be``, ``do`` or ``aux`` (have and the modals): the suffix of the rule names."""
+    if low_subject == ["there"]:
+        return "there"
+    if aux in _BE:
+        return "be"
+    return "do" if aux in _DO else "aux"
+
+
+def _subject_end(core: list[str]) -> tuple[int, bool]:
+    """Index in ``AUX SUBJECT PREDICATE`` tokens where the predicate starts, and whether that was a guess
+    (a be-question whose unknown last word was taken as the predicate: ``Is the cat fluffy?``)."""
+    aux, rest = _norm(core[0]), core[1:]
+    low = [_norm(t) for t in rest]
+    if not rest:
+        raise _Unparsable("nothing after the auxiliary verb")
+    k = _split_be(low, declarative=False, tokens=rest) if aux in _BE or aux in _HAVE else _split_verb(low, declarative=False)
+    if k is None or k <= 0 or k >= len(rest):
+        raise _Unparsable("cannot find where the subject ends and the predicate starts")
+    last = low[-1]
+    guessed = (aux in _BE and k == len(rest) - 1 and low[:k] != ["there"] and not _known_predicate_word(last)
+               and not rest[-1][:1].isupper())
+    return k + 1, guessed
 
 
 def _is_plural_subject(low_subject: list[str]) -> bool:
@@ -807,12 +873,29 @@ def _is_simple_existence(low: list[str]) -> bool:
 
 
 class RuleNegator:
-    """Deterministic, offline negation by the paper prompt's two rules (see the module docstring).
+    """Deterministic, offline negation (see the module docstring), in one of :data:`NEGATION_FORMS`.
+
+    ``form="not"`` (the default) writes the negation a person would: "not" after the subject
+    (``Is this photo not taken in a corridor?``, ``Does the man not wear a hat?``); ``"contracted"``
+    contracts the auxiliary instead (``Isn't this photo taken in a corridor?``); ``"frame"`` is the paper
+    prompt's literal rewrite (``Is it false that this photo is taken in a corridor?``). In the two
+    natural forms the frame is kept only where the subject/predicate split is a guess, with the note
+    :data:`GUESSED_SPLIT`. Simple existence questions take "no" in every form (``Is there no dog?``), and
+    a question already negated loses its negation (``Is the dog not asleep?`` -> ``Is the dog asleep?``).
 
     Stateless and picklable, so ``negate_dataset(..., num_proc=N)`` can ship it to worker processes.
     """
 
-    name = "rules"
+    def __init__(self, form: str = "not") -> None:
+        if form not in NEGATION_FORMS:
+            raise ValueError(f"unknown negation form {form!r}; choose one of {', '.join(NEGATION_FORMS)}")
+        self.form = form
+        #: ``rules`` for the default form, ``rules:contracted`` / ``rules:frame`` for the others: the
+        #: provenance and the dataset card name the form that wrote each twin.
+        self.name = "rules" if form == "not" else f"rules:{form}"
+
+    def __repr__(self) -> str:
+        return f"RuleNegator(form={self.form!r})"
 
     def negate(self, question: str) -> NegationResult:
         """Negate one question; :class:`DataError` (field ``question``) if it is not a yes/no question.
@@ -821,17 +904,21 @@ class RuleNegator:
         """
         text = check_question(question)
         parts = _split_parts(text)
+        # "The three cats ..., the one without a beard, is the middle one?": the subject was said before the
+        # auxiliary and what follows it is one noun phrase ("the middle one"), so "not" follows the auxiliary
+        subject_before = (bool(parts.prefix) and parts.prefix[-1].endswith(",") and len(parts.core) > 2
+                          and _norm(parts.prefix[0]) not in _PREPOSITIONS and _norm(parts.core[-1]) in ("one", "ones")
+                          and _norm(parts.core[0]) in _BE)
         try:
-            core, rule = self._negate_core(parts.core)
+            if subject_before and self.form != "frame":
+                if _norm(parts.core[1]) == "not":
+                    core, rule, note = [parts.core[0], *parts.core[2:]], RULE_DROP_NOT, ""
+                else:
+                    core, rule, note = [parts.core[0], "not", *parts.core[1:]], RULE_NOT_BE, ""
+            else:
+                core, rule, note = self._negate_core(parts.core)
         except _Unparsable as exc:
             raise DataError(f"cannot negate {text!r}: {exc}", field="question") from None
-        note = ""
-        if rule == RULE_FALSE_BE and len(core) > 5:
-            last = _norm(core[-1])
-            # "Is it false that the cat is fluffy": a known last word, or a split decided before it, is no guess
-            if (core[-2] == parts.core[0].lower() and not _known_predicate_word(last) and not core[-1][:1].isupper()
-                    and _norm(parts.core[-1]) == last):
-                note = GUESSED_SPLIT
         return NegationResult(self._join(parts, core), self.name, rule, note)
 
     def negate_batch(self, questions: list[str]) -> list[NegationResult]:
@@ -848,11 +935,15 @@ class RuleNegator:
         """Undo a negation made by these rules.
 
         ``rule`` is the :attr:`NegationResult.rule` of that negation (``negation_rule`` in the
-        provenance): with it the exact article of ``Is there no X`` (``a``/``an``/``any``) and the
-        ``Is it true that`` form come back even where they differ from the spelling rule. Without it
-        this is the same as :meth:`negate`.
+        provenance): with it the exact article of ``Is there no X`` (``a``/``an``/``any``), the
+        ``Is it true that`` form and a dropped "not" or "n't" come back even where they differ from
+        what this negator would write. Without it this is the same as :meth:`negate`.
         """
         text = check_question(question)
+        if rule == RULE_DROP_NOT and self.form != "not":
+            return RuleNegator("not").negate(text).question
+        if rule == RULE_DROP_NT and self.form != "contracted":
+            return RuleNegator("contracted").negate(text).question
         if rule in _ARTICLE_OF_RULE or rule == RULE_TRUE_TO_FALSE:
             parts = _split_parts(text)
             core = list(parts.core)
@@ -878,26 +969,42 @@ class RuleNegator:
             words = [*parts.prefix, _capitalize(core[0]), *core[1:]]
         return " ".join(words) + parts.mark + parts.suffix
 
-    def _negate_core(self, core: list[str]) -> tuple[list[str], str]:
+    def _negate_core(self, core: list[str]) -> tuple[list[str], str, str]:
         low = [_norm(t) for t in core]
         if low[:4] == ["is", "it", "false", "that"] and len(core) > 4:
             question = _question_from_declarative(core[4:])
             if question is not None:
-                return question, RULE_UNDO_FALSE
-            return [core[0], core[1], _match_case("true", core[2]), *core[3:]], RULE_FALSE_TO_TRUE
+                return question, RULE_UNDO_FALSE, ""
+            return [core[0], core[1], _match_case("true", core[2]), *core[3:]], RULE_FALSE_TO_TRUE, ""
         if low[:4] == ["is", "it", "true", "that"] and len(core) > 4:
-            return [core[0], core[1], _match_case("false", core[2]), *core[3:]], RULE_TRUE_TO_FALSE
+            return [core[0], core[1], _match_case("false", core[2]), *core[3:]], RULE_TRUE_TO_FALSE, ""
         if _is_simple_existence(low):
             out = list(core)
             article = low[2]
             if article == "no":
                 restored = "any" if low[0] in ("are", "were") else _article_for(core[3])
                 out[2] = _match_case(restored, core[2])
-                return out, _UNDO_RULE_OF_ARTICLE[restored]
+                return out, _UNDO_RULE_OF_ARTICLE[restored], ""
             out[2] = _match_case("no", core[2])
-            return out, _RULE_OF_ARTICLE[article]
-        clause, rule = _declarative(list(core))
-        return ["Is", "it", "false", "that", *clause], rule
+            return out, _RULE_OF_ARTICLE[article], ""
+        if self.form == "frame":
+            clause, rule = _declarative(list(core))
+            return ["Is", "it", "false", "that", *clause], rule, ""
+        if low[0] in _UNCONTRACT:  # "Isn't the dog asleep?" -> "Is the dog asleep?"
+            return [_match_case(_UNCONTRACT[low[0]], core[0]), *core[1:]], RULE_DROP_NT, ""
+        k, guessed = _subject_end(core)
+        if low[k] == "not":  # "Is the dog not asleep?" -> "Is the dog asleep?"
+            return [*core[:k], *core[k + 1 :]], RULE_DROP_NOT, ""
+        note = GUESSED_SPLIT if guessed else QUANTIFIED_SUBJECT if _quantified(low[1:k]) else ""
+        if note:
+            # where "not" may land in the wrong place the frame negates the whole claim; the note sends the
+            # pair to the top of the review export
+            clause, rule = _declarative(list(core))
+            return ["Is", "it", "false", "that", *clause], rule, note
+        plain, contracted = _NATURAL_RULES[_aux_kind(low[0], low[1:k])]
+        if self.form == "contracted" and low[0] in _CONTRACT:
+            return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, ""
+        return [*core[:k], "not", *core[k:]], plain, ""
 
 
 def rule_coverage(questions: Sequence[str]) -> Counter:

@@ -1,0 +1,186 @@
+"""How the offline rule negator reads on real benchmark questions: framed share, flagged share, automatic
+defects and a sample of pairs to read, per subtask.
+
+Question files in their release formats (nothing is downloaded here):
+
+* ``--mme DIR``: MME's eval_tool ``Your_Results`` folder (one ``<subtask>.txt`` per subtask, lines
+  ``image<TAB>question<TAB>answer``), or any folder holding such files;
+* ``--pope FILE ...``: POPE's ``coco_pope_*.json`` question files (JSON lines with a ``text`` field);
+* ``--lines NAME=FILE``: any text file with one question per line (MMVP or VHTest questions made yes/no).
+
+Every question is negated with ``RuleNegator(form)``. A pair counts as a *defect* when an automatic check
+fails: :func:`vhx.llm.check_negation` (the negation adds or drops a negation cue and keeps every content
+word), the double negation (``unnegate(negate(q), rule) == q``), or a doubled negation ("not not",
+"not no"). ``--compare FORM`` also negates with a second form and counts the questions whose negation
+changed. ``--sample N`` writes N random pairs per subtask to a Markdown file for reading by eye.
+
+    python benchmarks/negation_quality.py --mme eval_tool/Your_Results --pope POPE/output/coco/*.json \\
+        --compare frame --sample 30 --sample-out negation_sample.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+from vhx.errors import DataError
+from vhx.llm import check_negation
+from vhx.negation import NEGATION_FORMS, RuleNegator, is_framed
+
+_DOUBLED = re.compile(r"\b(not|no)\s+(not|no)\b|\bnot\s+n't\b", re.IGNORECASE)
+
+
+def read_mme(folder: Path) -> dict[str, list[str]]:
+    """Questions per subtask from MME eval_tool-style ``<subtask>.txt`` files (image, question, answer per line)."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(folder.rglob("*.txt")):
+        rows = []
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            fields = line.split("\t")
+            if len(fields) < 3:
+                raise SystemExit(f"{path}:{n}: expected image<TAB>question<TAB>answer, got {line!r}")
+            rows.append(fields[1])
+        if rows:
+            out[f"mme/{path.stem}"] = rows
+    return out
+
+
+def read_pope(paths: list[Path]) -> dict[str, list[str]]:
+    """Questions per file from POPE's JSON-lines question files."""
+    out = {}
+    for path in paths:
+        out[f"pope/{path.stem}"] = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return out
+
+
+_INSTRUCTION = re.compile(r"\s*(?:please\s+)?(?:answer|respond|reply)\b[^?]*$", re.IGNORECASE)
+
+
+def _bare(question: str) -> str:
+    """The question without a trailing answer instruction, ending with an ASCII "?"."""
+    text = _INSTRUCTION.sub("", question.strip()).strip().replace("\uff1f", "?")
+    return text if text.endswith("?") else text + "?"
+
+
+def defects(negator: RuleNegator, question: str, negated: str, rule: str) -> list[str]:
+    """The automatic checks a pair fails (empty when it passes them all)."""
+    found = []
+    # the answer instruction after the question ("? Please answer yes or no.") is kept verbatim by the rules, and
+    # so is a missing or full-width question mark: the content check reads the questions alone
+    problem = check_negation(_bare(question), _bare(negated))
+    if problem:
+        found.append(problem)
+    try:
+        back = negator.unnegate(negated, rule)
+    except DataError as exc:
+        back = f"<{exc.reason}>"
+    if back != question:
+        found.append(f"double negation gives {back!r}")
+    if _DOUBLED.search(negated) and not _DOUBLED.search(question):
+        found.append("doubled negation")
+    return found
+
+
+def measure(groups: dict[str, list[str]], form: str, compare: str | None) -> tuple[list[dict], dict[str, list[tuple]]]:
+    """Per group: counts of framed, flagged, skipped and defective negations (and changed ones against ``compare``)."""
+    negator, other = RuleNegator(form), RuleNegator(compare) if compare else None
+    rows, pairs = [], {}
+    for name, questions in groups.items():
+        row = Counter(n=len(questions))
+        kept = []
+        for q in questions:
+            try:
+                r = negator.negate(q)
+            except DataError as exc:
+                row["skipped"] += 1
+                kept.append((q, None, "skipped", exc.reason, []))
+                continue
+            found = defects(negator, q.strip(), r.question, r.rule)
+            row["framed"] += is_framed(r.rule)
+            row["flagged"] += bool(r.note)
+            row["defects"] += bool(found)
+            if other is not None:
+                try:
+                    row["changed"] += other.negate(q).question != r.question
+                except DataError:
+                    row["changed"] += 1
+            kept.append((q, r.question, r.rule, r.note, found))
+        rows.append({"group": name, **row})
+        pairs[name] = kept
+    total = Counter()
+    for row in rows:
+        total.update({k: v for k, v in row.items() if k != "group"})
+    rows.append({"group": "total", **total})
+    return rows, pairs
+
+
+def format_rows(rows: list[dict], compare: str | None) -> str:
+    """A Markdown table with shares."""
+    head = "| questions | n | framed | flagged | skipped | defects |" + (f" changed vs {compare} |" if compare else "")
+    lines = [head, "|---|---:|---:|---:|---:|---:|" + ("---:|" if compare else "")]
+    for row in rows:
+        n = row["n"] or 1
+        cells = [f"{row.get(k, 0)} ({row.get(k, 0) / n:.1%})" for k in ("framed", "flagged", "skipped", "defects")]
+        if compare:
+            cells.append(f"{row.get('changed', 0)} ({row.get('changed', 0) / n:.1%})")
+        lines.append(f"| {row['group']} | {row['n']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_sample(pairs: dict[str, list[tuple]], n: int, seed: int, path: Path) -> Path:
+    """``n`` random pairs per group, and every defective, skipped or flagged one, as a Markdown file to read."""
+    rng = random.Random(seed)
+    lines = [f"# Rule negations: {n} random pairs per group (seed {seed}), then every flagged, skipped or defective one", ""]
+    for name, kept in pairs.items():
+        lines.append(f"## {name}")
+        lines.append("")
+        for q, neg, rule, note, found in rng.sample(kept, min(n, len(kept))):
+            lines.append(f"- `{rule}` {q}  \n  -> {neg}")
+        odd = [p for p in kept if p[1] is None or p[3] or p[4]]
+        if odd:
+            lines.append("")
+            lines.append(f"Flagged, skipped or defective ({len(odd)}):")
+            for q, neg, rule, note, found in odd:
+                lines.append(f"- `{rule}` {q}  \n  -> {neg}  \n  {note}{'; ' if note and found else ''}{'; '.join(found)}")
+        lines.append("")
+    path.write_text("\n".join(lines), encoding="utf-8")
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--mme", type=Path, help="MME eval_tool Your_Results folder (<subtask>.txt files)")
+    p.add_argument("--pope", type=Path, nargs="*", default=[], help="POPE coco_pope_*.json question files")
+    p.add_argument("--lines", action="append", default=[], metavar="NAME=FILE", help="a file of one question per line")
+    p.add_argument("--form", choices=NEGATION_FORMS, default="not")
+    p.add_argument("--compare", choices=NEGATION_FORMS, help="also count how many negations differ from this form's")
+    p.add_argument("--sample", type=int, default=0, help="random pairs per group to write for reading")
+    p.add_argument("--sample-out", type=Path, default=Path("negation_sample.md"))
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    groups: dict[str, list[str]] = {}
+    if args.mme:
+        groups.update(read_mme(args.mme))
+    groups.update(read_pope(args.pope))
+    for spec in args.lines:
+        name, _, file = spec.partition("=")
+        groups[name] = [line.strip() for line in Path(file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not groups:
+        p.error("no questions: pass --mme, --pope or --lines")
+    rows, pairs = measure(groups, args.form, args.compare)
+    print(f"RuleNegator(form={args.form!r})")
+    print(format_rows(rows, args.compare))
+    if args.sample:
+        print(f"sample: {write_sample(pairs, args.sample, args.seed, args.sample_out)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
