@@ -18,6 +18,8 @@ from PIL import Image
 from conftest import read_pope_questions
 from vhx.errors import DataError
 from vhx.negation import (
+    GUESSED_SPLIT,
+    QUANTIFIED_SUBJECT,
     NegationResult,
     Negator,
     RuleNegator,
@@ -28,9 +30,11 @@ from vhx.review import REVIEW_COLUMNS, review_export
 from vhx.schema import FEATURES, loads, make_case, pair_id_of, validate_dataset
 
 NEG = RuleNegator()
+FRAME = RuleNegator("frame")
+CONTRACTED = RuleNegator("contracted")
 
-# (question, expected negation, rule): POPE, MMVP and VHTest shapes, synthetic-benchmark shapes, and
-# the tricky parts of the subject heuristic.
+# (question, expected negation, rule) in the paper prompt's literal form ("Is it false that ..."): POPE, MMVP
+# and VHTest shapes, synthetic-benchmark shapes, and the tricky parts of the subject heuristic.
 TABLE = [
     # simple existence: a/an/any -> no
     ("Is there a dog in the image?", "Is there no dog in the image?", "a_to_no"),
@@ -159,6 +163,159 @@ TABLE = [
     ("Does the girl in the photo hold something in her hand?", "Is it false that the girl in the photo holds something in her hand?", "is_it_false/do"),
 ]
 
+# The same questions in the default, natural form (read one by one): "not" after the subject where the frame
+# above puts the auxiliary after it; the frame stays, with its note, only for quantified subjects.
+NATURAL_TABLE = [
+    ('Is there a dog in the image?', 'Is there no dog in the image?', 'a_to_no', ""),
+    ('Is there an apple in the image?', 'Is there no apple in the image?', 'an_to_no', ""),
+    ('Is there a shadow on the flower?', 'Is there no shadow on the flower?', 'a_to_no', ""),
+    ('Are there any cats?', 'Are there no cats?', 'any_to_no', ""),
+    ('Is there a unicorn in the image?', 'Is there no unicorn in the image?', 'a_to_no', ""),
+    ('Is there a red circle in the image?', 'Is there no red circle in the image?', 'a_to_no', ""),
+    ('Is there no dog in the image?', 'Is there a dog in the image?', 'no_to_a', ""),
+    ('Are there no cats on the sofa?', 'Are there any cats on the sofa?', 'no_to_any', ""),
+    ('Are there two dogs in the image?', 'Are there not two dogs in the image?', 'not/there', ""),
+    ('Are there 3 apples in the image?', 'Are there not 3 apples in the image?', 'not/there', ""),
+    ('Is there one circle in the image?', 'Is there not one circle in the image?', 'not/there', ""),
+    ('Are there more than two dogs?', 'Are there not more than two dogs?', 'not/there', ""),
+    ('Is there a dog and a cat in the image?', 'Is there not a dog and a cat in the image?', 'not/there', ""),
+    ("Are the butterfly's wings open?", "Are the butterfly's wings not open?", 'not/be', ""),
+    ("Are the butterfly's wings closer to being open?", "Are the butterfly's wings not closer to being open?", 'not/be', ""),
+    ('Is the dog facing left?', 'Is the dog not facing left?', 'not/be', ""),
+    ('Was the cup red?', 'Was the cup not red?', 'not/be', ""),
+    ('Is the cat on the left of the dog?', 'Is the cat not on the left of the dog?', 'not/be', ""),
+    ('Is the car red?', 'Is the car not red?', 'not/be', ""),
+    ('Is the clock round?', 'Is the clock not round?', 'not/be', ""),
+    ('Is the dog bigger than the cat?', 'Is the dog not bigger than the cat?', 'not/be', ""),
+    ("Is the text 'OPEN' written on the sign?", "Is the text 'OPEN' not written on the sign?", 'not/be', ""),
+    ("Is the text 'NO PARKING' on the sign?", "Is the text 'NO PARKING' not on the sign?", 'not/be', ""),
+    ('Is the arrow pointing up?', 'Is the arrow not pointing up?', 'not/be', ""),
+    ('Is the red circle on the left side of the image?', 'Is the red circle not on the left side of the image?', 'not/be', ""),
+    ('Is the red square in the bottom half of the image?', 'Is the red square not in the bottom half of the image?', 'not/be', ""),
+    ('Is the square red?', 'Is the square not red?', 'not/be', ""),
+    ('Is the moon crescent shaped?', 'Is the moon not crescent shaped?', 'not/be', ""),
+    ('Is the traffic light green?', 'Is the traffic light not green?', 'not/be', ""),
+    ('Is the dark blue car parked?', 'Is the dark blue car not parked?', 'not/be', ""),
+    ('Is the color of the car red?', 'Is the color of the car not red?', 'not/be', ""),
+    ('Is the cat fluffy?', 'Is the cat not fluffy?', 'not/be', ""),
+    ('Is the man on the left wearing glasses?', 'Is the man on the left not wearing glasses?', 'not/be', ""),
+    ('Is the glass on the table empty?', 'Is the glass on the table not empty?', 'not/be', ""),
+    ('Are the cat and the dog sleeping?', 'Are the cat and the dog not sleeping?', 'not/be', ""),
+    ('Are all the dogs brown?', 'Is it false that all the dogs are brown?', 'is_it_false/be', QUANTIFIED_SUBJECT),
+    ('Is this a cat?', 'Is this not a cat?', 'not/be', ""),
+    ('Is it raining?', 'Is it not raining?', 'not/be', ""),
+    ('Is the image black and white?', 'Is the image not black and white?', 'not/be', ""),
+    ('Is the school bus driving towards the camera?', 'Is the school bus not driving towards the camera?', 'not/be', ""),
+    ('Is the picture taken indoors?', 'Is the picture not taken indoors?', 'not/be', ""),
+    ('Does the man wear a hat?', 'Does the man not wear a hat?', 'not/do', ""),
+    ('Does the man have a beard?', 'Does the man not have a beard?', 'not/do', ""),
+    ('Do the dogs run?', 'Do the dogs not run?', 'not/do', ""),
+    ('Does the woman carry a bag?', 'Does the woman not carry a bag?', 'not/do', ""),
+    ('Does the boy watch TV?', 'Does the boy not watch TV?', 'not/do', ""),
+    ('Does the dog go outside?', 'Does the dog not go outside?', 'not/do', ""),
+    ("Does the sign say 'STOP'?", "Does the sign not say 'STOP'?", 'not/do', ""),
+    ('Does the dog on the left have a collar?', 'Does the dog on the left not have a collar?', 'not/do', ""),
+    ('Does the man grab a cup?', 'Does the man not grab a cup?', 'not/do', ""),
+    ('Does it have stripes?', 'Does it not have stripes?', 'not/do', ""),
+    ('Do you see a dog?', 'Do you not see a dog?', 'not/do', ""),
+    ('Does the man not wear a hat?', 'Does the man wear a hat?', 'drop_not', ""),
+    ("Doesn't the man wear a hat?", 'Does the man wear a hat?', "drop_n't", ""),
+    ('Did the man wear a hat?', 'Did the man not wear a hat?', 'not/do', ""),
+    ('Can the bird fly?', 'Can the bird not fly?', 'not/aux', ""),
+    ('Can you see the sky?', 'Can you not see the sky?', 'not/aux', ""),
+    ('Can the dog on the left jump?', 'Can the dog on the left not jump?', 'not/aux', ""),
+    ('Could the dog be sleeping?', 'Could the dog not be sleeping?', 'not/aux', ""),
+    ('Has the man taken off his hat?', 'Has the man not taken off his hat?', 'not/aux', ""),
+    ('Is it false that the car is red?', 'Is the car red?', 'undo_is_it_false', ""),
+    ('Is it true that the car is red?', 'Is it false that the car is red?', 'true_to_false', ""),
+    ('In the image, is there a dog?', 'In the image, is there no dog?', 'a_to_no', ""),
+    ('Is there a dog in the image? Answer yes or no.', 'Is there no dog in the image? Answer yes or no.', 'a_to_no', ""),
+    ('Is there a café in the image?', 'Is there no café in the image?', 'a_to_no', ""),
+    ("Is the text '東京' written on the sign?", "Is the text '東京' not written on the sign?", 'not/be', ""),
+    ('Is the text “OPEN NOW” written on the sign?', 'Is the text “OPEN NOW” not written on the sign?', 'not/be', ""),
+    ('Are the butterfly’s wings open?', 'Are the butterfly’s wings not open?', 'not/be', ""),
+    ('Is the lamp on the desk turned on?', 'Is the lamp on the desk not turned on?', 'not/be', ""),
+    ('Is the car in the street parked?', 'Is the car in the street not parked?', 'not/be', ""),
+    ('Is the logo on the cap a star?', 'Is the logo on the cap not a star?', 'not/be', ""),
+    ("In the picture, is one of the car's doors open?", "In the picture, is it false that one of the car's doors is open?", 'is_it_false/be', QUANTIFIED_SUBJECT),
+    ('Are some of the cars parked?', 'Is it false that some of the cars are parked?', 'is_it_false/be', QUANTIFIED_SUBJECT),
+    ('Is the sign on the building written in English?', 'Is the sign on the building not written in English?', 'not/be', ""),
+    ('Is the person in the photo a woman?', 'Is the person in the photo not a woman?', 'not/be', ""),
+    ('Is the glass on the table half full?', 'Is the glass on the table not half full?', 'not/be', ""),
+    ('Is the man on the right a doctor?', 'Is the man on the right not a doctor?', 'not/be', ""),
+    ('Is the cup to the left of the laptop?', 'Is the cup not to the left of the laptop?', 'not/be', ""),
+    ('Is the cup next to a plate?', 'Is the cup not next to a plate?', 'not/be', ""),
+    ('Is the man in the middle of a crowd?', 'Is the man not in the middle of a crowd?', 'not/be', ""),
+    ('Is the cat on the painted chair?', 'Is the cat not on the painted chair?', 'not/be', ""),
+    ('Is the cyclist behind the yellow delivery truck called Maria Lopez?', 'Is the cyclist behind the yellow delivery truck not called Maria Lopez?', 'not/be', ""),
+    ('Is the painting above the fireplace Mona Lisa?', 'Is the painting above the fireplace not Mona Lisa?', 'not/be', ""),
+    ("Is the sign near the door 'EXIT'?", "Is the sign near the door not 'EXIT'?", 'not/be', ""),
+    ('Is the price on the tag 4.99?', 'Is the price on the tag not 4.99?', 'not/be', ""),
+    ('Is the sum of the numbers on the board equal to 30?', 'Is the sum of the numbers on the board not equal to 30?', 'not/be', ""),
+    ('Is the kettle on the stove mostly empty?', 'Is the kettle on the stove not mostly empty?', 'not/be', ""),
+    ('Is the dog in the yard not barking?', 'Is the dog in the yard barking?', 'drop_not', ""),
+    ('Is the van primarily white in color?', 'Is the van not primarily white in color?', 'not/be', ""),
+    ('I am hungry. Is the dish on the table a good choice?', 'I am hungry. Is the dish on the table not a good choice?', 'not/be', ""),
+    ('Is the lamp on the desk Please answer yes or no.', 'Is the lamp not on the desk Please answer yes or no.', 'not/be', ""),
+    ('Is the bowl under the shelf？ Please answer yes or no.', 'Is the bowl not under the shelf？ Please answer yes or no.', 'not/be', ""),
+    ('Could the robot in the photo lift the box?', 'Could the robot in the photo not lift the box?', 'not/aux', ""),
+    ('Is the vase in the photo suitable as a gift?', 'Is the vase in the photo not suitable as a gift?', 'not/be', ""),
+    ('Is the result on the screen 12-4?', 'Is the result on the screen not 12-4?', 'not/be', ""),
+    ("Is the statue behind the fountain the town's founder?", "Is the statue behind the fountain not the town's founder?", 'not/be', ""),
+    ('Is the kettle on the stove next to the sink?', 'Is the kettle on the stove not next to the sink?', 'not/be', ""),
+    ('Is the cat under the table in the image?', 'Is the cat not under the table in the image?', 'not/be', ""),
+    ('Is the horse near the barn black and white?', 'Is the horse near the barn not black and white?', 'not/be', ""),
+    ('Does the girl in the photo hold something in her hand?', 'Does the girl in the photo not hold something in her hand?', 'not/do', ""),
+]
+
+# MME's question shapes (eval_tool Your_Results lines) and other real-benchmark wordings, natural form.
+NATURAL_TABLE += [
+    ("Is this photo taken in a place of corridor? Please answer yes or no.",
+     "Is this photo not taken in a place of corridor? Please answer yes or no.", "not/be", ""),
+    ("Does this artwork exist in the form of painting? Please answer yes or no.",
+     "Does this artwork not exist in the form of painting? Please answer yes or no.", "not/do", ""),
+    ("Is this movie titled yes man (2008)? Please answer yes or no.",
+     "Is this movie not titled yes man (2008)? Please answer yes or no.", "not/be", ""),
+    ("Is this a photo of Highgate Cemetery? Please answer yes or no.",
+     "Is this not a photo of Highgate Cemetery? Please answer yes or no.", "not/be", ""),
+    ("Is the actor inside the red bounding box named Bruce Campbell? Please answer yes or no.",
+     "Is the actor inside the red bounding box not named Bruce Campbell? Please answer yes or no.", "not/be", ""),
+    ("The image shows a python code. Will the number 3 appear in the output of the code? Please answer yes or no.",
+     "The image shows a python code. Will the number 3 not appear in the output of the code? Please answer yes or no.",
+     "not/aux", ""),
+    ("Is it appropriate to translate the Chinese in the image into English 'very happy' in the picture? Please answer yes or no.",
+     "Is it not appropriate to translate the Chinese in the image into English 'very happy' in the picture? Please answer yes or no.",
+     "not/be", ""),
+    ("Is there a total of two dogs in the image? Please answer yes or no.",
+     "Is there not a total of two dogs in the image? Please answer yes or no.", "not/there", ""),
+    ("I want to go where there are a lot of people. Is the venue in the picture appropriate? Please answer yes or no.",
+     "I want to go where there are a lot of people. Is the venue in the picture not appropriate? Please answer yes or no.",
+     "not/be", ""),
+    ("The three cats in the picture, the one without a beard, is the middle one? Please answer yes or no.",
+     "The three cats in the picture, the one without a beard, is not the middle one? Please answer yes or no.", "not/be", ""),
+    ("Is the cushion plush?", "Is it false that the cushion is plush?", "is_it_false/be", GUESSED_SPLIT),
+    ("Are two of the dogs asleep?", "Is it false that two of the dogs are asleep?", "is_it_false/be", QUANTIFIED_SUBJECT),
+    ("Isn't the dog asleep?", "Is the dog asleep?", "drop_n't", ""),
+]
+
+# The contracted form: the auxiliary takes "n't" (or keeps "not" where English has no contraction).
+CONTRACTED_TABLE = [
+    ("Is this photo taken in a place of corridor?", "Isn't this photo taken in a place of corridor?", "n't/be"),
+    ("Are the butterfly's wings open?", "Aren't the butterfly's wings open?", "n't/be"),
+    ("Does the man wear a hat?", "Doesn't the man wear a hat?", "n't/do"),
+    ("Did the man wear a hat?", "Didn't the man wear a hat?", "n't/do"),
+    ("Can you see the sky?", "Can't you see the sky?", "n't/aux"),
+    ("Will the number 3 appear in the output?", "Won't the number 3 appear in the output?", "n't/aux"),
+    ("Has the man taken off his hat?", "Hasn't the man taken off his hat?", "n't/aux"),
+    ("Are there two dogs in the image?", "Aren't there two dogs in the image?", "n't/there"),
+    ("Am I eating a strawberry?", "Am I not eating a strawberry?", "not/be"),
+    ("May I have two apples?", "May I not have two apples?", "not/aux"),
+    ("Is there a dog in the image?", "Is there no dog in the image?", "a_to_no"),
+    ("Isn't the dog asleep?", "Is the dog asleep?", "drop_n't"),
+    ("Is the dog not asleep?", "Is the dog asleep?", "drop_not"),
+    ("IS THE CAR RED?", "ISN'T THE CAR RED?", "n't/be"),
+]
+
 
 def test_table_is_large_enough_and_covers_every_rule_shape():
     assert len(TABLE) >= 40
@@ -168,17 +325,58 @@ def test_table_is_large_enough_and_covers_every_rule_shape():
 
 @pytest.mark.parametrize("question,expected,rule", TABLE, ids=[q for q, _, _ in TABLE])
 def test_rule_negation_table(question, expected, rule):
-    result = NEG.negate(question)
-    assert result == NegationResult(expected, "rules", rule)
+    result = FRAME.negate(question)
+    assert result == NegationResult(expected, "rules:frame", rule)
     assert result.question != question
 
 
 @pytest.mark.parametrize("question,expected,rule", TABLE, ids=[q for q, _, _ in TABLE])
 def test_double_negation_gives_back_the_question(question, expected, rule):
+    negated = FRAME.negate(question)
+    assert FRAME.unnegate(negated.question, negated.rule) == question
+    if rule != "true_to_false":  # "Is it true that S?" -> "Is it false that S?" -> "S?" without the rule hint
+        assert FRAME.negate(negated.question).question == question
+
+
+@pytest.mark.parametrize("question,expected,rule,note", NATURAL_TABLE, ids=[q for q, *_ in NATURAL_TABLE])
+def test_natural_negation_table(question, expected, rule, note):
+    assert NEG.negate(question) == NegationResult(expected, "rules", rule, note)
+    # double negation: with the rule hint always; without it wherever the source itself was not negated
     negated = NEG.negate(question)
     assert NEG.unnegate(negated.question, negated.rule) == question
-    if rule != "true_to_false":  # "Is it true that S?" -> "Is it false that S?" -> "S?" without the rule hint
+    if rule not in ("true_to_false", "drop_n't", "undo_is_it_false"):
         assert NEG.negate(negated.question).question == question
+
+
+@pytest.mark.parametrize("question,expected,rule", CONTRACTED_TABLE, ids=[q for q, *_ in CONTRACTED_TABLE])
+def test_contracted_negation_table(question, expected, rule):
+    result = CONTRACTED.negate(question)
+    assert result == NegationResult(expected, "rules:contracted", rule)
+    assert CONTRACTED.unnegate(result.question, result.rule) == question
+
+
+@pytest.mark.parametrize("question,expected,rule", TABLE, ids=[q for q, _, _ in TABLE])
+def test_natural_and_framed_forms_split_the_question_alike(question, expected, rule):
+    """Where both forms rewrite a question, the natural one is the question with one "not" inserted right after the
+    subject, and the framed clause is that subject followed by the auxiliary: the two agree on the split."""
+    natural = NEG.negate(question)
+    if not (rule.startswith("is_it_false/") and natural.rule.startswith("not/")):
+        return
+    words, source = natural.question.split(), question.split()
+    at = words.index("not")
+    assert words[:at] + words[at + 1:] == source
+    aux = next(w for w in source if w.lower().rstrip(",") in ("is", "are", "was", "were", "does", "do", "did", "can",
+                                                                "could", "has", "have", "had", "will", "would"))
+    start = source.index(aux) + 1
+    subject = source[start:at]
+    clause = expected.split(" that ", 1)[1].split()
+    assert clause[: len(subject)] == subject
+
+
+def test_negation_forms_are_checked():
+    with pytest.raises(ValueError, match="unknown negation form 'fancy'"):
+        RuleNegator("fancy")
+    assert [RuleNegator(f).name for f in ("not", "contracted", "frame")] == ["rules", "rules:contracted", "rules:frame"]
 
 
 def _all_pope_questions() -> list[str]:
@@ -211,7 +409,8 @@ def test_every_real_pope_question_uses_a_an_to_no_and_round_trips():
 
 def test_rule_coverage_counts_unsupported_questions():
     counts = rule_coverage(["Is there a dog?", "Is the car red?", "What colour is the car?", ""])
-    assert counts == Counter({"a_to_no": 1, "is_it_false/be": 1, "unsupported": 2})
+    assert counts == Counter({"a_to_no": 1, "not/be": 1, "unsupported": 2})
+    assert rule_coverage(["Is the car red?"], form="frame") == Counter({"is_it_false/be": 1})
 
 
 @pytest.mark.parametrize(
@@ -240,7 +439,8 @@ def test_bad_question_in_a_batch_names_its_position_and_non_strings_fail():
 
 
 def test_question_without_question_mark_but_with_auxiliary_is_accepted():
-    assert NEG.negate("Is the car red").question == "Is it false that the car is red?"
+    assert NEG.negate("Is the car red").question == "Is the car not red?"
+    assert FRAME.negate("Is the car red").question == "Is it false that the car is red?"
 
 
 def test_unnegate_rejects_a_rule_that_does_not_fit():
@@ -414,9 +614,12 @@ def test_negation_summary_counts_rules_catch_all_and_guessed_splits():
     rows = {r["subset"]: r for r in negation_summary(_flag_ds())}
     assert rows["colour"]["pairs"] == 3 and rows["state"]["pairs"] == 2 and rows["total"]["pairs"] == 5
     assert rows["colour"]["catch_all"] == 1 and rows["colour"]["flagged"] == 2  # the catch-all and "plush" (a guess)
-    assert rows["colour"]["rules"] == Counter({"a_to_no": 1, "is_it_false/be": 2})
+    # only the guessed split is worded in the frame; the catch-all question reads 'Is "Blue" not the correct answer ...'
+    assert rows["colour"]["rules"] == Counter({"a_to_no": 1, "is_it_false/be": 1, "not/be": 1})
+    assert rows["colour"]["framed"] == 1 and rows["total"]["framed"] == 1
     text = format_negation_summary(list(rows.values()))
-    assert "is_it_false/be 67%" in text and text.splitlines()[-1].startswith("total")
+    assert re.search(r"^colour\s+3\s+1\s+1\s+2\s+", text, re.M) and "not/be 33%" in text
+    assert text.splitlines()[-1].startswith("total")
     assert NEG.negate("Is the cushion plush?").note == GUESSED_SPLIT
     assert NEG.negate("Is the cushion soft?").note == ""
 

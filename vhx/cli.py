@@ -189,15 +189,25 @@ def _load_folder(folder: str | Path) -> Any:
     return load_folder(folder)
 
 
+def _add_negation_form(p: argparse.ArgumentParser) -> None:
+    from vhx.negation import NEGATION_FORMS
+
+    p.add_argument("--negation-form", choices=NEGATION_FORMS, default="not",
+                   help="how the rule negator (and the LLM negator's fallback) words a negation: 'not' after the subject "
+                        "(default: 'Is the photo not taken indoors?'), 'contracted' ('Isn't the photo taken indoors?') or "
+                        "'frame', the paper prompt's literal 'Is it false that the photo is taken indoors?'")
+
+
 def make_negator(args: argparse.Namespace) -> Any:
     """The negator chosen on the command line (``rules`` offline, ``llm`` through an OpenAI-compatible API)."""
     from vhx.negation import RuleNegator
 
+    form = getattr(args, "negation_form", "not")
     if args.negator == "rules":
-        return RuleNegator()
+        return RuleNegator(form)
     from vhx.llm import LLMNegator
 
-    return LLMNegator(_llm_config(args))
+    return LLMNegator(_llm_config(args), rules_form=form)
 
 
 def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
@@ -251,6 +261,7 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
 def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None = None) -> None:
     p.add_argument("--out", required=out_default is None, default=out_default, help="output folder")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
+    _add_negation_form(p)
     from vhx.perturbations import PERTURBATIONS
 
     p.add_argument("--perturb", default="all", help="'all' (the paper's four), 'none', 'all-registered' (every one below, "
@@ -572,6 +583,7 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--num-images", type=int, help="scenes of the synthetic benchmark (default 80 for the zoo, 60 with --models; --quick 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic benchmark, perturbations, attacks and fine-tuning")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
+    _add_negation_form(p)
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
     g = p.add_argument_group("attacks (defaults: the paper's with --models; the zoo a fifth of its updates; --quick a tenth)")
     g.add_argument("--preset", choices=["paper", "authors"], default="paper", help="attack preset, as in `vhx expand`")

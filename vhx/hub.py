@@ -116,6 +116,21 @@ def _transforms_table(dsd: datasets.DatasetDict) -> str:
     return "\n".join(lines)
 
 
+def _negations_section(dsd: datasets.DatasetDict) -> str:
+    """The card's "Negations" section: who wrote the twins of the first split that has any ("" if none)."""
+    from vhx.negation import describe_negation
+
+    for ds in dsd.values():
+        if "negated" in ds.column_names and "provenance" in ds.column_names and (text := describe_negation(ds)):
+            return (
+                "\n## Negations\n\n" + text + "\n\nEach twin's `provenance` records its `negator`, `negation_rule` and "
+                "`original_question`. Symmetric accuracy depends on how the twins are worded: a framed twin also tests "
+                "whether a model parses \"Is it false that\", a different skill from answering a negated question about "
+                "the image, so compare models on the same expanded split (or on splits negated the same way).\n"
+            )
+    return ""
+
+
 def _fields_table(features: datasets.Features) -> str:
     lines = ["| field | type | meaning |", "| --- | --- | --- |"]
     for name, feature in features.items():
@@ -304,6 +319,7 @@ def _write_folder_contents(
             "attack_warnings": _attack_warnings(stats),
             "fields_table": _fields_table(features),
             "transforms_table": _transforms_table(dsd),
+            "negations_section": _negations_section(dsd),
             "first_split": next(iter(dsd)),
             "total_rows": total,
             **(card_vars or {}),

@@ -445,19 +445,21 @@ class LLMNegator:
 
     FALLBACK = "rules(fallback)"
 
-    def __init__(self, config: LLMConfig | None = None, *, client: LLMClient | None = None) -> None:
+    def __init__(self, config: LLMConfig | None = None, *, client: LLMClient | None = None, rules_form: str = "not") -> None:
         self.config = client.config if client is not None else (config or LLMConfig())
         self.name = f"llm:{self.config.model}"
         self._client = client
-        self._rules = RuleNegator()
+        #: the fallback's wording (:data:`vhx.negation.NEGATION_FORMS`)
+        self.rules_form = rules_form
+        self._rules = RuleNegator(rules_form)
         #: ``progress(n)``: n more questions answered (set by :func:`vhx.negation.negate_dataset` for its bar).
         self.progress: Callable[[int], Any] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"config": self.config}
+        return {"config": self.config, "rules_form": self.rules_form}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["config"])  # type: ignore[misc]
+        self.__init__(state["config"], rules_form=state.get("rules_form", "not"))  # type: ignore[misc]
 
     @property
     def client(self) -> LLMClient:

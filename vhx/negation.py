@@ -944,6 +944,8 @@ class RuleNegator:
             return RuleNegator("not").negate(text).question
         if rule == RULE_DROP_NT and self.form != "contracted":
             return RuleNegator("contracted").negate(text).question
+        if rule == RULE_UNDO_FALSE and self.form != "frame":
+            return RuleNegator("frame").negate(text).question
         if rule in _ARTICLE_OF_RULE or rule == RULE_TRUE_TO_FALSE:
             parts = _split_parts(text)
             core = list(parts.core)
@@ -1007,9 +1009,9 @@ class RuleNegator:
         return [*core[:k], "not", *core[k:]], plain, ""
 
 
-def rule_coverage(questions: Sequence[str]) -> Counter:
+def rule_coverage(questions: Sequence[str], form: str = "not") -> Counter:
     """How often each rule fires on ``questions`` (``"unsupported"`` counts the ones it rejects)."""
-    negator = RuleNegator()
+    negator = RuleNegator(form)
     counts: Counter = Counter()
     for q in questions:
         try:
@@ -1193,20 +1195,28 @@ def negator_counts(pairs: datasets.Dataset) -> Counter:
 CATCH_ALL_RULES = frozenset({"answer_check"})
 
 
+#: The review flag of a twin worded in the logical frame with no other reason to look at it.
+FRAMED_FLAG = "logical frame ('Is it false that ...')"
+
+
 def review_flag(provenance: dict[str, Any]) -> str:
-    """Why a negated twin deserves a human look first ("" if none): the builder's catch-all question,
-    a fallback negator, or a note from the negator (a guessed split)."""
+    """Why a negated twin deserves a human look first ("" if none), most pressing first: the builder's
+    catch-all question, a fallback negator, a note from the negator (a guessed split, a quantified
+    subject), or the logical frame (:data:`FRAMED_FLAG`)."""
     if provenance.get("rule") in CATCH_ALL_RULES:
         return "catch-all question"
     if str(provenance.get("negator", "")).endswith("(fallback)"):
         return "negator fallback"
-    return str(provenance.get("negation_note") or "")
+    if provenance.get("negation_note"):
+        return str(provenance["negation_note"])
+    return FRAMED_FLAG if is_framed(str(provenance.get("negation_rule", ""))) else ""
 
 
 def negation_summary(pairs: datasets.Dataset) -> list[dict[str, Any]]:
     """Per ``subset`` of an expanded split: ``pairs``, ``rules`` (twins per negation rule, most frequent
-    first), ``catch_all`` (pairs on a builder's catch-all question) and ``flagged`` (pairs
-    :func:`review_flag` marks), plus a ``total`` row."""
+    first), ``catch_all`` (pairs on a builder's catch-all question), ``framed`` (twins in the logical
+    frame, :func:`is_framed`) and ``flagged`` (pairs :func:`review_flag` marks, the framed ones
+    included), plus a ``total`` row."""
     cols = pairs.select_columns(["subset", "negated", "provenance"])
     per: dict[str, dict[str, Any]] = {}
     for subset, neg, prov in zip(cols["subset"], cols["negated"], cols["provenance"]):
@@ -1214,9 +1224,10 @@ def negation_summary(pairs: datasets.Dataset) -> list[dict[str, Any]]:
             continue
         p = loads(prov)
         for key in (subset, "total"):
-            entry = per.setdefault(key, {"subset": key, "pairs": 0, "rules": Counter(), "catch_all": 0, "flagged": 0})
+            entry = per.setdefault(key, {"subset": key, "pairs": 0, "rules": Counter(), "catch_all": 0, "framed": 0, "flagged": 0})
             entry["pairs"] += 1
             entry["rules"][str(p.get("negation_rule", "?"))] += 1
+            entry["framed"] += is_framed(str(p.get("negation_rule", "")))
             entry["catch_all"] += p.get("rule") in CATCH_ALL_RULES
             entry["flagged"] += bool(review_flag(p))
     total = per.pop("total", None)
@@ -1224,14 +1235,55 @@ def negation_summary(pairs: datasets.Dataset) -> list[dict[str, Any]]:
 
 
 def format_negation_summary(rows: list[dict[str, Any]], top: int = 3) -> str:
-    """:func:`negation_summary` as a text table: the share of twins per rule, catch-all and flagged pairs."""
-    lines = [f"{'negation':<24} {'pairs':>6}  {'catch-all':>9}  {'flagged':>7}  rules (share of twins)"]
+    """:func:`negation_summary` as a text table: the share of twins per rule, catch-all, framed and flagged pairs."""
+    lines = [f"{'negation':<24} {'pairs':>6}  {'catch-all':>9}  {'framed':>6}  {'flagged':>7}  rules (share of twins)"]
     for row in rows:
         n = row["pairs"] or 1
         shares = ", ".join(f"{rule} {count / n:.0%}" for rule, count in row["rules"].most_common(top))
         if len(row["rules"]) > top:
             shares += f", +{len(row['rules']) - top} more"
-        lines.append(f"{str(row['subset'])[:24]:<24} {row['pairs']:>6}  {row['catch_all']:>9}  {row['flagged']:>7}  {shares}")
+        lines.append(f"{str(row['subset'])[:24]:<24} {row['pairs']:>6}  {row['catch_all']:>9}  {row.get('framed', 0):>6}  "
+                     f"{row['flagged']:>7}  {shares}")
+    return "\n".join(lines)
+
+
+#: What each negator name in the provenance stands for, as the dataset card says it.
+_NEGATOR_WORDS = {
+    "rules": "vhx's offline rule negator, natural form: \"not\" after the subject (\"Is this photo not taken in a "
+             "corridor?\", \"Does this artwork not exist in the form of painting?\")",
+    "rules:contracted": "vhx's offline rule negator, contracted form (\"Isn't this photo taken in a corridor?\"); in "
+                        "English a contracted question can also read as expecting \"yes\"",
+    "rules:frame": "vhx's offline rule negator in the paper prompt's literal form (\"Is it false that this photo is taken "
+                   "in a corridor?\")",
+    "rules(fallback)": "vhx's offline rule negator, where the LLM's answer failed its check twice or its request failed",
+}
+
+
+def describe_negation(pairs: datasets.Dataset) -> str:
+    """Markdown for a dataset card: which negator wrote the negated twins (rules and their form, or the LLM
+    and its model), how many each, and how many are framed or flagged for review; "" without twins."""
+    cols = pairs.select_columns(["negated", "provenance"])
+    counts: Counter = Counter()
+    framed = flagged = 0
+    for neg, prov in zip(cols["negated"], cols["provenance"]):
+        if not neg:
+            continue
+        p = loads(prov)
+        counts[str(p.get("negator", "unknown"))] += 1
+        framed += is_framed(str(p.get("negation_rule", "")))
+        flagged += bool(review_flag(p))
+    if not counts:
+        return ""
+    lines = []
+    for name, n in counts.most_common():
+        if name.startswith("llm:"):
+            words = f"the paper's negation prompt (Figure 3) answered by the LLM `{name[4:]}`, each answer checked"
+        else:
+            words = _NEGATOR_WORDS.get(name, "a negator vhx does not describe")
+        lines.append(f"- `{name}`: {n} twin(s), {words}.")
+    total = sum(counts.values())
+    lines.append(f"- {framed} of {total} twins use the logical frame (\"Is it false that ...\"); {flagged} are flagged "
+                 "for review (`vhx expand --review`). Simple existence questions take \"no\" (\"Is there no dog?\").")
     return "\n".join(lines)
 
 

@@ -17,7 +17,7 @@ import datasets
 
 from vhx.errors import DataError
 from vhx.gallery import image_data_uri
-from vhx.negation import review_flag
+from vhx.negation import FRAMED_FLAG, review_flag
 from vhx.schema import loads
 
 #: The CSV's columns, in order; ``correct?`` is left empty for the reviewer.
@@ -47,9 +47,9 @@ def review_export(
 
     Writes ``negation_review.csv`` (one row per pair, an empty ``correct?`` column to fill in) and
     ``negation_review.html`` (the same table with a small embedded JPEG thumbnail per pair) into
-    ``out_dir``; returns both paths. Pairs :func:`vhx.negation.review_flag` marks (a builder's
-    catch-all question, a fallback negation, a guessed split) come first, with the reason in the
-    ``flag`` column; a random sample of the others fills the rest, deterministic for a given ``seed``.
+    ``out_dir``; returns both paths. Pairs :func:`vhx.negation.review_flag` marks come first, with the
+    reason in the ``flag`` column: a builder's catch-all question, a fallback negation, a guessed split
+    or quantified subject, then twins worded in the logical frame; a random sample of the others fills the rest, deterministic for a given ``seed``.
     """
     plain = pairs_ds.cast_column("image", datasets.Image(decode=False))
     originals: dict[str, int] = {}
@@ -59,10 +59,11 @@ def review_export(
     complete = sorted(p for p in originals if p in twins)
     if not complete:
         raise DataError("no complete (case, negated twin) pairs to review", field="pair_id")
-    # the pairs most likely wrong come first (catch-all questions, fallbacks, guessed splits), then a random sample
+    # the pairs most likely wrong come first (catch-all questions, fallbacks, negator notes, frames), then a random sample
     provenance = plain["provenance"]
     flags = {p: review_flag(loads(provenance[twins[p]])) for p in complete}
-    flagged = [p for p in complete if flags[p]][: max(n, 0)]
+    # framed twins with no other flag come after the pairs with a specific reason
+    flagged = sorted((p for p in complete if flags[p]), key=lambda p: flags[p] == FRAMED_FLAG)[: max(n, 0)]
     rest = [p for p in complete if not flags[p]]
     sampled = random.Random(seed).sample(rest, min(max(n, 0) - len(flagged), len(rest)))
     sampled.sort(key=originals.__getitem__)
