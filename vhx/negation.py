@@ -3,9 +3,14 @@ the dataset-level helpers that turn source cases into (case, negated twin) pairs
 
 The rules follow the paper's negation prompt (quoted in :data:`vhx.llm.NEGATION_PROMPT`): change the article of a
 simple existence question to "no" (``Is there a dog in the image?`` -> ``Is there no dog in the
-image?``), otherwise prefix "Is it false that" to the question turned into a declarative clause
-(``Are the butterfly's wings open?`` -> ``Is it false that the butterfly's wings are open?``). Every
-other word is kept as written: letter case (except the first letter of the sentence), tense, clause
+image?``), otherwise negate the rest of the question. By default (``form="not"``) that is what a person
+would write, "not" right after the subject (``Are the butterfly's wings open?`` -> ``Are the
+butterfly's wings not open?``, ``Does the man wear a hat?`` -> ``Does the man not wear a hat?``);
+``form="contracted"`` contracts the auxiliary instead (``Aren't the butterfly's wings open?``) and
+``form="frame"`` is the prompt's literal rewrite, "Is it false that" before the question turned into a
+declarative clause (``Is it false that the butterfly's wings are open?``). The natural forms keep the
+frame, with a note, where "not" could land in the wrong place (:data:`GUESSED_SPLIT`,
+:data:`QUANTIFIED_SUBJECT`). Every other word is kept as written: letter case (except the first letter of the sentence), tense, clause
 order, pronouns and quoted text; only whitespace runs collapse to one space. Text before the
 auxiliary (``In the image, is there ...``) and after the question mark (``... ? Answer yes or no.``)
 is kept too.
@@ -37,8 +42,8 @@ run``. ``Did`` keeps its auxiliary (``the man did wear a hat``) so the tense is 
 table of irregular past forms; ``Does ... not``/adverbs keep ``does`` as well.
 
 **Double negation.** :class:`RuleNegator` recognises its own outputs: negating ``Is there no X?``
-gives ``Is there a/an X?`` and negating ``Is it false that S?`` turns ``S`` back into the question,
-so ``negate(negate(q)) == q``. The article after "no" is re-derived from spelling (``an apple``,
+gives ``Is there a/an X?``, a "not" after the subject or a contracted auxiliary is dropped, and negating
+``Is it false that S?`` turns ``S`` back into the question, so ``negate(negate(q)) == q``. The article after "no" is re-derived from spelling (``an apple``,
 ``a unicorn``); where a source spells it otherwise (POPE has ``an traffic light``) pass the rule of
 the first negation (stored as ``negation_rule`` in the provenance) to :meth:`RuleNegator.unnegate`,
 which restores it exactly (the rule names say ``a_to_no`` / ``an_to_no`` / ``any_to_no``). The same
