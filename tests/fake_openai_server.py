@@ -88,7 +88,7 @@ def default_answer(req: Recorded) -> str:
     prompt = req.prompt
     q = req.question
     if prompt.startswith("Rephrase the following question to be a negated question"):
-        return RuleNegator().negate(q).question
+        return RuleNegator("frame").negate(q).question  # a model following the paper prompt writes its frame
     if prompt.startswith("Rephrase the following yes/no question"):
         n = int(re.search(r"in (\d+) different ways", prompt).group(1))
         body = q[:1].lower() + q[1:]

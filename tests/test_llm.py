@@ -93,7 +93,7 @@ def test_well_formed_answers_then_a_cached_rerun_sends_nothing(server, config):
     neg = LLMNegator(config)
     assert isinstance(neg, Negator) and neg.name == "llm:fake-model"
     results = neg.negate_batch(questions)
-    assert [r.question for r in results] == [RuleNegator().negate(q).question for q in questions]
+    assert [r.question for r in results] == [RuleNegator("frame").negate(q).question for q in questions]
     assert {r.negator for r in results} == {"llm:fake-model"}
     assert [r.rule for r in results] == ["llm/a_to_no", "llm/is_it_false", "llm/a_to_no", "llm/is_it_false"]
     assert server.count == 3  # the duplicate question is asked once
@@ -177,7 +177,7 @@ def test_twice_malformed_answer_falls_back_with_the_reason(server, config):
     neg = LLMNegator(config)
     (result,) = neg.negate_batch([q])
     assert result.negator == "rules(fallback)"
-    assert result.question == "Is it false that the man wears a hat?" and result.rule == "is_it_false/do"
+    assert result.question == "Does the man not wear a hat?" and result.rule == "not/do"
     assert "invalid LLM answer twice" in result.note and "added ['red', 'tall']" in result.note
     assert server.count == 2 and neg.stats.fallbacks == 1
     # both answers were cached: the rerun reaches the same fallback without a request
@@ -322,7 +322,7 @@ def test_llm_negator_in_negate_dataset_single_and_multi_process(server, config):
     pairs = negate_dataset(ds, neg, batch_size=3)
     twins = [r for r in pairs.cast_column("image", datasets.Image(decode=False)) if r["negated"]]
     assert [loads(r["provenance"])["negator"] for r in twins] == ["llm:fake-model"] * len(questions)
-    assert [r["question"] for r in twins] == [RuleNegator().negate(q).question for q in questions]
+    assert [r["question"] for r in twins] == [RuleNegator("frame").negate(q).question for q in questions]
     assert server.count == 4
 
     # worker processes open their own clients and share the on-disk cache

@@ -48,7 +48,7 @@ def small() -> tuple[SceneBank, object, object]:
 
 def _unnegated(question: str, answer: str) -> tuple[str, str]:
     """The original question and answer behind a (possibly) negated training question."""
-    if question.startswith(("Is it false that", "Is there no ")):
+    if question.startswith(("Is it false that", "Is there no ")) or " not " in question:
         return RuleNegator().unnegate(question), {"yes": "no", "no": "yes"}[answer]
     return question, answer
 
