@@ -1,0 +1,400 @@
+"""Negating yes/no questions: the :class:`Negator` interface, the offline :class:`RuleNegator`, and
+the dataset-level helpers that turn source cases into (case, negated twin) pairs.
+
+The rules follow the paper's negation prompt (quoted in :data:`vhx.llm.NEGATION_PROMPT`): change the article of a
+simple existence question to "no" (``Is there a dog in the image?`` -> ``Is there no dog in the
+image?``), otherwise negate the rest of the question. By default (``form="not"``) that is what a person
+would write, "not" right after the subject (``Are the butterfly's wings open?`` -> ``Are the
+butterfly's wings not open?``, ``Does the man wear a hat?`` -> ``Does the man not wear a hat?``);
+``form="contracted"`` contracts the auxiliary instead (``Aren't the butterfly's wings open?``) and
+``form="frame"`` is the prompt's literal rewrite, "Is it false that" before the question turned into a
+declarative clause (``Is it false that the butterfly's wings are open?``). The natural forms keep the
+frame, with a note, where "not" could land in the wrong place (:data:`GUESSED_SPLIT`,
+:data:`QUANTIFIED_SUBJECT`). Every other word is kept as written: letter case (except the first letter of the sentence), tense, clause
+order, pronouns and quoted text; only whitespace runs collapse to one space. Text before the
+auxiliary (``In the image, is there ...``) and after the question mark (``... ? Answer yes or no.``)
+is kept too.
+
+**Non-ASCII text** is kept as is: the rules only look at the English structure words (auxiliaries,
+articles, prepositions, ...), so ``Is there a café?`` -> ``Is there no café?`` and quoted text in any
+script passes through. Typographic apostrophes and quotes (``butterfly’s``, ``“OPEN”``) are understood.
+
+**Finding the subject.** A question ``AUX SUBJECT PREDICATE?`` is split by a documented heuristic,
+no parser: the subject is a pronoun (``you``, ``it``, ``there``, ...) or a noun phrase -- optional
+determiners, then at least one word, continued through possessives (``the butterfly's wings``),
+``of``/``and`` phrases and quoted text -- that ends before the first word that starts a predicate:
+
+* after *be*/*have* (``Is``, ``Are``, ``Was``, ``Has`` ...): a preposition (``on``, ``to``, ``facing``
+  is a participle), an article or determiner, an adverb (``not``, ``fully``), a comparative or a word
+  followed by ``than``, a participle (``-ing``, ``-ed``, ``written``, ``taken``), or a listed
+  predicate adjective (colours, shapes, sizes, states such as ``open``/``visible``/``present``) that
+  ends the question or is followed by a preposition, adverb, conjunction or another adjective (so the
+  ``red`` of ``the red car`` stays in the subject). A prepositional phrase followed by an ``-ing``
+  participle, a final adjective or a comparative belongs to the subject (``Is the man on the left
+  wearing glasses?``). If nothing matches, the last word is the predicate (``Is the cat fluffy?``).
+* after *do* and modals (``Does``, ``Can``, ``Will`` ...): the first word from a list of common verbs
+  (or ``not``/an adverb); else the word just before the first predicate word above (``Does the man
+  grab a cup?``); else the last word.
+
+Do-support is resolved with verb agreement: ``Does the man wear a hat?`` -> ``the man wears a hat``
+(``-s``/``-es``/``-ies`` and ``has``/``does``/``goes``/``is``), ``Do the dogs run?`` -> ``the dogs
+run``. ``Did`` keeps its auxiliary (``the man did wear a hat``) so the tense is unchanged without a
+table of irregular past forms; ``Does ... not``/adverbs keep ``does`` as well.
+
+**Double negation.** :class:`RuleNegator` recognises its own outputs: negating ``Is there no X?``
+gives ``Is there a/an X?``, a "not" after the subject or a contracted auxiliary is dropped, and negating
+``Is it false that S?`` turns ``S`` back into the question, so ``negate(negate(q)) == q``. The article after "no" is re-derived from spelling (``an apple``,
+``a unicorn``); where a source spells it otherwise (POPE has ``an traffic light``) pass the rule of
+the first negation (stored as ``negation_rule`` in the provenance) to :meth:`RuleNegator.unnegate`,
+which restores it exactly (the rule names say ``a_to_no`` / ``an_to_no`` / ``any_to_no``). The same
+hint undoes ``Is it true that S?`` -> ``Is it false that S?`` (rule ``true_to_false``), which plain
+double negation turns into the question form of ``S``.
+
+Questions the rules cannot negate raise :class:`~vhx.errors.DataError` naming the field
+``question``: empty text, text that is neither a question nor starts with an auxiliary verb,
+wh-questions (``What colour is ...?``), and questions whose subject and predicate cannot be found.
+"""
+
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from vhx.errors import DataError
+from vhx.negation.grammar import (
+    _AUX,
+    _BE,
+    _PREPOSITIONS,
+    _Unparsable,
+    _article_for,
+    _aux_kind,
+    _capitalize,
+    _declarative,
+    _lower_first,
+    _match_case,
+    _norm,
+    _quantified,
+    _question_from_declarative,
+    _subject_end,
+    _tokenize,
+)
+
+# -- rule names (what ``NegationResult.rule`` and ``rule_coverage`` report) ---------------------------
+RULE_A_TO_NO = "a_to_no"
+RULE_AN_TO_NO = "an_to_no"
+RULE_ANY_TO_NO = "any_to_no"
+RULE_NO_TO_A = "no_to_a"
+RULE_NO_TO_AN = "no_to_an"
+RULE_NO_TO_ANY = "no_to_any"
+RULE_FALSE_BE = "is_it_false/be"
+RULE_FALSE_THERE = "is_it_false/there"
+RULE_FALSE_AUX = "is_it_false/aux"
+RULE_FALSE_DO = "is_it_false/do"
+RULE_NOT_BE = "not/be"
+RULE_NOT_THERE = "not/there"
+RULE_NOT_AUX = "not/aux"
+RULE_NOT_DO = "not/do"
+RULE_NT_BE = "n't/be"
+RULE_NT_THERE = "n't/there"
+RULE_NT_AUX = "n't/aux"
+RULE_NT_DO = "n't/do"
+RULE_DROP_NOT = "drop_not"
+RULE_DROP_NT = "drop_n't"
+RULE_UNDO_FALSE = "undo_is_it_false"
+RULE_TRUE_TO_FALSE = "true_to_false"
+RULE_FALSE_TO_TRUE = "false_to_true"
+
+#: The rule negator's forms: the natural "not" after the subject (``Is the cat not on the sofa?``, the default),
+#: the contracted auxiliary (``Isn't the cat on the sofa?``) and the paper prompt's literal logical frame
+#: (``Is it false that the cat is on the sofa?``). Simple existence questions take "no" in every form.
+NEGATION_FORMS = ("not", "contracted", "frame")
+_FRAME_RULE_PREFIX = "is_it_false/"
+_NATURAL_RULES = {"be": (RULE_NOT_BE, RULE_NT_BE), "there": (RULE_NOT_THERE, RULE_NT_THERE),
+                  "aux": (RULE_NOT_AUX, RULE_NT_AUX), "do": (RULE_NOT_DO, RULE_NT_DO)}
+_FRAME_RULES = {"be": RULE_FALSE_BE, "there": RULE_FALSE_THERE, "aux": RULE_FALSE_AUX, "do": RULE_FALSE_DO}
+#: Contracted auxiliaries; "am", "may", "might", "shall" have no current contraction and keep "not".
+_CONTRACT = {
+    "is": "isn't", "are": "aren't", "was": "wasn't", "were": "weren't", "does": "doesn't", "do": "don't",
+    "did": "didn't", "has": "hasn't", "have": "haven't", "had": "hadn't", "can": "can't", "could": "couldn't",
+    "will": "won't", "would": "wouldn't", "should": "shouldn't", "must": "mustn't",
+}
+_UNCONTRACT = {v: k for k, v in _CONTRACT.items()} | {"cannot": "can"}
+
+
+def is_framed(rule: str) -> bool:
+    """Whether a negation rule wraps the question in the logical frame "Is it false that ..."
+    (the rule negator's ``is_it_false/*`` rules, and an LLM answer of that form, ``llm/is_it_false``)."""
+    return rule.startswith(_FRAME_RULE_PREFIX) or rule == "llm/is_it_false"
+
+
+_ARTICLE_OF_RULE = {RULE_A_TO_NO: "a", RULE_AN_TO_NO: "an", RULE_ANY_TO_NO: "any"}
+_RULE_OF_ARTICLE = {v: k for k, v in _ARTICLE_OF_RULE.items()}
+_UNDO_RULE_OF_ARTICLE = {"a": RULE_NO_TO_A, "an": RULE_NO_TO_AN, "any": RULE_NO_TO_ANY}
+
+
+@dataclass(frozen=True)
+class NegationResult:
+    """One negated question.
+
+    Attributes:
+        question: the negated question.
+        negator: which negator produced it (``"rules"``, ``"llm:gpt-4o"``, ``"rules(fallback)"``).
+        rule: which rule fired (see the ``RULE_*`` names; ``llm/...`` for LLM outputs).
+        note: why a fallback happened (empty otherwise).
+    """
+
+    question: str
+    negator: str
+    rule: str
+    note: str = ""
+
+
+@runtime_checkable
+class Negator(Protocol):
+    """Anything that negates a batch of questions. Answers are flipped by the caller, not here."""
+
+    name: str
+
+    def negate_batch(self, questions: list[str]) -> list[NegationResult]:
+        """One :class:`NegationResult` per question, in order."""
+        ...
+
+
+#: The note a negation gets when its subject/predicate split was a guess (the question's last word, not
+#: a word the rules know, taken as the predicate): the review export lists such pairs first.
+GUESSED_SPLIT = "guessed split: an unknown last word taken as the predicate"
+#: The note of a natural-form negation kept in the logical frame because its subject is quantified: "not"
+#: after "some of the cars" would negate only part of the claim (``Are some of the cars not parked?``).
+QUANTIFIED_SUBJECT = "quantified subject: 'not' after it would negate only part of the claim"
+
+# -- the rule negator ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Parts:
+    prefix: list[str]  # "In the image," or "The image shows a python code." before the auxiliary verb
+    core: list[str]  # from the auxiliary verb to the question mark
+    suffix: str  # text after the question mark, kept verbatim ("? Answer yes or no.")
+    mark: str = "?"  # the question mark as written ("?" or the full-width "？")
+
+
+def check_question(question: Any) -> str:
+    """The question stripped of outer whitespace; :class:`DataError` for empty or non-question text."""
+    if not isinstance(question, str):
+        raise DataError(f"question must be a string, got {type(question).__name__}", field="question")
+    text = question.strip()
+    if not text:
+        raise DataError("empty question", field="question")
+    _split_parts(text)
+    return text
+
+
+#: Where a question ends: "?" before whitespace or the end ('WHY?' in quotes is kept), or the
+#: full-width "？" anywhere (CJK text sets no space after it).
+_QUESTION_END = re.compile(r"\?(?=\s|$)|\uff1f")
+#: A token ending a clause or sentence before the question ("In the image,", "... a python code.").
+_CLAUSE_END = (",", ".", ";", ":", "!", "\u3002", "\uff0c")
+
+
+#: An answer instruction after a question that lacks its "?" ("Is the cat on the left Please answer yes or no.").
+_INSTRUCTION = re.compile(r"\s+(?=(?:please\s+)?(?:answer|respond|reply)\b[^?]*$)", re.IGNORECASE)
+
+
+def _split_parts(text: str) -> _Parts:
+    match = _QUESTION_END.search(text)
+    if match:
+        body, suffix, mark = text[: match.start()], text[match.end() :], match.group(0)
+    elif (cut := _INSTRUCTION.search(text)) and cut.start() > 0:
+        # no question mark: none is added, the instruction stays as written
+        body, suffix, mark = text[: cut.start()], text[cut.start() :], ""
+    else:
+        body, suffix, mark = text, "", "?"
+    tokens = _tokenize(body)
+    low = [_norm(t) for t in tokens]
+    if not tokens:
+        raise DataError("empty question", field="question")
+    if low[0] in _AUX:
+        return _Parts([], tokens, suffix, mark)
+    # Context before the question is kept as written: a phrase ("In the image, is ...") or whole
+    # sentences ("I want to lose weight. Is the food in the picture an appropriate choice?").
+    for j in range(1, len(tokens)):
+        if tokens[j - 1].endswith(_CLAUSE_END) and low[j] in _AUX:
+            return _Parts(tokens[:j], tokens[j:], suffix, mark)
+    if match is None:
+        raise DataError(
+            f"not a question (no '?' and no auxiliary verb such as Is/Are/Does/Can at the start): {text!r}",
+            field="question",
+        )
+    raise DataError(
+        f"not a yes/no question (it must start with an auxiliary verb such as Is/Are/Does/Can): {text!r}",
+        field="question",
+    )
+
+
+_QUANTITY_NOUNS = {"total", "number", "lot", "couple", "pair", "few", "bunch", "group", "set", "dozen", "handful", "couple"}
+
+
+def _is_simple_existence(low: list[str]) -> bool:
+    """``Is there a dog in the image?``: be + there + a/an/any/no, no coordination or lists."""
+    if len(low) < 4 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
+        return False
+    if low[2] not in ("a", "an", "any", "no"):
+        return False
+    # "a total of two trains", "a pair of shoes": a quantity, whose "no" would not negate the count
+    if low[3] in _QUANTITY_NOUNS and len(low) > 4 and low[4] == "of":
+        return False
+    # "no dog and no cat" is not the negation of "a dog and a cat": coordinated objects use "Is it false".
+    return not any(w in ("and", "or", "nor", "but", "&") or w.endswith(",") for w in low[3:]) and not any(
+        t.endswith(",") for t in low[2:-1]
+    )
+
+
+class RuleNegator:
+    """Deterministic, offline negation (see the module docstring), in one of :data:`NEGATION_FORMS`.
+
+    ``form="not"`` (the default) writes the negation a person would: "not" after the subject
+    (``Is this photo not taken in a corridor?``, ``Does the man not wear a hat?``); ``"contracted"``
+    contracts the auxiliary instead (``Isn't this photo taken in a corridor?``); ``"frame"`` is the paper
+    prompt's literal rewrite (``Is it false that this photo is taken in a corridor?``). In the two
+    natural forms the frame is kept only where the subject/predicate split is a guess, with the note
+    :data:`GUESSED_SPLIT`. Simple existence questions take "no" in every form (``Is there no dog?``), and
+    a question already negated loses its negation (``Is the dog not asleep?`` -> ``Is the dog asleep?``).
+
+    Stateless and picklable, so ``negate_dataset(..., num_proc=N)`` can ship it to worker processes.
+    """
+
+    def __init__(self, form: str = "not") -> None:
+        if form not in NEGATION_FORMS:
+            raise ValueError(f"unknown negation form {form!r}; choose one of {', '.join(NEGATION_FORMS)}")
+        self.form = form
+        #: ``rules`` for the default form, ``rules:contracted`` / ``rules:frame`` for the others: the
+        #: provenance and the dataset card name the form that wrote each twin.
+        self.name = "rules" if form == "not" else f"rules:{form}"
+
+    def __repr__(self) -> str:
+        return f"RuleNegator(form={self.form!r})"
+
+    def negate(self, question: str) -> NegationResult:
+        """Negate one question; :class:`DataError` (field ``question``) if it is not a yes/no question.
+
+        A negation whose subject/predicate split was a guess carries the note :data:`GUESSED_SPLIT`.
+        """
+        text = check_question(question)
+        parts = _split_parts(text)
+        # "The three cats ..., the one without a beard, is the middle one?": the subject was said before the
+        # auxiliary and what follows it is one noun phrase ("the middle one"), so "not" follows the auxiliary
+        subject_before = (bool(parts.prefix) and parts.prefix[-1].endswith(",") and len(parts.core) > 2
+                          and _norm(parts.prefix[0]) not in _PREPOSITIONS and _norm(parts.core[-1]) in ("one", "ones")
+                          and _norm(parts.core[0]) in _BE)
+        try:
+            if subject_before and self.form != "frame":
+                if _norm(parts.core[1]) == "not":
+                    core, rule, note = [parts.core[0], *parts.core[2:]], RULE_DROP_NOT, ""
+                else:
+                    core, rule, note = [parts.core[0], "not", *parts.core[1:]], RULE_NOT_BE, ""
+            else:
+                core, rule, note = self._negate_core(parts.core)
+        except _Unparsable as exc:
+            raise DataError(f"cannot negate {text!r}: {exc}", field="question") from None
+        return NegationResult(self._join(parts, core), self.name, rule, note)
+
+    def negate_batch(self, questions: list[str]) -> list[NegationResult]:
+        """Negate each question; a bad one raises :class:`DataError` naming its position (``row``)."""
+        out = []
+        for i, q in enumerate(questions):
+            try:
+                out.append(self.negate(q))
+            except DataError as exc:
+                raise DataError(exc.reason, row=i, field="question") from None
+        return out
+
+    def unnegate(self, question: str, rule: str | None = None) -> str:
+        """Undo a negation made by these rules.
+
+        ``rule`` is the :attr:`NegationResult.rule` of that negation (``negation_rule`` in the
+        provenance): with it the exact article of ``Is there no X`` (``a``/``an``/``any``), the
+        ``Is it true that`` form and a dropped "not" or "n't" come back even where they differ from
+        what this negator would write. Without it this is the same as :meth:`negate`.
+        """
+        text = check_question(question)
+        if rule == RULE_DROP_NOT and self.form != "not":
+            return RuleNegator("not").negate(text).question
+        if rule == RULE_DROP_NT and self.form != "contracted":
+            return RuleNegator("contracted").negate(text).question
+        if rule == RULE_UNDO_FALSE and self.form != "frame":
+            return RuleNegator("frame").negate(text).question
+        if rule in _ARTICLE_OF_RULE or rule == RULE_TRUE_TO_FALSE:
+            parts = _split_parts(text)
+            core = list(parts.core)
+            low = [_norm(t) for t in core]
+            if rule == RULE_TRUE_TO_FALSE:
+                if low[:4] != ["is", "it", "false", "that"]:
+                    raise DataError(f"{text!r} is not an 'Is it false that ...' question", field="question")
+                core[2] = _match_case("true", core[2])
+            else:
+                if not (_is_simple_existence(low) and low[2] == "no"):
+                    raise DataError(f"{text!r} is not an 'Is there no ...' question", field="question")
+                core[2] = _match_case(_ARTICLE_OF_RULE[rule], core[2])
+            return self._join(parts, core)
+        return self.negate(text).question
+
+    # -- internals ---------------------------------------------------------------------------------
+    @staticmethod
+    def _join(parts: _Parts, core: list[str]) -> str:
+        if parts.prefix and not parts.prefix[-1].endswith((".", "!", "\u3002")):
+            core = [_lower_first(core[0]), *core[1:]]
+            words = [*parts.prefix, *core]
+        else:  # a new sentence after a full stop starts with a capital
+            words = [*parts.prefix, _capitalize(core[0]), *core[1:]]
+        return " ".join(words) + parts.mark + parts.suffix
+
+    def _negate_core(self, core: list[str]) -> tuple[list[str], str, str]:
+        low = [_norm(t) for t in core]
+        if low[:4] == ["is", "it", "false", "that"] and len(core) > 4:
+            question = _question_from_declarative(core[4:])
+            if question is not None:
+                return question, RULE_UNDO_FALSE, ""
+            return [core[0], core[1], _match_case("true", core[2]), *core[3:]], RULE_FALSE_TO_TRUE, ""
+        if low[:4] == ["is", "it", "true", "that"] and len(core) > 4:
+            return [core[0], core[1], _match_case("false", core[2]), *core[3:]], RULE_TRUE_TO_FALSE, ""
+        if _is_simple_existence(low):
+            out = list(core)
+            article = low[2]
+            if article == "no":
+                restored = "any" if low[0] in ("are", "were") else _article_for(core[3])
+                out[2] = _match_case(restored, core[2])
+                return out, _UNDO_RULE_OF_ARTICLE[restored], ""
+            out[2] = _match_case("no", core[2])
+            return out, _RULE_OF_ARTICLE[article], ""
+        if self.form == "frame":
+            clause, kind = _declarative(list(core))
+            return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], ""
+        if low[0] in _UNCONTRACT:  # "Isn't the dog asleep?" -> "Is the dog asleep?"
+            return [_match_case(_UNCONTRACT[low[0]], core[0]), *core[1:]], RULE_DROP_NT, ""
+        k, guessed = _subject_end(core)
+        if low[k] == "not":  # "Is the dog not asleep?" -> "Is the dog asleep?"
+            return [*core[:k], *core[k + 1 :]], RULE_DROP_NOT, ""
+        note = GUESSED_SPLIT if guessed else QUANTIFIED_SUBJECT if _quantified(low[1:k]) else ""
+        if note:
+            # where "not" may land in the wrong place the frame negates the whole claim; the note sends the
+            # pair to the top of the review export
+            clause, kind = _declarative(list(core))
+            return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], note
+        plain, contracted = _NATURAL_RULES[_aux_kind(low[0], low[1:k])]
+        if self.form == "contracted" and low[0] in _CONTRACT:
+            return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, ""
+        return [*core[:k], "not", *core[k:]], plain, ""
+
+
+def rule_coverage(questions: Sequence[str], form: str = "not") -> Counter:
+    """How often each rule fires on ``questions`` (``"unsupported"`` counts the ones it rejects)."""
+    negator = RuleNegator(form)
+    counts: Counter = Counter()
+    for q in questions:
+        try:
+            counts[negator.negate(q).rule] += 1
+        except DataError:
+            counts["unsupported"] += 1
+    return counts
