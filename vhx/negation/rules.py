@@ -1,5 +1,6 @@
-"""Negating yes/no questions: the :class:`Negator` interface, the offline :class:`RuleNegator`, and
-the dataset-level helpers that turn source cases into (case, negated twin) pairs.
+"""Negating yes/no questions: the :class:`Negator` interface and the offline :class:`RuleNegator` (its
+forms, rules and notes). The heuristics it stands on live in :mod:`vhx.negation.grammar`; the helpers
+that turn source cases into (case, negated twin) pairs live in :mod:`vhx.negation`.
 
 The rules follow the paper's negation prompt (quoted in :data:`vhx.llm.NEGATION_PROMPT`): change the article of a
 simple existence question to "no" (``Is there a dog in the image?`` -> ``Is there no dog in the
