@@ -532,28 +532,22 @@ def _known_predicate_word(w: str) -> bool:
             or _is_participle(w) or _is_verb(w, inflected=True) or w[:1] in _QUOTE_PAIRS or bool(_NUMBER.fullmatch(w)))
 
 
-def _declarative(tokens: list[str]) -> tuple[list[str], str]:
-    """``AUX SUBJECT PREDICATE`` tokens -> (declarative clause tokens, the auxiliary's kind: see :func:`_aux_kind`)."""
-    aux_tok, rest = tokens[0], tokens[1:]
+def _declarative(tokens: list[str], k: int | None = None) -> tuple[list[str], str]:
+    """``AUX SUBJECT PREDICATE`` tokens -> (declarative clause tokens, the auxiliary's kind: see :func:`_aux_kind`).
+
+    ``k`` is where the predicate starts, as :func:`_subject_end` finds it (found here when not given).
+    """
+    if k is None:
+        k, _ = _subject_end(tokens)
+    aux_tok, subject, predicate = tokens[0], tokens[1:k], tokens[k:]
     aux = _norm(aux_tok)
-    low = [_norm(t) for t in rest]
-    if not rest:
-        raise _Unparsable("nothing after the auxiliary verb")
-    if aux in _BE or aux in _HAVE:
-        k = _split_be(low, declarative=False, tokens=rest)
-    else:
-        k = _split_verb(low, declarative=False)
-    if k is None or k <= 0 or k >= len(rest):
-        raise _Unparsable("cannot find where the subject ends and the predicate starts")
-    subject, predicate = rest[:k], rest[k:]
-    aux_word = aux_tok.lower()
     if aux in ("does", "do") and _norm(predicate[0]) not in _DO_KEEP:
         verb = predicate[0]
         finite = _third_singular(verb) if aux == "does" else verb
         clause = [*subject, finite, *predicate[1:]]
     else:
-        clause = [*subject, aux_word, *predicate]
-    return clause, _aux_kind(aux, low[:k])
+        clause = [*subject, aux_tok.lower(), *predicate]
+    return clause, _aux_kind(aux, [_norm(t) for t in subject])
 
 
 def _aux_kind(aux: str, low_subject: list[str]) -> str:

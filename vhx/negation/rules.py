@@ -381,7 +381,7 @@ class RuleNegator:
         if note:
             # where "not" may land in the wrong place the frame negates the whole claim; the note sends the
             # pair to the top of the review export
-            clause, kind = _declarative(list(core))
+            clause, kind = _declarative(list(core), k)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], note
         plain, contracted = _NATURAL_RULES[_aux_kind(low[0], low[1:k])]
         if self.form == "contracted" and low[0] in _CONTRACT:
