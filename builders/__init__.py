@@ -30,9 +30,12 @@ from ._hub_copy import HUB_COPIES, resolve_data_dir
 #: one builder's optional needs never block another.
 BUILDERS: dict[str, str | type[datasets.GeneratorBasedBuilder]] = {
     "pope": "pope:PopeBuilder",
+    "repope": "repope:RePopeBuilder",
     "mmvp": "mmvp:MMVPBuilder",
     "vhtest": "vhtest:VHTestBuilder",
     "mme": "mme:MMEBuilder",
+    "hallusionbench": "hallusionbench:HallusionBenchBuilder",
+    "amber": "amber:AmberBuilder",
     "llava_instruct": "llava_instruct:LlavaInstructBuilder",
     "custom": "custom:CustomBuilder",
 }

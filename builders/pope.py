@@ -60,19 +60,23 @@ _SURROGATE = re.compile("[\udc80-\udcff]")
 _COCO_2014_NAME = re.compile(r"^COCO_(?:val|train)2014_(?P<id>\d{12})(?P<ext>\.\w+)$")
 
 
-def question_file_names(dataset: str, subset: str) -> list[str]:
-    """The file names a POPE release uses for ``dataset``/``subset`` (plain and SEEM-built variants)."""
-    return [f"{dataset}_pope{variant}_{subset}{ext}" for variant in ("", "_seem") for ext in (".json", ".jsonl")]
+def question_file_names(dataset: str, subset: str, stem: str = "pope") -> list[str]:
+    """The file names a POPE release uses for ``dataset``/``subset`` (plain and SEEM-built variants);
+    ``stem="repope"`` gives RePOPE's names (``coco_repope_random.json``)."""
+    variants = ("", "_seem") if stem == "pope" else ("",)
+    return [f"{dataset}_{stem}{variant}_{subset}{ext}" for variant in variants for ext in (".json", ".jsonl")]
 
 
-def find_question_file(root: Path, dataset: str, subset: str) -> Path | None:
+def find_question_file(root: Path, dataset: str, subset: str, stem: str = "pope") -> Path | None:
     """Where ``dataset``/``subset``'s question file is under ``root`` (see the module docstring), or None.
 
-    Several different files of one subset in the same place, or found only deeper down, are an
-    error: which one to score is the user's choice (``data_dir`` pointing at the right folder).
+    Searched in ``root``, ``root/annotations`` (RePOPE's layout), ``root/output/{dataset}``,
+    ``root/output/seem/{dataset}``, then anywhere below. Several different files of one subset in
+    the same place, or found only deeper down, are an error: which one to score is the user's
+    choice (``data_dir`` pointing at the right folder).
     """
-    names = question_file_names(dataset, subset)
-    for folder in (root, root / "output" / dataset, root / "output" / "seem" / dataset):
+    names = question_file_names(dataset, subset, stem)
+    for folder in (root, root / "annotations", root / "output" / dataset, root / "output" / "seem" / dataset):
         found = [folder / n for n in names if (folder / n).is_file()]
         if len(found) > 1:
             raise DataError(
@@ -82,10 +86,10 @@ def find_question_file(root: Path, dataset: str, subset: str) -> Path | None:
         if found:
             return found[0]
     # One walk of data_dir (it may be a large image folder), not one per accepted name.
-    deeper = sorted(p for p in root.rglob(f"{dataset}_pope*_{subset}.json*") if p.name in names and p.is_file())
+    deeper = sorted(p for p in root.rglob(f"{dataset}_{stem}*_{subset}.json*") if p.name in names and p.is_file())
     if len(deeper) > 1:
         listing = ", ".join(str(p.relative_to(root)) for p in deeper)
-        raise DataError(f"several POPE question files for {dataset}/{subset} ({listing}); point data_dir at one folder", file=str(root))
+        raise DataError(f"several {stem} question files for {dataset}/{subset} ({listing}); point data_dir at one folder", file=str(root))
     return deeper[0] if deeper else None
 
 
@@ -236,9 +240,15 @@ class PopeBuilder(VHBuilder):
             raise DataError("no usable POPE rows in the Hub copy", file=str(root))
         return splits
 
+    #: The release's file names (``{dataset}_{FILE_STEM}_{subset}.json``) and its name in messages.
+    FILE_STEM: str = "pope"
+    NAME: str = "POPE"
+    #: Whether a Hub copy (parquet) in ``data_dir`` is read instead of question files.
+    READS_HUB_COPY: bool = True
+
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         root = self.data_path()
-        hub = find_hub_copy(root, HUB_COLUMNS)
+        hub = find_hub_copy(root, HUB_COLUMNS) if self.READS_HUB_COPY else None
         if hub:
             return self._hub_splits(root, hub)
         image_dir = self.image_dir(root, _IMAGE_DIR_CANDIDATES)
@@ -248,23 +258,28 @@ class PopeBuilder(VHBuilder):
         for subset in SUBSETS:
             if not self.wanted(subset):
                 continue
-            found = find_question_file(root, self.config.dataset, subset)
+            found = find_question_file(root, self.config.dataset, subset, self.FILE_STEM)
             if found is None:
                 if self.config.subsets is not None:
-                    names = " / ".join(n for n in question_file_names(self.config.dataset, subset) if n.endswith(".json"))
-                    raise DataError(f"POPE question file {names} not found", file=str(root))
+                    names = " / ".join(n for n in question_file_names(self.config.dataset, subset, self.FILE_STEM) if n.endswith(".json"))
+                    raise DataError(f"{self.NAME} question file {names} not found", file=str(root))
                 continue
             splits.append(
                 datasets.SplitGenerator(name=subset, gen_kwargs={"path": found, "subset": subset, "image_dir": image_dir})
             )
         if not splits:
-            ds = self.config.dataset
+            ds, stem = self.config.dataset, self.FILE_STEM
+            also = f" or {ds}_pope_seem_*.json" if stem == "pope" else ""
             raise DataError(
-                f"no POPE question files ({ds}_pope_{{random,popular,adversarial}}.json or "
-                f"{ds}_pope_seem_*.json) found here, in output/{ds}/, output/seem/{ds}/ or below",
+                f"no {self.NAME} question files ({ds}_{stem}_{{random,popular,adversarial}}.json{also}) "
+                f"found here, in annotations/, output/{ds}/, output/seem/{ds}/ or below",
                 file=str(root),
             )
         return splits
+
+    def extra_provenance(self, path: Path, subset: str, record: dict[str, Any]) -> dict[str, Any]:
+        """More provenance for a record of ``path`` (none for POPE; RePOPE adds POPE's label)."""
+        return {}
 
     def _generate_examples(self, path: Path, subset: str, image_dir: Path) -> Iterator[tuple[str, dict[str, Any]]]:
         if getattr(self, "_hub_cases", None) is not None:
@@ -305,7 +320,8 @@ class PopeBuilder(VHBuilder):
                 image_id=f"{self.config.dataset}:{Path(str(record['image'])).stem}",
                 question=question,
                 answer=answer,
-                provenance={"file": path.name, "line": lineno, "image_file": str(record["image"])},
+                provenance={"file": path.name, "line": lineno, "image_file": str(record["image"]),
+                            **self.extra_provenance(path, subset, record)},
             )
             yield case["id"], case
         if not seen:

@@ -9,7 +9,9 @@ Identifiers are deterministic strings, so a rebuilt or resumed dataset gets the 
   Transforms with a target model (adversarial) also name it: ``@ifgsm:{model}``.
 * ``pair_id`` the ``id`` without ``+neg``: a case and its negated twin on the same image share it.
 * ``image_id`` identifies the *source* image (``pope:COCO_val2014_000000310196``), so work per image
-  (perturbing, attacking) is done once for every case that uses it.
+  (perturbing, attacking) is done once for every case that uses it. A question the source asks
+  without an image (HallusionBench's text-only questions) has ``image`` None and ``image_id``
+  :data:`NO_IMAGE`; it is scored without an image and has no perturbed or attacked versions.
 
 ``transform_params`` and ``provenance`` hold canonical JSON (sorted keys), so equal parameters give
 equal strings and the Arrow schema stays flat and stable across versions.
@@ -25,10 +27,12 @@ import datasets
 
 from vhx.errors import DataError
 
-SOURCES: tuple[str, ...] = ("pope", "mmvp", "vhtest", "mme", "synthetic", "custom")
+SOURCES: tuple[str, ...] = ("pope", "repope", "mmvp", "vhtest", "mme", "hallusionbench", "amber", "synthetic", "custom")
 ANSWERS: tuple[str, ...] = ("yes", "no")
 ORIGINAL = "original"
 NEG_SUFFIX = "+neg"
+#: ``image_id`` of a case asked without an image (its ``image`` is None): the benchmark means it so.
+NO_IMAGE = "none"
 
 FEATURES = datasets.Features(
     {
@@ -56,8 +60,8 @@ FIELD_DOCS: dict[str, str] = {
     "source": "benchmark the case comes from: " + ", ".join(SOURCES),
     "subset": "subset of the source (POPE random/popular/adversarial, VHTest mode, MME subtask, ...)",
     "source_id": "the case's id in the source release (question id, row index, file and line)",
-    "image": "the image the question is asked about (after `transform`)",
-    "image_id": "identifies the source image before any transform; cases sharing it share the image",
+    "image": "the image the question is asked about (after `transform`); empty for a question the source asks without an image",
+    "image_id": f"identifies the source image before any transform; cases sharing it share the image (`{NO_IMAGE}`: asked without an image)",
     "question": "yes/no question",
     "answer": "ground-truth answer, `yes` or `no`",
     "negated": "true for a negated question (answer flipped)",
@@ -205,6 +209,11 @@ def make_case(
     }
 
 
+def has_image(row: Mapping[str, Any]) -> bool:
+    """False for a case the source asks without an image (``image_id`` :data:`NO_IMAGE`)."""
+    return row["image_id"] != NO_IMAGE
+
+
 def is_generated(row: Mapping[str, Any]) -> bool:
     """True for a case vhx generated (negated or on a transformed image), False for a source case."""
     return bool(row["negated"]) or row["transform"] != ORIGINAL
@@ -226,8 +235,10 @@ def validate_case(row: Mapping[str, Any], *, row_index: int | str | None = None,
         raise DataError(f"answer must be 'yes' or 'no', got {row['answer']!r}", **where, field="answer")
     if not isinstance(row["negated"], bool):
         raise DataError(f"must be a bool, got {row['negated']!r}", **where, field="negated")
-    if row["image"] is None:
-        raise DataError("no image", **where, field="image")
+    if row["image"] is None and row["image_id"] != NO_IMAGE:
+        raise DataError(f"no image (only a case asked without one, image_id {NO_IMAGE!r}, may lack it)", **where, field="image")
+    if row["image"] is not None and row["image_id"] == NO_IMAGE:
+        raise DataError(f"image_id {NO_IMAGE!r} marks a case asked without an image, but this row has one", **where, field="image_id")
     for key in ("transform_params", "provenance"):
         try:
             parsed = json.loads(row[key]) if row[key] else {}

@@ -1,0 +1,130 @@
+"""Small RePOPE, HallusionBench and AMBER releases written in their published layouts, with generated images.
+
+The records are made up here (questions in each release's wording style, ids, labels); the files,
+folders and fields are those of the public releases.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from PIL import Image
+
+POPE_SUBSETS = ("random", "popular", "adversarial")
+OBJECTS = ("dog", "cat", "car", "person", "chair", "bottle", "kite", "bench")
+
+
+def _image(path: Path, i: int, size: tuple[int, int] = (16, 12)) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # distinct pixels per image, so a round trip can tell them apart
+    Image.new("RGB", size, (i * 37 % 256, i * 11 % 256, 90)).save(path)
+
+
+def write_repope_release(root: Path, *, images: int = 4, per_image: int = 4) -> dict[str, dict[str, dict]]:
+    """A RePOPE clone: ``annotations/coco_{pope,repope}_{subset}.json`` (JSON lines) and ``val2014/``.
+
+    In each subset RePOPE drops the last question of the first image (ambiguous) and flips the label of
+    the second question of every image. Returns ``{subset: {"pope": {qid: record}, "repope": {qid: record}}}``.
+    """
+    ann = root / "annotations"
+    ann.mkdir(parents=True, exist_ok=True)
+    names = [f"COCO_val2014_{100 + i:012d}.jpg" for i in range(images)]
+    for i, name in enumerate(names):
+        _image(root / "val2014" / name, i)
+    out = {}
+    for s, subset in enumerate(POPE_SUBSETS):
+        pope, repope = {}, {}
+        qid = 0
+        for i, name in enumerate(names):
+            for k in range(per_image):
+                qid += 1
+                label = "yes" if k % 2 == 0 else "no"
+                record = {"question_id": qid, "image": name, "text": f"Is there a {OBJECTS[(i + k + s) % len(OBJECTS)]} in the image?", "label": label}
+                pope[qid] = record
+                if i == 0 and k == per_image - 1:
+                    continue  # removed as ambiguous
+                repope[qid] = {**record, "label": ("no" if label == "yes" else "yes") if k == 1 else label}
+        for stem, records in (("pope", pope), ("repope", repope)):
+            (ann / f"coco_{stem}_{subset}.json").write_text("".join(json.dumps(r) + "\n" for r in records.values()))
+        out[subset] = {"pope": pope, "repope": repope}
+    return out
+
+
+def hallusionbench_records() -> list[dict]:
+    """HallusionBench-style records: VD figures (original and edited) and VS questions with and without a figure."""
+    records = []
+
+    def add(category, subcategory, set_id, figure_id, question_id, visual, question, answer, filename):
+        records.append({
+            "category": category, "subcategory": subcategory, "visual_input": visual, "set_id": str(set_id),
+            "figure_id": str(figure_id), "sample_note": f"note {set_id}", "question_id": str(question_id), "question": question,
+            "gt_answer_details": "details", "gt_answer": answer, "filename": filename,
+        })
+
+    # VD illusion: figure 0 original (visual_input 1), figure 1 edited (visual_input 2); two questions each
+    add("VD", "illusion", 0, 0, 0, "1", "Is the right orange circle the same size as the left orange circle?", "1", "./VD/illusion/0_0.png")
+    add("VD", "illusion", 0, 0, 1, "1", "Is the right orange circle larger than the left orange circle?", "0", "./VD/illusion/0_0.png")
+    add("VD", "illusion", 0, 1, 0, "2", "Is the right orange circle the same size as the left orange circle?", "0", "./VD/illusion/0_1.png")
+    add("VD", "illusion", 0, 1, 1, "2", "Is the right orange circle larger than the left orange circle?", "1", "./VD/illusion/0_1.png")
+    add("VD", "math", 1, 0, 0, "1", "According to the image, does the value of x range from 2 to 3?", "1", "./VD/math/1_0.png")
+    # VS chart: figure 0 is no figure (text-only), figure 1 the chart (visual_input 1), figure 2 edited (2)
+    for q, (question, no_fig, fig1, fig2) in enumerate([
+        ("Is China the leading importing country of gold in 2018?", "0", "0", "1"),
+        ("Is Switzerland the leading importing country of gold in 2018?", "1", "1", "0"),
+    ]):
+        add("VS", "chart", 0, 0, q, "0", question, no_fig, None)
+        add("VS", "chart", 0, 1, q, "1", f"According to the image, {question[0].lower()}{question[1:]}", fig1, "./VS/chart/0_1.png")
+        add("VS", "chart", 0, 2, q, "2", f"According to the image, {question[0].lower()}{question[1:]}", fig2, "./VS/chart/0_2.png")
+    add("VS", "map", 2, 0, 0, "0", "Is Texas the largest state in the United States?", "0", None)
+    add("VS", "map", 2, 1, 0, "1", "According to the map, is Texas the largest state?", "0", "./VS/map/2_1.png")
+    return records
+
+
+def write_hallusionbench_release(root: Path, records: list[dict] | None = None) -> list[dict]:
+    """A HallusionBench clone: ``HallusionBench.json`` and the unzipped ``hallusion_bench/`` image folder."""
+    records = hallusionbench_records() if records is None else records
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "HallusionBench.json").write_text(json.dumps(records, indent=2))
+    files = sorted({r["filename"] for r in records if r["filename"]})
+    for i, name in enumerate(files):
+        _image(root / "hallusion_bench" / name.removeprefix("./"), i)
+    return records
+
+
+AMBER_TYPES = {
+    "existence": ("discriminative-hallucination", ["Is there a {o} in this image?"], ["no"]),
+    "attribute_state": ("discriminative-attribute-state", ["Is the {o} wet in this image?", "Is the sky sunny in this image?"], ["yes", "no"]),
+    "attribute_number": ("discriminative-attribute-number", ["Are there two {o}s in this image?", "Is there one {o} in this image?"], ["yes", "no"]),
+    "attribute_action": ("discriminative-attribute-action", ["Does the {o} run in this image?", "Does the person sit in this image?"], ["yes", "no"]),
+    "relation": ("discriminative-relation", ["Is there direct contact between the {o} and table?"], ["yes"]),
+}
+
+
+def write_amber_release(root: Path, *, images: int = 3, generative: int = 3) -> tuple[list[dict], dict[int, dict]]:
+    """An AMBER clone: ``data/query/query_discriminative.json``, ``data/annotations.json`` (generative
+    annotations first, ids 1..``generative``, as in the release) and ``image/AMBER_*.jpg``.
+
+    Returns (queries, annotations by id). Relation queries answered no carry the release's type ``relation``.
+    """
+    queries, annotations = [], {}
+    for g in range(1, generative + 1):
+        annotations[g] = {"id": g, "type": "generative", "truth": ["sky"], "hallu": ["dog"]}
+    qid = generative
+    for i in range(1, images + 1):
+        _image(root / "image" / f"AMBER_{i}.jpg", i)
+        for kind, (type_, templates, truths) in AMBER_TYPES.items():
+            for t, template in enumerate(templates):
+                for truth in truths:
+                    qid += 1
+                    queries.append({"id": qid, "image": f"AMBER_{i}.jpg", "query": template.format(o=OBJECTS[(i + t) % len(OBJECTS)])})
+                    kind_type = "relation" if kind == "relation" and truth == "no" else type_
+                    annotations[qid] = {"id": qid, "type": kind_type, "truth": truth}
+            if kind == "relation":
+                qid += 1
+                queries.append({"id": qid, "image": f"AMBER_{i}.jpg", "query": "Is there direct contact between the cup and dog?"})
+                annotations[qid] = {"id": qid, "type": "relation", "truth": "no"}
+    (root / "data" / "query").mkdir(parents=True, exist_ok=True)
+    (root / "data" / "query" / "query_discriminative.json").write_text(json.dumps(queries, indent=1))
+    (root / "data" / "annotations.json").write_text(json.dumps(list(annotations.values()), indent=1))
+    return queries, annotations
