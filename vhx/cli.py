@@ -153,6 +153,11 @@ def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
         print(f"{split:<24} {s['rows']:>8} {s.get('pairs', '-'):>8} {s.get('images', '-'):>8} {s.get('negated', '-'):>8} {yes:>10}")
     total = sum(s["rows"] for s in stats.values())
     print(f"{'total':<24} {total:>8}")
+    no_image = sum(s.get("no_image", 0) for s in stats.values())
+    if no_image:
+        from vhx.hub import no_image_note
+
+        print(no_image_note(no_image))
     for split, s in stats.items():
         note = updates_note(split, s)
         if note:
@@ -341,7 +346,7 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the accelerate process's device)")
     g.add_argument("--adapter", help="PEFT/LoRA adapter applied on top of --model")
     g.add_argument("--prompt-template", help="prompt with {question}; default appends 'Answer the question using a single word or phrase.'")
-    g.add_argument("--max-new-tokens", type=int, help="generate mode: reply length")
+    g.add_argument("--max-new-tokens", type=int, help="generate mode: reply length (default 16; 4096 for a model that thinks before it answers)")
     g.add_argument("--temperature", dest="gen_temperature", type=float, help="generate mode: sampling temperature (default: the model's generation config)")
     g.add_argument("--top-p", type=float, help="generate mode: nucleus sampling")
     g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")
@@ -445,6 +450,17 @@ def cmd_report(args: argparse.Namespace) -> int:
         print(f"{kind:<12} {path}")
     print()
     print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    return 0
+
+
+def cmd_relabel(args: argparse.Namespace) -> int:
+    """``vhx relabel``: a POPE run re-scored on RePOPE's labels, written as a run of its own."""
+    from vhx.scoring.relabel import write_relabelled_run
+
+    out, c = write_relabelled_run(args.run_dir, args.labels, args.out, overwrite=args.overwrite)
+    print(f"wrote {out}: {c.kept:,} of {c.rows:,} predictions kept ({c.removed:,} on questions RePOPE removed), "
+          f"{c.changed:,} with a changed label ({c.questions_changed:,} of {c.questions_kept:,} source questions); "
+          f"`vhx report {args.run_dir} {out} --out REPORT` shows both side by side")
     return 0
 
 
@@ -750,6 +766,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="report runs that never finished or scored fewer cases than they set out to (refused by default), "
                         "flagged as incomplete in every output")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("relabel", help="re-score a finished POPE run on RePOPE's corrected labels (no model call)",
+                       description="Move every prediction of a POPE run (expanded splits included: a negated twin takes the "
+                                   "flipped label) onto RePOPE's labels, leaving out the questions RePOPE removed, and write it "
+                                   "as a run of its own; `vhx report RUN OUT` then shows POPE and RePOPE side by side.")
+    p.add_argument("run_dir", help="a finished run folder of `vhx evaluate` on POPE (built or expanded)")
+    p.add_argument("--labels", required=True, help="a RePOPE clone, its annotations/ folder, or a `vhx build repope` Hub folder")
+    p.add_argument("--out", required=True, help="folder of the relabelled run")
+    p.add_argument("--overwrite", action="store_true", help="replace a run already in --out")
+    p.set_defaults(func=cmd_relabel)
 
     from vhx.adversarial.options import add_attack_plot_parser
 

@@ -13,7 +13,7 @@ from typing import Any
 import datasets
 from PIL import Image
 
-from vhx.schema import ORIGINAL
+from vhx.schema import NO_IMAGE, ORIGINAL
 
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
@@ -86,7 +86,9 @@ def write_gallery(
     index = {s: {base_id(i): k for k, i in enumerate(raw[s]["id"])} for s in splits}
     ref_ds = raw[ref]
     ids = _ids(ref_ds)
-    by_id = sorted(range(len(ids)), key=ids.__getitem__)
+    # a question asked without an image has no image to show, in any split
+    with_image = [k for k, image_id in enumerate(ref_ds.select_columns(["image_id"])["image_id"]) if image_id != NO_IMAGE]
+    by_id = sorted(with_image, key=ids.__getitem__)
     picks = [by_id[j] for j in sorted(random.Random(seed).sample(range(len(by_id)), min(n, len(by_id))))]
     columns = [ref] + [s for s in splits if s != ref]
     head = "".join(f"<th>{html.escape(s)}</th>" for s in columns)

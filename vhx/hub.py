@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 
 from vhx.adversarial.outcomes import OUTCOME_KEYS, attack_outcomes, unmoved_warning, updates_note
 from vhx.errors import DataError, VHXError, logger
-from vhx.schema import FIELD_DOCS, dumps, loads
+from vhx.schema import FIELD_DOCS, NO_IMAGE, dumps, loads
 
 DEFAULT_TEMPLATE = "vh_dataset.md"
 _SPLIT_RE = re.compile(r"^\w+(\.\w+)*$")
@@ -70,7 +70,11 @@ def _stats_from_table(table: Any, n: int) -> dict[str, Any]:
         counts = pc.value_counts(table["pair_id"]).field("counts") if n else pa.array([], pa.int64())
         stats["pairs"] = pc.sum(pc.greater_equal(counts, 2)).as_py() or 0
     if "image_id" in names:
-        stats["images"] = len(pc.unique(table["image_id"]))
+        # a question asked without an image has no image to count (image_id NO_IMAGE)
+        no_image = pc.sum(pc.equal(table["image_id"], NO_IMAGE)).as_py() or 0 if n else 0
+        stats["images"] = len(pc.unique(table["image_id"])) - (1 if no_image else 0)
+        if no_image:
+            stats["no_image"] = no_image
     stats.update(attack_outcomes(table))
     return stats
 
@@ -93,7 +97,17 @@ def _splits_table(stats: Mapping[str, Mapping[str, Any]]) -> str:
     for split, s in stats.items():
         yes = f"{s['yes_ratio']:.3f}" if "yes_ratio" in s else "-"
         lines.append(f"| {split} | {s['rows']} | {s.get('pairs', '-')} | {s.get('images', '-')} | {yes} |")
+    no_image = sum(s.get("no_image", 0) for s in stats.values())
+    if no_image:
+        lines += ["", no_image_note(no_image)]
     return "\n".join(lines)
+
+
+def no_image_note(n: int) -> str:
+    """What the rows asked without an image are (the card's and `vhx info`'s words)."""
+    return (f"{n:,} rows are questions the source asks without an image (`image` empty, `image_id` `{NO_IMAGE}`), "
+            "as the benchmark means them: scored without an image, never given a stand-in, and with no perturbed or "
+            "attacked versions.")
 
 
 def _settings(params_json: str) -> str:

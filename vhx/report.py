@@ -5,7 +5,9 @@ A run directory holds ``predictions*.jsonl`` and ``run.json`` (see :mod:`vhx.sco
 (every metric of every group, full precision), ``scores.json`` (the same plus the tables, run
 metadata, comparison and MME scores), ``compare.csv`` when exactly two models are given,
 ``mme.csv`` when MME rows are present, ``pope.csv`` (POPE's metrics per subset and their mean F1,
-:func:`vhx.scoring.pope_scores`) when POPE rows are present, and two PNG plots.
+:func:`vhx.scoring.pope_scores`) when POPE or RePOPE rows are present, ``repope.csv`` (a POPE run
+beside its RePOPE relabelling), ``hallusionbench.csv``, ``amber.csv`` and ``unknown.csv`` (unreadable
+replies by reason) where they apply (:mod:`vhx.report_sources`), and the PNG plots.
 
 The metric tables of ``report.md`` are those of the metric registry
 (:data:`vhx.scoring.metrics.METRICS`, each metric registered with a ``Table``), in
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from vhx import report_sources
 from vhx.errors import VHXError
 from vhx.scoring.blind import blind_scores
 from vhx.scoring.predictions import run_status, status_words
@@ -100,6 +103,7 @@ def load_runs(run_dirs: RunDirs) -> pd.DataFrame:
     if not frames:
         raise ValueError("no run directories given")
     df = pd.concat(frames, ignore_index=True)
+    df["model_id"] = df["model"]  # the model itself, before the labels below tell its runs apart
     names_of = df.groupby("_identity")["_dataset"].first()
     clash = names_of[names_of.duplicated(keep=False)].index  # two datasets of one name: say which is which
     label = df["model"].astype(str)
@@ -448,13 +452,15 @@ def _pope_section(pope: pd.DataFrame, keys: list[str], variants: dict[str, str])
         "",
     ]
     rows = []
+    several = pope["source"].nunique() > 1 if "source" in pope.columns else False
     for _, r in pope.iterrows():
         subset = "**mean**" if r["subset"] == "mean" else str(r["subset"])
+        labels = [{"pope": "POPE", "repope": "RePOPE"}.get(str(r["source"]), str(r["source"]))] if several else []
         rows.append([
-            str(r["model"]), *(str(r[k]) for k in group_keys), subset, f"{int(r['n_original']):,}",
+            str(r["model"]), *(str(r[k]) for k in group_keys), *labels, subset, f"{int(r['n_original']):,}",
             *(_num(r[c]) for c in ("accuracy_original", "precision", "recall", "f1", "yes_ratio_original")),
         ])
-    header = ["model", *group_keys, "subset", "questions", "accuracy", "precision", "recall", "F1", "yes-ratio"]
+    header = ["model", *group_keys, *(["labels"] if several else []), "subset", "questions", "accuracy", "precision", "recall", "F1", "yes-ratio"]
     return [*lines, _md_table(header, rows), ""]
 
 
@@ -649,11 +655,25 @@ def report(
 
     pope = pope_scores(main, keys) if len(main) and "source" in main.columns else pd.DataFrame()
     if len(pope):
-        variants = {m: pope_variant(pope_subset_sizes(main[main["model"] == m])) for m in dict.fromkeys(pope["model"])}
+        variants = {f"{m} ({source})" if pope["source"].nunique() > 1 else m:
+                    pope_variant(pope_subset_sizes(main[main["model"] == m], source), source)
+                    for m, source in dict.fromkeys(zip(pope["model"], pope["source"]))}
         md += _pope_section(pope, keys, variants)
         paths["pope_csv"] = out / "pope.csv"
         pope.to_csv(paths["pope_csv"], index=False)
         doc["pope"] = {"variant": variants, "scores": _records(pope)}
+    model_ids = dict(zip(df["model"], df["model_id"])) if "model_id" in df.columns else {}
+    for name, (lines, frame) in (
+        ("repope", report_sources.pope_repope_section(pope, model_ids, _md_table, keys)),
+        ("hallusionbench", report_sources.hallusionbench_section(main, _md_table)),
+        ("amber", report_sources.amber_section(main, _md_table)),
+        ("unknown", report_sources.unknown_section(df, _md_table)),
+    ):
+        if lines:
+            md += lines
+            paths[f"{name}_csv"] = out / f"{name}.csv"
+            frame.to_csv(paths[f"{name}_csv"], index=False)
+            doc[name] = _records(frame)
 
     blind_keys = ["subset"] if "subset" in main.columns else []
     blind = blind_scores(main, blind_keys) if len(main) else pd.DataFrame()

@@ -18,7 +18,7 @@ import datasets
 from vhx.errors import DataError
 from vhx.gallery import image_data_uri
 from vhx.negation import FRAMED_FLAG, review_flag
-from vhx.schema import loads
+from vhx.schema import NO_IMAGE, loads
 
 #: The CSV's columns, in order; ``correct?`` is left empty for the reviewer.
 REVIEW_COLUMNS = (
@@ -87,6 +87,7 @@ def review_export(
                 "flag": flags[orig["pair_id"]],
                 "correct?": "",
                 "_image": orig["image"],
+                "_no_image": orig["image_id"] == NO_IMAGE,
             }
         )
 
@@ -120,7 +121,8 @@ def _review_html(records: list[dict[str, Any]], *, total: int) -> str:
     body = []
     for rec in records:
         uri = _thumbnail_data_uri(rec["_image"])
-        img = f'<img src="{uri}" alt="{esc(rec["id"])}">' if uri else "<em>image unavailable</em>"
+        missing = "asked without an image" if rec["_no_image"] else "image unavailable"
+        img = f'<img src="{uri}" alt="{esc(rec["id"])}">' if uri else f"<em>{missing}</em>"
         # ids break after their slashes, not inside a word
         cells = "".join(f"<td>{esc(str(rec[c])).replace('/', '/<wbr>') if c == 'pair_id' else esc(str(rec[c]))}</td>" for c in shown)
         body.append(f'<tr class="pair"><td>{img}</td>{cells}</tr>')

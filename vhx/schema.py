@@ -214,6 +214,14 @@ def has_image(row: Mapping[str, Any]) -> bool:
     return row["image_id"] != NO_IMAGE
 
 
+def with_images(ds: datasets.Dataset) -> datasets.Dataset:
+    """``ds`` without the cases asked without an image (the input of image transforms); ``ds`` itself when it has none."""
+    if NO_IMAGE not in set(ds.unique("image_id")):
+        return ds
+    return ds.filter(lambda ids: [i != NO_IMAGE for i in ids], input_columns="image_id", batched=True,
+                     desc="setting aside the questions asked without an image")
+
+
 def is_generated(row: Mapping[str, Any]) -> bool:
     """True for a case vhx generated (negated or on a transformed image), False for a source case."""
     return bool(row["negated"]) or row["transform"] != ORIGINAL

@@ -99,7 +99,7 @@ from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
 from vhx.runtime import default_device
-from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, loads, pair_id_of
+from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, loads, pair_id_of, with_images
 
 logger = logging.getLogger("vhx")
 
@@ -743,6 +743,9 @@ def adversarial_splits(
     from vhx.runtime import process_state
 
     _check_pairs(pairs)
+    pairs = with_images(pairs)  # a question asked without an image has no image to attack
+    if len(pairs) == 0:
+        return {}
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
     if preset not in PRESETS:

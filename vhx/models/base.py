@@ -55,8 +55,9 @@ class VHModel(Protocol):
 
     name: str
 
-    def predict(self, images: list[Image.Image], questions: list[str]) -> list[Prediction]:
-        """One :class:`Prediction` per (image, question), in order."""
+    def predict(self, images: list[Image.Image | None], questions: list[str]) -> list[Prediction]:
+        """One :class:`Prediction` per (image, question), in order; an image ``None`` asks the
+        question without an image (a benchmark's text-only question)."""
         ...
 
 

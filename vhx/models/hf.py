@@ -13,7 +13,8 @@ without a chat template (InstructBLIP) get the bare prompt, which is their own f
 
 Answer modes:
 
-* ``generate``: decode up to ``max_new_tokens`` (default 16) with the model's generation config or
+* ``generate``: decode up to ``max_new_tokens`` (default 16, or :data:`THINKING_MAX_NEW_TOKENS` for a
+  model that thinks before it answers, :meth:`HFModel.thinks`) with the model's generation config or
   the ``temperature`` / ``top_p`` / ``do_sample`` overrides, parse with
   :func:`vhx.parsing.parse_yes_no`; ``num_samples=N`` draws N answers and takes the majority vote.
 * ``logits``: one forward pass; P(yes) and P(no) of the first answer token, each summed over the
@@ -72,6 +73,11 @@ logger = logging.getLogger("vhx")
 #: Default answer length in ``generate`` mode: room for "Yes, there is a dog in the image." and
 #: short enough that chatty models do not dominate the run time.
 DEFAULT_MAX_NEW_TOKENS = 16
+#: Default answer length in ``generate`` mode for a model that thinks before it answers (its
+#: tokenizer or chat template knows ``<think>``): a thought of a few hundred to a few thousand
+#: tokens comes before the answer, and a thought cut off by the budget leaves no answer to read.
+THINKING_MAX_NEW_TOKENS = 4096
+_THOUGHT_TAGS = ("<think>", "</think>", "<|begin_of_thought|>")
 
 # Architectures whose processor inserts the image placeholders itself (query tokens before the text).
 _PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2", "fuyu", "kosmos-2"}
@@ -307,8 +313,9 @@ class HFModel:
         return f"HFModel({self.name!r})"
 
     # ----------------------------------------------------------------------------------- prompts
-    def build_prompt(self, question: str) -> str:
-        """The full text given to the processor for ``question`` (chat template applied)."""
+    def build_prompt(self, question: str, *, image: bool = True) -> str:
+        """The full text given to the processor for ``question`` (chat template applied); ``image=False``
+        leaves out the image (a question asked without one)."""
         text = format_question(self.prompt_template, question)
         template = (
             self.chat_template or getattr(self.processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None)
@@ -317,19 +324,27 @@ class HFModel:
             messages: list[dict[str, Any]] = []
             if self.system_prompt:
                 messages.append({"role": "system", "content": [{"type": "text", "text": self.system_prompt}]})
-            messages.append({"role": "user", "content": [{"type": "image"}, {"type": "text", "text": text}]})
+            content = [{"type": "image"}] if image else []
+            messages.append({"role": "user", "content": [*content, {"type": "text", "text": text}]})
             return self.processor.apply_chat_template(
                 messages, chat_template=template, add_generation_prompt=True, tokenize=False
             )
         if self.system_prompt:
             text = f"{self.system_prompt}\n{text}"
         image_token = getattr(self.processor, "image_token", None)
-        if self._model_type not in _PROCESSOR_INSERTS_IMAGE and isinstance(image_token, str) and image_token not in text:
+        if image and self._model_type not in _PROCESSOR_INSERTS_IMAGE and isinstance(image_token, str) and image_token not in text:
             separator = _IMAGE_SEPARATOR.get(self._model_type, "\n")
             text = f"{image_token}{separator}{text}"
         return text
 
-    def _encode(self, images: Sequence[Image.Image], questions: Sequence[str]) -> Any:
+    def _encode(self, images: Sequence[Image.Image | None], questions: Sequence[str]) -> Any:
+        if all(im is None for im in images):
+            # questions asked without an image: the processor's text path only
+            texts = [self.build_prompt(q, image=False) for q in questions]
+            inputs = self.processor(text=texts, padding=True, return_tensors="pt")
+            return inputs.to(device=_input_device(self.model)) if hasattr(inputs, "to") else inputs
+        if any(im is None for im in images):
+            raise ValueError("a batch mixes questions with and without an image; predict() keeps them apart")
         texts = [self.build_prompt(q) for q in questions]
         converted: dict[int, Image.Image] = {}  # one conversion per image object, however many cases share it
         rgb = [converted.setdefault(id(im), im.convert("RGB") if im.mode != "RGB" else im) for im in images]
@@ -359,6 +374,8 @@ class HFModel:
         """
         if len(images) != len(questions):
             raise ValueError(f"got {len(images)} images but {len(questions)} questions")
+        if any(im is None for im in images):
+            return self._predict_without_images(images, questions)
         if self.mode == "logits" and images:
             plan = self._sharing()
             if plan is not None:
@@ -378,6 +395,26 @@ class HFModel:
                 out[i] = p
         return out  # type: ignore[return-value]
 
+    def _predict_without_images(self, images: Sequence[Image.Image | None], questions: Sequence[str]) -> list[Prediction]:
+        """``predict`` for a call holding questions asked without an image: those go in text-only
+        batches (no image tokens, no pixel values), the others through the usual path."""
+        out: list[Prediction | None] = [None] * len(images)
+        present = [i for i, im in enumerate(images) if im is not None]
+        if present:
+            for i, p in zip(present, self.predict([images[i] for i in present], [questions[i] for i in present])):
+                out[i] = p
+        absent = [i for i, im in enumerate(images) if im is None]
+        for start in range(0, len(absent), self.batch_size):
+            chunk = absent[start : start + self.batch_size]
+            none, chunk_questions = [None] * len(chunk), [questions[i] for i in chunk]
+            if self.mode == "logits":
+                preds = self._predict_logits(none, chunk_questions)
+            else:
+                preds = self._predict_generate(none, chunk_questions)
+            for i, p in zip(chunk, preds):
+                out[i] = p
+        return out  # type: ignore[return-value]
+
     def _batches(self, images: Sequence[Image.Image]) -> list[list[int]]:
         """Indices of ``images`` in batches of up to ``batch_size``: consecutive runs, or for
         :data:`_SAME_SIZE_BATCHES` families runs of images of one size (answers keep the input order)."""
@@ -393,7 +430,19 @@ class HFModel:
         if self.max_new_tokens is not None:
             return self.max_new_tokens
         configured = getattr(getattr(self.model, "generation_config", None), "max_new_tokens", None)
+        if self.thinks():
+            return max(configured or 0, THINKING_MAX_NEW_TOKENS)
         return configured or DEFAULT_MAX_NEW_TOKENS
+
+    def thinks(self) -> bool:
+        """Whether the model writes a thought before its answer: its tokenizer has a thought tag as a
+        token of its own, or its chat template writes one (Qwen3, DeepSeek-R1 distills, QwQ, GLM-4.1V-Thinking)."""
+        if getattr(self, "_thinks", None) is None:
+            template = self.chat_template or getattr(self.processor, "chat_template", None) or getattr(self.tokenizer, "chat_template", None)
+            added = set(getattr(self.tokenizer, "get_added_vocab", lambda: {})() or {})
+            text = template if isinstance(template, str) else str(template or "")
+            self._thinks = any(tag in added or tag in text for tag in _THOUGHT_TAGS)
+        return self._thinks
 
     def _do_sample(self) -> bool:
         if self.do_sample is not None:

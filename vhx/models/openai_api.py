@@ -272,16 +272,17 @@ class OpenAIModel:
         return f"OpenAIModel({self.name!r})"
 
     # ----------------------------------------------------------------------------------- requests
-    def _messages(self, image: Image.Image, prompt: str) -> list[dict[str, Any]]:
-        image_part: dict[str, Any] = {"url": encode_image(image, self.image_format, self.jpeg_quality)}
-        if self.detail:
-            image_part["detail"] = self.detail
+    def _messages(self, image: Image.Image | None, prompt: str) -> list[dict[str, Any]]:
+        content: list[dict[str, Any]] = []
+        if image is not None:  # None: a question the benchmark asks without an image
+            image_part: dict[str, Any] = {"url": encode_image(image, self.image_format, self.jpeg_quality)}
+            if self.detail:
+                image_part["detail"] = self.detail
+            content.append({"type": "image_url", "image_url": image_part})
         messages: list[dict[str, Any]] = []
         if self.system_prompt:
             messages.append({"role": "system", "content": self.system_prompt})
-        messages.append(
-            {"role": "user", "content": [{"type": "image_url", "image_url": image_part}, {"type": "text", "text": prompt}]}
-        )
+        messages.append({"role": "user", "content": [*content, {"type": "text", "text": prompt}]})
         return messages
 
     def _body(self, case: tuple[Image.Image, str]) -> dict[str, Any]:
@@ -294,14 +295,14 @@ class OpenAIModel:
             body["n"] = self.num_samples
         return body
 
-    def cache_key(self, image: Image.Image, prompt: str) -> str:
+    def cache_key(self, image: Image.Image | None, prompt: str) -> str:
         """Key of one request: base URL, model, prompt (with system prompt), image hash, settings."""
         material = {
             "base_url": self.base_url,
             "model": self.model,
             "system_prompt": self.system_prompt,
             "prompt": prompt,
-            "image_sha256": image_sha256(image),
+            "image_sha256": image_sha256(image) if image is not None else None,
             "settings": self.settings(),
         }
         return request_key(material, ensure_ascii=True)  # the spelling of caches written before
@@ -331,8 +332,9 @@ class OpenAIModel:
         return exc
 
     # ----------------------------------------------------------------------------------- predict
-    def predict(self, images: list[Image.Image], questions: list[str]) -> list[Prediction]:
-        """Answer each (image, question); up to ``concurrency`` requests at once, results in order."""
+    def predict(self, images: list[Image.Image | None], questions: list[str]) -> list[Prediction]:
+        """Answer each (image, question); up to ``concurrency`` requests at once, results in order.
+        An image ``None`` sends the question alone (a benchmark's text-only question)."""
         if len(images) != len(questions):
             raise ValueError(f"got {len(images)} images but {len(questions)} questions")
         prompts = [format_question(self.prompt_template, q) for q in questions]

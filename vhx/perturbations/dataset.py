@@ -29,7 +29,7 @@ from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
-from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of
+from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of, with_images
 
 
 @functools.lru_cache(maxsize=1)
@@ -238,6 +238,9 @@ def perturb_splits(
     others = sorted(set(ds.unique("transform")) - {ORIGINAL})
     if others:
         raise DataError(f"expected cases on original images, found transforms {others}", field="transform")
+    ds = with_images(ds)  # a question asked without an image has nothing to perturb
+    if len(ds) == 0:
+        return {}
 
     first_row: dict[str, int] = {}
     for row, image_id in enumerate(ds["image_id"]):

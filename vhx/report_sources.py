@@ -1,0 +1,159 @@
+"""The report's sections for particular benchmarks and for unreadable replies.
+
+* HallusionBench: its own question, figure and question-pair accuracy (:mod:`vhx.scoring.hallusionbench`).
+* AMBER: scores per kind of hallucination (existence, attribute state / number / action, relation),
+  with AMBER's own F1 (the answer "no" as the positive class, as AMBER's evaluation counts it).
+* POPE vs RePOPE: a model's POPE run beside the same run relabelled by RePOPE (``vhx relabel``).
+* Unreadable replies: how many replies could not be read as yes or no, and why where that can be told.
+
+Each function returns the Markdown lines of its section (empty when it does not apply) and the
+numbers behind them, which :func:`vhx.report.report` writes as CSV.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from vhx.schema import ORIGINAL
+from vhx.scoring.hallusionbench import hallusionbench_scores
+from vhx.scoring.metrics import score
+
+#: Questions in HallusionBench.json as released (the figure papers report over).
+HALLUSIONBENCH_SIZE = 1129
+#: AMBER's discriminative queries as released.
+AMBER_SIZE = 14216
+AMBER_ATTRIBUTE = ("attribute_state", "attribute_number", "attribute_action")
+AMBER_ORDER = ("existence", "attribute", *AMBER_ATTRIBUTE, "relation", "all")
+
+Table = Callable[[list[str], list[list[str]]], str]
+
+
+def _num(v: object, digits: int = 3) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def hallusionbench_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+    """HallusionBench's metrics per model, all questions and per category (VD, VS)."""
+    if "source" not in df.columns or not (df["source"] == "hallusionbench").any():
+        return [], pd.DataFrame()
+    hb = hallusionbench_scores(df)
+    if hb.empty:
+        return [], hb
+    rows = [[str(r["model"]), str(r["category"]), f"{int(r['n_questions']):,}", _num(r["question_accuracy"]),
+             f"{int(r['n_figures']):,}", _num(r["figure_accuracy"]), f"{int(r['n_question_pairs']):,}",
+             _num(r["question_pair_accuracy"]), f"{int(r['n_unknown']):,}"] for _, r in hb.iterrows()]
+    header = ["model", "category", "questions", "question accuracy", "figures", "figure accuracy", "question pairs",
+              "question-pair accuracy", "unreadable"]
+    lines = ["## HallusionBench", "",
+             "HallusionBench's own metrics on its source questions (not negated) as asked in the release (original "
+             "images; the text-only questions without an image): **question accuracy** (aAcc), **figure accuracy** "
+             "(fAcc: every question about one figure right) and **question-pair accuracy** (qAcc: the same question "
+             "right on every visual context it is asked in, with and without the figure). As the benchmark counts "
+             "them, an unreadable reply to a visual-supplement question asked without a figure is right (\"uncertain "
+             "without hallucination\"); everywhere else it is wrong. The benchmark's tables print these x100.", ""]
+    partial = {str(r["model"]): int(r["n_questions"]) for _, r in hb[hb["category"] == "all"].iterrows()
+               if int(r["n_questions"]) != HALLUSIONBENCH_SIZE}
+    if partial:
+        lines += ["Over part of the release (" + ", ".join(f"{m}: {n:,} of {HALLUSIONBENCH_SIZE:,} questions" for m, n in partial.items())
+                  + "): questions the expansion could not negate (`--on-error skip`) are not in an expanded folder; "
+                  "score the built folder (`vhx build hallusionbench`) for numbers comparable with papers'.", ""]
+    counted = int(hb.loc[hb["category"] == "all", "n_unknown_counted_right"].sum())
+    if counted:
+        lines += [f"{counted:,} unreadable replies to questions asked without a figure count as right here.", ""]
+    return [*lines, table(header, rows), ""], hb
+
+
+def _amber_f1(rows: pd.DataFrame) -> tuple[float, float, float]:
+    """AMBER's precision, recall and F1 with "no" the positive class (an unreadable reply is neither)."""
+    pred_no, gt_no = (rows["pred"] == "no").to_numpy(), (rows["answer"] == "no").to_numpy()
+    tp = int((pred_no & gt_no).sum())
+    precision = tp / int(pred_no.sum()) if pred_no.any() else math.nan
+    recall = tp / int(gt_no.sum()) if gt_no.any() else math.nan
+    f1 = 2 * tp / (int(pred_no.sum()) + int(gt_no.sum())) if pred_no.any() or gt_no.any() else math.nan
+    return precision, recall, f1
+
+
+def amber_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+    """AMBER's scores per kind on the original images: accuracy, AMBER's F1, symmetric accuracy, yes-ratio."""
+    if "source" not in df.columns or not (df["source"] == "amber").any():
+        return [], pd.DataFrame()
+    rows = df[(df["source"] == "amber").to_numpy() & (df["transform"] == ORIGINAL).to_numpy()]
+    kinds = rows["subset"].where(~rows["subset"].isin(AMBER_ATTRIBUTE), "attribute")
+    parts = [rows.assign(kind=rows["subset"]), rows[kinds == "attribute"].assign(kind="attribute"), rows.assign(kind="all")]
+    grouped = pd.concat(parts, ignore_index=True)
+    scored = score(grouped, ["kind"], allow_unpaired=True)
+    out = []
+    for _, r in scored.iterrows():
+        part = grouped[(grouped["model"] == r["model"]) & (grouped["kind"] == r["kind"]) & ~grouped["negated"].to_numpy(dtype=bool)]
+        precision, recall, f1 = _amber_f1(part)
+        out.append({"model": r["model"], "kind": r["kind"], "n_original": int(r["n_original"]), "accuracy_original": r["accuracy_original"],
+                    "amber_precision": precision, "amber_recall": recall, "amber_f1": f1, "n_pairs": int(r["n_pairs"]),
+                    "symmetric_accuracy": r["symmetric_accuracy"], "yes_ratio_original": r["yes_ratio_original"]})
+    frame = pd.DataFrame(out)
+    frame["_order"] = frame["kind"].map(lambda k: AMBER_ORDER.index(k) if k in AMBER_ORDER else len(AMBER_ORDER))
+    frame = frame.sort_values(["model", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+    lines = ["## AMBER", "",
+             "AMBER's discriminative task per kind of hallucination, on the original images: accuracy and AMBER's own "
+             "F1 (precision and recall of the answer \"no\", as AMBER's evaluation counts them) over the source queries, "
+             "symmetric accuracy over the pairs (query and negated twin) where the data were expanded. *attribute* pools "
+             "state, number and action, as AMBER reports it.", ""]
+    body = [[str(r["model"]), str(r["kind"]), f"{r['n_original']:,}", _num(r["accuracy_original"]), _num(r["amber_f1"]),
+             _num(r["amber_precision"]), _num(r["amber_recall"]), _num(r["symmetric_accuracy"]) if r["n_pairs"] else "n/a",
+             _num(r["yes_ratio_original"])] for _, r in frame.iterrows()]
+    header = ["model", "kind", "queries", "accuracy", "AMBER F1", "precision (no)", "recall (no)", "symmetric accuracy", "yes-ratio"]
+    return [*lines, table(header, body), ""], frame
+
+
+def pope_repope_section(pope: pd.DataFrame, model_ids: dict[str, str], table: Table, keys: Sequence[str]) -> tuple[list[str], pd.DataFrame]:
+    """A model's POPE scores beside its RePOPE scores (the same replies, relabelled), per subset and the mean."""
+    if pope.empty or "source" not in pope.columns or set(pope["source"]) != {"pope", "repope"}:
+        return [], pd.DataFrame()
+    group_keys = [k for k in keys if k != "subset"]
+    frame = pope.assign(model_id=pope["model"].map(lambda m: model_ids.get(m, m)))
+    cols = ["model_id", *group_keys, "subset"]
+    a = frame[frame["source"] == "pope"].set_index(cols)
+    b = frame[frame["source"] == "repope"].set_index(cols)
+    both = a.join(b, how="inner", lsuffix="_pope", rsuffix="_repope")
+    if both.empty:
+        return [], pd.DataFrame()
+    both = both.reset_index()
+    for metric in ("f1", "accuracy_original", "yes_ratio_original"):
+        both[f"{metric}_change"] = both[f"{metric}_repope"] - both[f"{metric}_pope"]
+    rows = [[str(r["model_id"]), *(str(r[k]) for k in group_keys), "**mean**" if r["subset"] == "mean" else str(r["subset"]),
+             f"{int(r['n_original_pope']):,} / {int(r['n_original_repope']):,}",
+             *(f"{_num(r[f'{m}_pope'])} / {_num(r[f'{m}_repope'])} ({r[f'{m}_change']:+.3f})" if not np.isnan(r[f"{m}_change"]) else "n/a"
+               for m in ("f1", "accuracy_original", "yes_ratio_original"))]
+            for _, r in both.iterrows()]
+    header = ["model", *group_keys, "subset", "questions (POPE / RePOPE)", "F1", "accuracy", "yes-ratio"]
+    lines = ["## POPE and RePOPE", "",
+             "The same replies scored on POPE's labels and on RePOPE's corrected ones (`vhx relabel`: RePOPE fixes wrong "
+             "labels and drops ambiguous questions), POPE / RePOPE (change). Symmetric accuracy on both label sets is in "
+             "the tables above, one column per run.", ""]
+    return [*lines, table(header, rows), ""], both
+
+
+def unknown_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+    """Unreadable replies per model, by reason (``vhx.parsing.unknown_reason``; a failed model call says so)."""
+    from vhx.parsing import unknown_reason
+
+    if "pred" not in df.columns:
+        return [], pd.DataFrame()
+    unknown = df[df["pred"] == "unknown"]
+    if unknown.empty:
+        return [], pd.DataFrame()
+    errors = unknown["error"] if "error" in unknown.columns else pd.Series([None] * len(unknown), index=unknown.index)
+    raws = unknown["raw"] if "raw" in unknown.columns else pd.Series([None] * len(unknown), index=unknown.index)
+    reasons = [("model call failed" if isinstance(e, str) and e else (unknown_reason(r) or "no yes/no answer"))
+               for e, r in zip(errors, raws)]
+    counts = unknown.assign(reason=reasons).groupby(["model", "reason"], sort=False).size().reset_index(name="n")
+    totals = df.groupby("model", sort=False).size()
+    rows = [[str(r["model"]), str(r["reason"]), f"{int(r['n']):,}", f"{int(r['n']) / int(totals[r['model']]):.1%}"] for _, r in counts.iterrows()]
+    lines = ["## Unreadable replies", "",
+             "Replies that could not be read as yes or no count as wrong everywhere (never turned into an answer). Why, "
+             "where the reply tells: *cut off while thinking* is a thought that never closed (raise `--max-new-tokens`), "
+             "*nothing after thinking* a closed thought with no answer after it.", ""]
+    return [*lines, table(["model", "reason", "replies", "share of the model's replies"], rows), ""], counts

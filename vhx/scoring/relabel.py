@@ -1,0 +1,176 @@
+"""Re-score a finished POPE run on RePOPE's corrected labels, without asking the model again.
+
+A model's reply does not depend on the label, so every POPE prediction row whose question RePOPE kept
+gets RePOPE's label (its negated twins the flipped label, on every split: perturbed and attacked
+images included), and ``correct`` is recomputed; rows of the questions RePOPE removed as ambiguous
+are left out. The rows become RePOPE cases (``source`` ``repope``, ids ``repope/{subset}/{question
+id}...``), so a report of the POPE run beside the relabelled one shows both side by side:
+
+    vhx relabel runs/llava --labels RePOPE/ --out runs/llava-repope
+    vhx report runs/llava runs/llava-repope --out report
+
+Labels are read from a RePOPE clone (``annotations/coco_repope_*.json``), a folder of those files,
+or a Hub folder written by ``vhx build repope`` (:func:`read_repope_labels`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vhx.errors import DataError
+from vhx.schema import NEG_SUFFIX, flip_answer, normalize_answer
+from vhx.scoring.predictions import Predictions, validate_predictions
+
+#: The source a POPE run's rows come from, and the one they become.
+FROM_SOURCE = "pope"
+TO_SOURCE = "repope"
+SUBSETS: tuple[str, ...] = ("random", "popular", "adversarial")
+
+Labels = Mapping[tuple[str, str], str]
+
+
+@dataclass(frozen=True)
+class RelabelCounts:
+    """What relabelling did to a run's rows."""
+
+    rows: int  #: POPE rows read
+    kept: int  #: rows whose question RePOPE kept
+    removed: int  #: rows of questions RePOPE removed (ambiguous)
+    changed: int  #: kept rows whose label changed
+    questions_changed: int  #: source questions (not negated, original image) whose label changed
+    questions_kept: int  #: source questions kept
+
+
+def read_repope_labels(path: str | os.PathLike, dataset: str = "coco") -> dict[tuple[str, str], str]:
+    """``{(subset, question id): "yes"/"no"}`` from a RePOPE release folder or a ``vhx build repope`` Hub folder."""
+    root = Path(path)
+    if not root.is_dir():
+        raise DataError("RePOPE labels: not a folder (a RePOPE clone, its annotations/ folder, or `vhx build repope` output)", file=str(root))
+    if (root / "README.md").is_file() and (root / "data").is_dir():
+        return _labels_from_hub_folder(root)
+    from vhx.builders.pope import find_question_file, read_pope_records
+
+    labels: dict[tuple[str, str], str] = {}
+    for subset in SUBSETS:
+        found = find_question_file(root, dataset, subset, "repope")
+        if found is None:
+            continue
+        for line, record in read_pope_records(found):
+            if isinstance(record, DataError):
+                raise record
+            where = {"file": str(found), "line": line}
+            if not isinstance(record, dict) or "question_id" not in record or "label" not in record:
+                raise DataError("expected a record with question_id and label", **where)
+            labels[(subset, str(record["question_id"]))] = normalize_answer(record["label"], **where, field="label")
+    if not labels:
+        raise DataError(f"no RePOPE label files ({dataset}_repope_{{random,popular,adversarial}}.json) here or in annotations/", file=str(root))
+    return labels
+
+
+def _labels_from_hub_folder(root: Path) -> dict[tuple[str, str], str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from vhx.hub import folder_data_files
+
+    tables = [pq.read_table(f, columns=["source", "subset", "source_id", "answer", "negated", "transform"])
+              for files in folder_data_files(root).values() for f in files]
+    if not tables:
+        raise DataError("no parquet files under data/", file=str(root))
+    df = pa.concat_tables(tables).to_pandas()
+    df = df[(df["source"] == TO_SOURCE) & ~df["negated"].astype(bool) & (df["transform"] == "original")]
+    if df.empty:
+        raise DataError(f"no {TO_SOURCE} source cases in this Hub folder (build it with `vhx build repope`)", file=str(root))
+    return {(str(s), str(q)): str(a) for s, q, a in zip(df["subset"], df["source_id"], df["answer"])}
+
+
+def _question_id(case_id: str, subset: str) -> tuple[str, bool]:
+    """(POPE question id, negated) of a POPE case id ``pope/{subset}/{qid}[+neg][@transform]``."""
+    head = case_id.split("@", 1)[0]
+    negated = head.endswith(NEG_SUFFIX)
+    head = head.removesuffix(NEG_SUFFIX)
+    prefix = f"{FROM_SOURCE}/{subset}/"
+    if not head.startswith(prefix):
+        raise DataError(f"case id {case_id!r} does not start with {prefix!r}", row=case_id, field="id")
+    return head[len(prefix):], negated
+
+
+def relabel_predictions(predictions: Predictions, labels: Labels) -> tuple[pd.DataFrame, RelabelCounts]:
+    """POPE prediction rows moved onto RePOPE's ``labels`` (see the module docstring); returns the
+    rows (every column kept, ``source``/``id``/``pair_id``/``answer``/``correct`` rewritten) and the counts."""
+    df = validate_predictions(predictions, required=("id", "pair_id", "source", "subset", "negated", "transform", "answer", "pred"))
+    df = df[df["source"] == FROM_SOURCE].copy()
+    if df.empty:
+        raise DataError(f"no POPE rows (source {FROM_SOURCE!r}) to relabel")
+    parsed = [_question_id(cid, subset) for cid, subset in zip(df["id"], df["subset"])]
+    qids = [q for q, _ in parsed]
+    negated = np.array([n for _, n in parsed])
+    if (negated != df["negated"].to_numpy(dtype=bool)).any():
+        bad = df["id"].iloc[int(np.flatnonzero(negated != df["negated"].to_numpy(dtype=bool))[0])]
+        raise DataError("negated disagrees with the id's '+neg'", row=bad, field="negated")
+    new = [labels.get((subset, q)) for subset, q in zip(df["subset"], qids)]
+    keep = np.array([label is not None for label in new])
+    old_answer = df["answer"].to_numpy()
+    answer = np.array([(flip_answer(label) if neg else label) if label is not None else "" for label, neg in zip(new, negated)])
+    source_rows = ~negated & (df["transform"] == "original").to_numpy()
+    counts = RelabelCounts(
+        rows=len(df), kept=int(keep.sum()), removed=int((~keep).sum()), changed=int((keep & (answer != old_answer)).sum()),
+        questions_changed=int((keep & source_rows & (answer != old_answer)).sum()), questions_kept=int((keep & source_rows).sum()),
+    )
+    out = df[keep].copy()
+    out["answer"] = answer[keep]
+    out["correct"] = out["pred"] == out["answer"]
+    out["source"] = TO_SOURCE
+    for column in ("id", "pair_id"):
+        out[column] = TO_SOURCE + out[column].str.slice(len(FROM_SOURCE))
+    return out.reset_index(drop=True), counts
+
+
+def write_relabelled_run(run_dir: str | os.PathLike, labels: str | os.PathLike, out_dir: str | os.PathLike, *,
+                         overwrite: bool = False) -> tuple[Path, RelabelCounts]:
+    """Write the POPE run ``run_dir`` relabelled by RePOPE (``labels``: see :func:`read_repope_labels`)
+    as a run folder ``out_dir`` (``predictions.jsonl`` + ``run.json`` naming where it came from)."""
+    import json
+    import math
+
+    from vhx.errors import VHXError
+    from vhx.jsonl import append_jsonl
+    from vhx.locking import atomic_write_text
+    from vhx.schema import PREDICTIONS_FILE, RUN_FILE
+    from vhx.scoring.predictions import load_predictions, read_run_meta, run_status, status_words
+
+    run, out = Path(run_dir), Path(out_dir)
+    if not run.is_dir():
+        raise VHXError(f"{run}: no such run folder (one written by `vhx evaluate`)")
+    status = run_status(run)
+    if not status["complete"]:
+        raise VHXError(f"{run}: an unfinished run, {status_words(status)}; finish it first (run the same `vhx evaluate` again)")
+    if out.resolve() == run.resolve():
+        raise VHXError(f"{out}: the relabelled run needs a folder of its own, not the run it comes from")
+    if (out / PREDICTIONS_FILE).exists() and not overwrite:
+        raise VHXError(f"{out} already holds a run; pass --overwrite to replace it")
+    rows, counts = relabel_predictions(load_predictions(run), read_repope_labels(labels))
+    out.mkdir(parents=True, exist_ok=True)
+    target = out / PREDICTIONS_FILE
+    target.unlink(missing_ok=True)
+    records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
+               for r in rows.drop(columns=[c for c in ("run",) if c in rows.columns]).to_dict("records")]
+    append_jsonl(target, records)
+    meta = read_run_meta(run)
+    dataset = meta.get("dataset") if isinstance(meta.get("dataset"), dict) else {"source": str(meta.get("dataset") or run.name)}
+    name = str(dataset.get("source", run.name)).rstrip("/").rsplit("/", 1)[-1]
+    splits: dict[str, int] = rows.groupby("split", sort=False)["id"].nunique().to_dict() if "split" in rows.columns else {}
+    meta.update(
+        dataset={"source": f"{name} relabelled by RePOPE", "splits": {str(k): int(v) for k, v in splits.items()},
+                 "relabelled_from": dataset},
+        relabelled={"run": str(run), "labels": str(labels), "counts": counts.__dict__},
+        cases=counts.kept, previous_runs=[],
+    )
+    atomic_write_text(out / RUN_FILE, json.dumps(meta, indent=2, ensure_ascii=False, default=str))
+    return out, counts
