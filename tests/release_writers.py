@@ -88,7 +88,8 @@ def write_hallusionbench_release(root: Path, records: list[dict] | None = None) 
     (root / "HallusionBench.json").write_text(json.dumps(records, indent=2))
     files = sorted({r["filename"] for r in records if r["filename"]})
     for i, name in enumerate(files):
-        _image(root / "hallusion_bench" / name.removeprefix("./"), i)
+        # README-era names carry the folder: the file is still hallusion_bench/VD/...
+        _image(root / "hallusion_bench" / name.removeprefix("./").removeprefix("hallusion_bench/"), i)
     return records
 
 

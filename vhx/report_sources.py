@@ -82,17 +82,19 @@ def amber_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFra
     if "source" not in df.columns or not (df["source"] == "amber").any():
         return [], pd.DataFrame()
     rows = df[(df["source"] == "amber").to_numpy() & (df["transform"] == ORIGINAL).to_numpy()]
-    kinds = rows["subset"].where(~rows["subset"].isin(AMBER_ATTRIBUTE), "attribute")
-    parts = [rows.assign(kind=rows["subset"]), rows[kinds == "attribute"].assign(kind="attribute"), rows.assign(kind="all")]
-    grouped = pd.concat(parts, ignore_index=True)
-    scored = score(grouped, ["kind"], allow_unpaired=True)
+    parts = {kind: rows[rows["subset"] == kind] for kind in dict.fromkeys(rows["subset"])}
+    parts["attribute"] = rows[rows["subset"].isin(AMBER_ATTRIBUTE)]
+    parts["all"] = rows
     out = []
-    for _, r in scored.iterrows():
-        part = grouped[(grouped["model"] == r["model"]) & (grouped["kind"] == r["kind"]) & ~grouped["negated"].to_numpy(dtype=bool)]
-        precision, recall, f1 = _amber_f1(part)
-        out.append({"model": r["model"], "kind": r["kind"], "n_original": int(r["n_original"]), "accuracy_original": r["accuracy_original"],
-                    "amber_precision": precision, "amber_recall": recall, "amber_f1": f1, "n_pairs": int(r["n_pairs"]),
-                    "symmetric_accuracy": r["symmetric_accuracy"], "yes_ratio_original": r["yes_ratio_original"]})
+    for kind, part in parts.items():
+        if part.empty:
+            continue
+        for _, r in score(part, [], allow_unpaired=True).iterrows():
+            source = part[(part["model"] == r["model"]).to_numpy() & ~part["negated"].to_numpy(dtype=bool)]
+            precision, recall, f1 = _amber_f1(source)
+            out.append({"model": r["model"], "kind": kind, "n_original": int(r["n_original"]), "accuracy_original": r["accuracy_original"],
+                        "amber_precision": precision, "amber_recall": recall, "amber_f1": f1, "n_pairs": int(r["n_pairs"]),
+                        "symmetric_accuracy": r["symmetric_accuracy"], "yes_ratio_original": r["yes_ratio_original"]})
     frame = pd.DataFrame(out)
     frame["_order"] = frame["kind"].map(lambda k: AMBER_ORDER.index(k) if k in AMBER_ORDER else len(AMBER_ORDER))
     frame = frame.sort_values(["model", "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
