@@ -5,6 +5,7 @@ from the README's definitions, AMBER's F1, and a POPE run relabelled by RePOPE."
 from __future__ import annotations
 
 import json
+import os
 import random
 from collections import defaultdict
 from pathlib import Path
@@ -413,3 +414,45 @@ def test_built_sources_report_their_no_image_rows(tmp_path: Path, capsys: pytest
     assert "3 rows are questions the source asks without an image" in card
     loaded = datasets.load_dataset(str(tmp_path / "hub"))
     assert sum(r["image"] is None for s in loaded.values() for r in s) == 3
+
+
+# ------------------------------------------------------------------- the released files, where at hand
+
+
+def _release(variable: str, what: str) -> Path:
+    path = os.environ.get(variable)
+    if not path or not Path(path).exists():
+        pytest.skip(f"needs {what}; set {variable} to it (looked in {path!r})")
+    return Path(path)
+
+
+def test_real_hallusionbench_json_builds_1129_questions(tmp_path: Path):
+    src = _release("VHX_HALLUSIONBENCH_JSON", "HallusionBench.json from https://github.com/tianyi-lab/HallusionBench")
+    records = json.loads(src.read_text())
+    write_hallusionbench_release(tmp_path / "hb", records)  # the real records, generated images
+    dsd, report = load_source("hallusionbench", str(tmp_path / "hb"))
+    rows = [r for s in dsd.values() for r in s.remove_columns("image")]
+    assert len(report) == 0 and len(rows) == 1129
+    assert (sum(r["answer"] == "yes" for r in rows), sum(r["answer"] == "no" for r in rows)) == (484, 645)
+    assert sum(r["image_id"] == NO_IMAGE for r in rows) == 178
+
+
+def test_real_amber_files_build_14216_queries(tmp_path: Path):
+    src = _release("VHX_AMBER_DIR", "a clone of https://github.com/junyangwang0410/AMBER (its data/ folder)")
+    queries = json.loads((src / "data" / "query" / "query_discriminative.json").read_text())
+    truth = {a["id"]: a["truth"] for a in json.loads((src / "data" / "annotations.json").read_text())}
+    for name in {q["image"] for q in queries}:
+        (tmp_path / "image").mkdir(exist_ok=True)
+        Image.new("RGB", (8, 8), "gray").save(tmp_path / "image" / name)
+    dsd, report = load_source("amber", str(src), image_dir=str(tmp_path / "image"))
+    rows = {int(r["source_id"]): r for s in dsd.values() for r in s.remove_columns("image")}
+    assert len(report) == 0 and len(rows) == 14216 and len(dsd) == 5
+    assert all(rows[q["id"]]["answer"] == truth[q["id"]] for q in queries)
+
+
+def test_real_repope_files_keep_repopes_labels(tmp_path: Path):
+    src = _release("VHX_REPOPE_DIR", "a clone of https://github.com/YanNeu/RePOPE (or its annotations/ folder)")
+    from vhx.scoring.relabel import read_repope_labels
+
+    labels = read_repope_labels(src)
+    assert [sum(k[0] == s for k in labels) for s in POPE_SUBSETS] == [2774, 2727, 2684]
