@@ -6,16 +6,24 @@ Question files in their release formats (nothing is downloaded here):
 * ``--mme DIR``: MME's eval_tool ``Your_Results`` folder (one ``<subtask>.txt`` per subtask, lines
   ``image<TAB>question<TAB>answer``), or any folder holding such files;
 * ``--pope FILE ...``: POPE's ``coco_pope_*.json`` question files (JSON lines with a ``text`` field);
-* ``--lines NAME=FILE``: any text file with one question per line (MMVP or VHTest questions made yes/no).
+* ``--lines NAME=FILE``: any text file with one question per line (MMVP or VHTest questions made yes/no);
+* ``--amber QUERY_JSON [--amber-annotations ANNOTATIONS_JSON]``: AMBER's ``query_discriminative.json``
+  (a JSON list of ``{"id", "image", "query"}``), one row per kind (existence, attribute_state,
+  attribute_number, attribute_action, relation) read from the annotations' ``type``, else one row;
+* ``--hallusionbench JSON``: HallusionBench's question file (a JSON list with ``question``, ``category``
+  and ``subcategory``), one row per category/subcategory (``VD/illusion``, ``VS/chart`` ...).
 
 Every question is negated with ``RuleNegator(form)``. A pair counts as a *defect* when an automatic check
 fails: :func:`vhx.llm.check_negation` (the negation adds or drops a negation cue and keeps every content
 word), the double negation (``unnegate(negate(q), rule) == q``), or a doubled negation ("not not",
 "not no"). ``--compare FORM`` also negates with a second form and counts the questions whose negation
-changed. ``--sample N`` writes N random pairs per subtask to a Markdown file for reading by eye.
+changed. ``--sample N`` writes N random distinct pairs per group to a Markdown file for reading by eye,
+then every flagged (a note on the twin), skipped or defective one.
 
     python benchmarks/negation_quality.py --mme eval_tool/Your_Results --pope POPE/output/coco/*.json \\
         --compare frame --sample 30 --sample-out negation_sample.md
+    python benchmarks/negation_quality.py --amber data/query/query_discriminative.json \\
+        --amber-annotations data/annotations.json --hallusionbench HallusionBench.json --sample 30
 """
 
 from __future__ import annotations
@@ -58,6 +66,40 @@ def read_pope(paths: list[Path]) -> dict[str, list[str]]:
     for path in paths:
         out[f"pope/{path.stem}"] = [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return out
+
+
+#: AMBER's annotation types -> the kinds the table reports (both relation types are one kind).
+AMBER_KINDS = {
+    "discriminative-hallucination": "existence",
+    "discriminative-attribute-state": "attribute_state",
+    "discriminative-attribute-number": "attribute_number",
+    "discriminative-attribute-action": "attribute_action",
+    "discriminative-relation": "relation",
+    "relation": "relation",
+}
+
+
+def read_amber(queries: Path, annotations: Path | None = None) -> dict[str, list[str]]:
+    """AMBER's discriminative queries, per kind when the annotations (their ``type`` per ``id``) are given."""
+    rows = json.loads(queries.read_text(encoding="utf-8"))
+    if annotations is None:
+        return {"amber": [r["query"] for r in rows]}
+    kinds = {a["id"]: AMBER_KINDS.get(a.get("type", ""), a.get("type", "other"))
+             for a in json.loads(annotations.read_text(encoding="utf-8"))}
+    out: dict[str, list[str]] = {}
+    for kind in dict.fromkeys(AMBER_KINDS.values()):
+        out[f"amber/{kind}"] = []
+    for r in rows:
+        out.setdefault(f"amber/{kinds.get(r['id'], 'unannotated')}", []).append(r["query"])
+    return {k: v for k, v in out.items() if v}
+
+
+def read_hallusionbench(path: Path) -> dict[str, list[str]]:
+    """HallusionBench's questions per category/subcategory (``hallusionbench/VD/illusion`` ...)."""
+    out: dict[str, list[str]] = {}
+    for r in json.loads(path.read_text(encoding="utf-8")):
+        out.setdefault(f"hallusionbench/{r.get('category', '?')}/{r.get('subcategory', '?')}", []).append(r["question"])
+    return dict(sorted(out.items()))
 
 
 _INSTRUCTION = re.compile(r"\s*(?:please\s+)?(?:answer|respond|reply)\b[^?]*$", re.IGNORECASE)
@@ -121,6 +163,24 @@ def measure(groups: dict[str, list[str]], form: str, compare: str | None) -> tup
     return rows, pairs
 
 
+def measure_sources(groups: dict[str, list[str]], form: str,
+                    compare: str | None) -> tuple[list[dict], dict[str, list[tuple]]]:
+    """:func:`measure`, with a total row per source (the group name's first part) when groups of several sources mix."""
+    rows, pairs = measure(groups, form, compare)
+    sources = list(dict.fromkeys(name.split("/")[0] for name in groups))
+    if len(sources) > 1:
+        body, grand = rows[:-1], rows[-1]
+        out = []
+        for source in sources:
+            part = [r for r in body if r["group"].split("/")[0] == source]
+            total: Counter = Counter()
+            for r in part:
+                total.update({k: v for k, v in r.items() if k != "group"})
+            out += [*part, {"group": f"{source} total", **total}] if len(part) > 1 else part
+        rows = [*out, grand]
+    return rows, pairs
+
+
 def format_rows(rows: list[dict], compare: str | None) -> str:
     """A Markdown table with shares."""
     head = "| questions | n | framed | flagged | skipped | defects |" + (f" changed vs {compare} |" if compare else "")
@@ -135,20 +195,26 @@ def format_rows(rows: list[dict], compare: str | None) -> str:
 
 
 def write_sample(pairs: dict[str, list[tuple]], n: int, seed: int, path: Path) -> Path:
-    """``n`` random pairs per group, and every defective, skipped or flagged one, as a Markdown file to read."""
+    """``n`` random distinct pairs per group, and every defective, skipped or flagged one (each distinct
+    question once, with how often it occurs), as a Markdown file to read."""
     rng = random.Random(seed)
-    lines = [f"# Rule negations: {n} random pairs per group (seed {seed}), then every flagged, skipped or defective one", ""]
+    lines = [f"# Rule negations: {n} random distinct pairs per group (seed {seed}), then every flagged, skipped or "
+             "defective one", ""]
     for name, kept in pairs.items():
         lines.append(f"## {name}")
         lines.append("")
-        for q, neg, rule, note, found in rng.sample(kept, min(n, len(kept))):
+        times = Counter(p[0] for p in kept)
+        distinct = list({p[0]: p for p in kept}.values())
+        for q, neg, rule, note, found in rng.sample(distinct, min(n, len(distinct))):
             lines.append(f"- `{rule}` {q}  \n  -> {neg}")
-        odd = [p for p in kept if p[1] is None or p[3] or p[4]]
+        odd = [p for p in distinct if p[1] is None or p[3] or p[4]]
         if odd:
             lines.append("")
-            lines.append(f"Flagged, skipped or defective ({len(odd)}):")
+            lines.append(f"Flagged, skipped or defective ({sum(times[p[0]] for p in odd)}, {len(odd)} distinct):")
             for q, neg, rule, note, found in odd:
-                lines.append(f"- `{rule}` {q}  \n  -> {neg}  \n  {note}{'; ' if note and found else ''}{'; '.join(found)}")
+                again = f" (x{times[q]})" if times[q] > 1 else ""
+                why = "; ".join([note] * bool(note) + found)
+                lines.append(f"- `{rule}` {q}{again}  \n  -> {neg}  \n  {why}")
         lines.append("")
     path.write_text("\n".join(lines), encoding="utf-8")
     return path
@@ -159,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mme", type=Path, help="MME eval_tool Your_Results folder (<subtask>.txt files)")
     p.add_argument("--pope", type=Path, nargs="*", default=[], help="POPE coco_pope_*.json question files")
     p.add_argument("--lines", action="append", default=[], metavar="NAME=FILE", help="a file of one question per line")
+    p.add_argument("--amber", type=Path, metavar="QUERY_JSON", help="AMBER's query_discriminative.json")
+    p.add_argument("--amber-annotations", type=Path, metavar="ANNOTATIONS_JSON",
+                   help="AMBER's annotations.json: one row per kind (existence, attribute_*, relation)")
+    p.add_argument("--hallusionbench", type=Path, metavar="JSON", help="HallusionBench's question file (JSON list)")
     p.add_argument("--form", choices=NEGATION_FORMS, default="not")
     p.add_argument("--compare", choices=NEGATION_FORMS, help="also count how many negations differ from this form's")
     p.add_argument("--sample", type=int, default=0, help="random pairs per group to write for reading")
@@ -172,9 +242,15 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.lines:
         name, _, file = spec.partition("=")
         groups[name] = [line.strip() for line in Path(file).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if args.amber_annotations and not args.amber:
+        p.error("--amber-annotations needs --amber")
+    if args.amber:
+        groups.update(read_amber(args.amber, args.amber_annotations))
+    if args.hallusionbench:
+        groups.update(read_hallusionbench(args.hallusionbench))
     if not groups:
-        p.error("no questions: pass --mme, --pope or --lines")
-    rows, pairs = measure(groups, args.form, args.compare)
+        p.error("no questions: pass --mme, --pope, --lines, --amber or --hallusionbench")
+    rows, pairs = measure_sources(groups, args.form, args.compare)
     print(f"RuleNegator(form={args.form!r})")
     print(format_rows(rows, args.compare))
     if args.sample:

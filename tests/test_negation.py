@@ -293,7 +293,8 @@ NATURAL_TABLE += [
      "not/be", ""),
     ("The three cats in the picture, the one without a beard, is the middle one? Please answer yes or no.",
      "The three cats in the picture, the one without a beard, is not the middle one? Please answer yes or no.", "not/be", ""),
-    ("Is the cushion plush?", "Is it false that the cushion is plush?", "is_it_false/be", GUESSED_SPLIT),
+    ("Is the cushion plush?", "Is the cushion not plush?", "not/be", ""),
+    ("Is the sofa cushion plush?", "Is it false that the sofa cushion is plush?", "is_it_false/be", GUESSED_SPLIT),
     ("Are two of the dogs asleep?", "Is it false that two of the dogs are asleep?", "is_it_false/be", QUANTIFIED_SUBJECT),
     ("Isn't the dog asleep?", "Is the dog asleep?", "drop_n't", ""),
 ]
@@ -597,7 +598,7 @@ def test_review_thumbnails_are_small_jpegs(tmp_path: Path):
 
 
 def _flag_ds() -> datasets.Dataset:
-    questions = [("Is there a cat?", "yes", {}), ("Is the cushion plush?", "no", {}),
+    questions = [("Is there a cat?", "yes", {}), ("Is the sofa cushion plush?", "no", {}),
                  ('Is "Blue" the correct answer to "What colour is the car?"?', "yes", {"rule": "answer_check"}),
                  ("Is the dog black?", "no", {}), ("Are the lights on?", "yes", {})]
     rows = [
@@ -620,13 +621,13 @@ def test_negation_summary_counts_rules_catch_all_and_guessed_splits():
     text = format_negation_summary(list(rows.values()))
     assert re.search(r"^colour\s+3\s+1\s+1\s+2\s+", text, re.M) and "not/be 33%" in text
     assert text.splitlines()[-1].startswith("total")
-    assert NEG.negate("Is the cushion plush?").note == GUESSED_SPLIT
-    assert NEG.negate("Is the cushion soft?").note == ""
+    assert NEG.negate("Is the sofa cushion plush?").note == GUESSED_SPLIT
+    assert NEG.negate("Is the cushion plush?").note == NEG.negate("Is the cushion soft?").note == ""
 
 
 def test_review_lists_flagged_pairs_first(tmp_path: Path):
     csv_path, _ = review_export(_flag_ds(), tmp_path, n=3, seed=1)
     with csv_path.open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert [r["flag"] for r in rows[:2]] == ["guessed split: an unknown last word taken as the predicate", "catch-all question"]
+    assert [r["flag"] for r in rows[:2]] == [GUESSED_SPLIT, "catch-all question"]
     assert rows[2]["flag"] == "" and len(rows) == 3

@@ -45,7 +45,7 @@ def test_is_framed_names_the_frame_rules():
 
 
 def test_review_lists_noted_pairs_then_framed_twins_then_a_sample(tmp_path: Path):
-    natural = negate_dataset(_cases([("Is the cushion plush?", {}), ("Is the dog black?", {}), ("Are the lights on?", {}),
+    natural = negate_dataset(_cases([("Is the sofa cushion plush?", {}), ("Is the dog black?", {}), ("Are the lights on?", {}),
                                      ('Is "Blue" the correct answer to "What colour is the car?"?', {"rule": "answer_check"})]),
                              RuleNegator())
     framed = negate_dataset(_cases([("Is the cup red?", {}), ("Does the man wear a hat?", {})], start=10), RuleNegator("frame"))

@@ -17,14 +17,17 @@ import datasets
 from vhx.errors import DataError, VHXError
 from vhx.negation.grammar import question_from_statement
 from vhx.negation.rules import (
+    FORMULA,
     GUESSED_SPLIT,
     NEGATION_FORMS,
+    NO_VERB,
     NegationResult,
     Negator,
     QUANTIFIED_SUBJECT,
     RULE_ANY_TO_NO,
     RULE_AN_TO_NO,
     RULE_A_TO_NO,
+    RULE_BARE_TO_NO,
     RULE_DROP_NOT,
     RULE_DROP_NT,
     RULE_FALSE_AUX,
@@ -55,9 +58,11 @@ from vhx.schema import FEATURES, case_id, dumps, flip_answer, loads, pair_id_of
 __all__ = [
     "CATCH_ALL_RULES",
     "DEFAULT_MAX_FALLBACK",
+    "FORMULA",
     "FRAMED_FLAG",
     "GUESSED_SPLIT",
     "NEGATION_FORMS",
+    "NO_VERB",
     "NegationFallbackError",
     "NegationResult",
     "Negator",
@@ -65,6 +70,7 @@ __all__ = [
     "RULE_ANY_TO_NO",
     "RULE_AN_TO_NO",
     "RULE_A_TO_NO",
+    "RULE_BARE_TO_NO",
     "RULE_DROP_NOT",
     "RULE_DROP_NT",
     "RULE_FALSE_AUX",

@@ -1,5 +1,6 @@
-"""The English the rule negator needs, without a parser: word lists, tokens, verb agreement, where a yes/no
-question's subject ends and its predicate starts, and the question <-> declarative clause inversions.
+"""The English the rule negator needs, without a parser: tokens, verb agreement, where a yes/no question's
+subject ends and its predicate starts, and the question <-> declarative clause inversions. The word lists
+it reads are in :mod:`vhx.negation.lexicon`.
 
 :mod:`vhx.negation.rules` documents the heuristics (its module docstring) and builds the negator on them.
 """
@@ -9,165 +10,39 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-
-# -- word lists ------------------------------------------------------------------------------------
-_BE = {"is", "are", "was", "were", "am", "isn't", "aren't", "wasn't", "weren't"}
-_HAVE = {"has", "have", "had", "hasn't", "haven't", "hadn't"}
-_MODALS = {
-    "can", "could", "will", "would", "should", "shall", "may", "might", "must", "cannot",
-    "can't", "couldn't", "won't", "wouldn't", "shouldn't", "mustn't",
-}
-_DO = {"does", "do", "did", "doesn't", "don't", "didn't"}
-_AUX = _BE | _HAVE | _MODALS | _DO
-
-_PRONOUNS = {
-    "it", "you", "he", "she", "they", "we", "i", "there", "someone", "somebody", "anyone", "anybody",
-    "something", "anything", "everyone", "everybody", "everything", "nobody", "nothing",
-}
-_THIRD_SINGULAR_PRONOUNS = {
-    "it", "he", "she", "this", "that", "someone", "somebody", "anyone", "anybody", "something",
-    "anything", "everyone", "everybody", "everything", "nobody", "nothing",
-}
-_DEMONSTRATIVES = {"this", "that", "these", "those"}
-_NUMBER_WORDS = {
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
-    "several", "many", "few", "multiple",
-}
-# Words that open a noun phrase; a run of them is skipped before the head word ("all the dogs").
-_DETERMINERS = {
-    "the", "a", "an", "this", "that", "these", "those", "his", "her", "its", "their", "my", "your",
-    "our", "some", "any", "no", "each", "every", "all", "both", "another", "other",
-} | _NUMBER_WORDS
-# After the head word only these determiners start a predicate ("Is the man a doctor?").
-_PREDICATE_DETERMINERS = {
-    "the", "a", "an", "this", "these", "those", "his", "her", "its", "their", "my", "your", "our",
-    "some", "any", "no",
-}
-_CONNECTORS = {"of", "and", "or", "&"}
-# Prepositions that also end a phrase on their own ("the dog on the left", "the man inside").
-_PARTICLES = {
-    "left", "right", "out", "up", "down", "off", "over", "close", "far", "next", "past", "inside",
-    "outside", "behind", "around", "along", "near",
-}
-_PREPOSITIONS = {
-    "about", "above", "across", "against", "along", "alongside", "among", "around", "as", "at", "atop",
-    "before", "behind", "below", "beneath", "beside", "between", "beyond", "by", "close", "down",
-    "during", "far", "for", "from", "in", "inside", "into", "left", "like", "near", "next", "off", "on",
-    "onto", "out", "outside", "over", "past", "right", "than", "through", "to", "toward", "towards",
-    "under", "underneath", "up", "upon", "with", "within", "without",
-}
-_ADVERBS = {
-    "not", "never", "very", "too", "so", "quite", "really", "completely", "partially", "partly",
-    "fully", "mostly", "mainly", "slightly", "almost", "nearly", "only", "just", "still", "also",
-    "even", "all", "both", "each", "more", "less", "most", "least", "currently", "actually", "clearly",
-    "entirely", "totally", "exactly", "directly", "here", "there", "now", "today", "nearby", "together",
-    "apart", "away", "indoors", "outdoors", "upstairs", "downstairs", "ahead", "backwards", "forward",
-    "forwards", "sideways", "upside", "always", "often", "usually", "ever",
-}
-# Words that grade a final adjective ("half full"): with it they start the predicate.
-_DEGREE = {"half", "partially", "barely", "somewhat", "rather", "fairly", "pretty", "extremely", "highly"}
-_COLOURS = {
-    "red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
-    "gray", "grey", "silver", "gold", "golden", "beige", "tan", "cyan", "magenta", "maroon", "navy",
-    "turquoise", "teal", "transparent", "colorful", "colourful", "multicolored", "multicoloured",
-    "dark", "pale", "bright", "deep",
-}
-_SHAPES = {
-    "round", "square", "circular", "rectangular", "triangular", "oval", "spherical", "cylindrical",
-    "hexagonal", "octagonal", "pentagonal", "flat", "curved", "straight", "pointed", "pointy",
-    "crooked", "bent", "crescent", "heart-shaped", "star-shaped", "diamond-shaped", "symmetric", "symmetrical",
-}
-_SIZES = {
-    "big", "small", "large", "tiny", "huge", "giant", "tall", "short", "long", "wide", "narrow",
-    "thick", "thin", "little", "enormous", "massive", "same", "equal", "different", "similar",
-    "identical",
-}
-_STATES = {
-    "open", "closed", "shut", "visible", "invisible", "present", "absent", "empty", "full", "lit",
-    "wet", "dry", "clean", "dirty", "new", "old", "young", "happy", "sad", "angry", "asleep", "awake",
-    "alone", "alive", "dead", "upright", "vertical", "horizontal", "diagonal", "level", "hot", "cold",
-    "warm", "cool", "sunny", "cloudy", "rainy", "snowy", "foggy", "shiny", "smooth", "rough", "soft",
-    "hard", "striped", "spotted", "plain", "bald", "male", "female", "ripe", "raw", "whole", "intact",
-    "real", "fake", "natural", "artificial", "clear", "blurry", "sharp", "busy", "crowded", "quiet",
-    "safe", "dangerous", "healthy", "fresh", "used", "able", "likely", "possible", "correct", "true",
-    "false", "wrong", "ready", "available", "complete", "partial", "on", "off", "free", "occupied",
-    "fluffy", "furry", "wooden", "metal", "metallic", "plastic", "sunlit", "appropriate", "inappropriate",
-    "suitable", "unsuitable", "necessary", "enough", "sufficient", "normal", "abnormal", "edible", "legal",
-    "illegal", "allowed", "permitted", "reasonable", "accurate", "same", "different", "similar", "equal",
-}
-_ADJECTIVES = _COLOURS | _SHAPES | _SIZES | _STATES
-_COMPARATIVES = {
-    "bigger", "smaller", "larger", "taller", "shorter", "longer", "wider", "narrower", "higher", "lower",
-    "closer", "nearer", "farther", "further", "brighter", "darker", "lighter", "heavier", "thicker",
-    "thinner", "older", "younger", "newer", "greater", "fewer", "more", "less", "better", "worse",
-    "faster", "slower", "deeper", "cleaner", "dirtier", "wetter", "warmer", "colder", "hotter",
-    "softer", "harder", "rounder", "biggest", "smallest", "largest", "tallest", "shortest", "longest",
-    "highest", "lowest", "closest", "nearest", "farthest", "furthest", "brightest", "darkest",
-    "heaviest", "oldest", "youngest", "newest", "best", "worst",
-}
-_IRREGULAR_PARTICIPLES = {
-    "written", "shown", "seen", "taken", "broken", "hidden", "drawn", "worn", "given", "made", "held",
-    "built", "hung", "shut", "stuck", "torn", "sewn", "thrown", "grown", "blown", "frozen", "chosen",
-    "spoken", "stolen", "fallen", "eaten", "beaten", "bitten", "ridden", "driven", "forgotten",
-    "gotten", "got", "done", "gone", "been", "known", "flown", "cut", "put", "laid", "caught", "bought",
-    "brought", "taught", "found", "bound", "sold", "told", "kept", "slept", "spent", "sent", "lent",
-    "meant", "felt", "dug", "spun", "shot", "fed", "led", "spread", "split", "sunk", "struck", "swept",
-    "woven", "shaken", "shrunk", "sung", "swung", "won", "burnt", "spilt", "lost", "sat", "stood",
-    "understood", "mounted", "placed",
-}
-# -ing / -ed words that are usually nouns (or colours) when they follow the head word.
-_NOT_PARTICIPLES = {
-    "building", "ceiling", "painting", "clothing", "drawing", "thing", "string", "spring", "swing",
-    "morning", "evening", "wedding", "railing", "icing", "frosting", "topping", "filling", "sibling",
-    "lighting", "housing", "parking", "writing", "crossing", "sling", "stuffing", "dressing",
-    "pudding", "awning", "opening", "bedding", "siding", "seating", "shed", "sled", "seed", "weed",
-    "reed", "feed", "steed", "need", "speed", "breed", "tweed", "hundred", "sacred", "bread",
-    "something", "anything", "nothing", "everything", "king", "ring", "wing", "sibling", "ceiling",
-}
-# Bare verbs that start the predicate of a do-/modal question; a word that is not listed can still be
-# found by the fallbacks (see the module docstring).
-_VERBS = {
-    "appear", "be", "become", "belong", "bend", "bite", "block", "bloom", "break", "burn", "buy",
-    "carry", "cast", "catch", "chase", "climb", "close", "come", "contain", "cook", "cover", "cross",
-    "cry", "cut", "dance", "depict", "display", "do", "drag", "drink", "drip", "drive", "eat", "extend",
-    "face", "fall", "feature", "feed", "fight", "fill", "fit", "float", "flow", "fly", "follow", "form",
-    "get", "give", "glow", "go", "graze", "grow", "hang", "have", "hide", "hit", "hold", "hug",
-    "include", "jump", "keep", "kick", "kiss", "land", "laugh", "lay", "lead", "leak", "lean", "leave",
-    "lick", "lie", "lift", "like", "live", "look", "make", "match", "melt", "move", "need", "open",
-    "overlap", "own", "park", "perch", "pet", "play", "point", "pull", "push", "reach", "read",
-    "reflect", "remain", "resemble", "rest", "ride", "run", "sail", "say", "see", "seem", "sell",
-    "serve", "shade", "share", "shine", "show", "sing", "sink", "sit", "skate", "ski", "sleep",
-    "smile", "sniff", "speak", "spray", "stand", "stare", "stay", "stop", "surf", "swim", "take",
-    "talk", "throw", "touch", "tow", "turn", "use", "wait", "walk", "watch", "wave", "wear", "work",
-    "write",
-    # common verbs beyond scenes: reasoning, charts, code, everyday advice (MME's commonsense/numerical)
-    "accept", "add", "affect", "agree", "allow", "answer", "apply", "arrive", "ask", "attack", "avoid",
-    "bake", "bark", "bear", "beat", "begin", "believe", "blow", "boil", "borrow", "bounce", "breathe",
-    "bring", "build", "call", "care", "cause", "change", "charge", "check", "choose", "clean", "collect",
-    "compare", "complete", "connect", "consist", "continue", "control", "copy", "cost", "count", "create",
-    "cure", "damage", "decide", "decrease", "deliver", "describe", "destroy", "die", "differ", "dig",
-    "divide", "draw", "dress", "drop", "dry", "earn", "enter", "equal", "escape", "exceed", "exist",
-    "expect", "explain", "explode", "fail", "feel", "find", "finish", "fix", "fold", "freeze", "gain",
-    "grab", "greet", "guess", "happen", "harm", "hear", "heat", "help", "hunt", "hurt", "identify",
-    "improve", "increase", "indicate", "injure", "join", "kill", "knock", "know", "last", "learn", "lend",
-    "let", "lock", "lose", "love", "lower", "mark", "mean", "measure", "meet", "mix", "multiply", "name",
-    "notice", "obey", "occur", "offer", "operate", "order", "output", "paint", "pass", "pay", "pick",
-    "place", "plan", "plant", "pour", "power", "prefer", "prepare", "press", "prevent", "print",
-    "produce", "protect", "provide", "raise", "rain", "receive", "recognize", "reduce", "refer",
-    "release", "remove", "repair", "replace", "represent", "require", "return", "ring", "rise", "roll",
-    "rotate", "save", "send", "set", "shake", "shoot", "shout", "shrink", "sign", "slide", "smell",
-    "solve", "spend", "spill", "spin", "split", "spread", "start", "steal", "store", "study", "succeed",
-    "suggest", "suit", "support", "survive", "swallow", "switch", "taste", "teach", "tell", "tend",
-    "test", "think", "travel", "treat", "try", "understand", "vary", "want", "warn", "wash", "win",
-    "wish", "worry", "wrap",
-}
-_DO_KEEP = {"not", "never", "really", "actually", "also", "still", "ever", "just", "only", "always",
-            "often", "usually", "even"}
-_IRREGULAR_3SG = {"have": "has", "do": "does", "go": "goes", "be": "is"}
-_IRREGULAR_3SG_REV = {v: k for k, v in _IRREGULAR_3SG.items()}
-_IRREGULAR_PLURALS = {"people", "men", "women", "children", "mice", "teeth", "feet", "geese", "police"}
-_QUOTE_PAIRS = {"'": "'", '"': '"', "\u2018": "\u2019", "\u201c": "\u201d", "`": "`"}
-_TRAILING_PUNCT = ".,;:!"
+from vhx.negation.lexicon import (
+    _ADJECTIVES,
+    _ADVERBS,
+    _AUX,
+    _BE,
+    _COMPARATIVES,
+    _COMPARISON_ADJECTIVES,
+    _CONNECTORS,
+    _DEGREE,
+    _DEMONSTRATIVES,
+    _DETERMINERS,
+    _DO,
+    _DO_KEEP,
+    _HAVE,
+    _IRREGULAR_3SG,
+    _IRREGULAR_3SG_REV,
+    _IRREGULAR_PARTICIPLES,
+    _IRREGULAR_PLURALS,
+    _NAMING_NOUNS,
+    _NOT_PARTICIPLES,
+    _NUMBER_WORDS,
+    _OBJECT_NOUNS,
+    _PARTICLES,
+    _PREDICATE_DETERMINERS,
+    _PREPOSITIONS,
+    _PRONOUNS,
+    _QUOTE_PAIRS,
+    _SHADES,
+    _THIRD_SINGULAR_PRONOUNS,
+    _TRAILING_PUNCT,
+    _VERBS,
+    _WH_WORDS,
+)
 
 
 class _Unparsable(Exception):
@@ -284,11 +159,13 @@ def _article_for(word: str) -> str:
 
 
 # -- subject / predicate split ---------------------------------------------------------------------
-def _free_positions(low: list[str]) -> list[int]:
+def _free_positions(low: list[str], tokens: Sequence[str] | None = None) -> list[int]:
     """Positions of a noun phrase where its predicate may start.
 
     Words right after the determiners, after a possessive and after ``of``/``and``/``or`` (plus the
-    determiners that follow them) are *forced* into the subject; the others are *free*.
+    determiners that follow them) are *forced* into the subject; the others are *free*. With ``tokens``
+    (the words as written) a word after a comma that goes on with a list is forced too ("the share of
+    Acme, Bolt, Crane and Delta"), unless it opens a phrase of its own ("Peru, Lima region, the ...").
     """
     n = len(low)
     i = 0
@@ -309,6 +186,20 @@ def _free_positions(low: list[str]) -> list[int]:
                 k += 1
             j = k + 1
             continue
+        if tokens is not None and tokens[j - 1].endswith(",") and low[j] in _DETERMINERS:
+            # "the cat, the dog, and the bird": a short noun phrase that a comma or "and" ends goes on with the list
+            i = j + 1
+            while i < n and i - j <= 3 and not tokens[i - 1].endswith(",") and low[i] not in ("and", "or"):
+                i += 1
+            ends_item = i < n and (tokens[i - 1].endswith(",") or low[i] in ("and", "or"))
+            if ends_item and not any(w in _PREPOSITIONS for w in low[j:i]):
+                j = i
+                continue
+        if (tokens is not None and tokens[j - 1].endswith(",") and j + 1 < n and low[j] not in _DETERMINERS
+                and low[j] not in _PREPOSITIONS and low[j] not in _ADVERBS and low[j] not in _AUX and low[j] not in _WH_WORDS
+                and (tokens[j][:1].isupper() or any(t.endswith(",") or _norm(t) in ("and", "or") for t in tokens[j : j + 3]))):
+            j += 1  # a name or an item of a list: "Acme, Bolt, Crane, and Delta"; not "..., hold a cup"
+            continue
         free.append(j)
         j += 1
     return free
@@ -327,16 +218,46 @@ def _is_ly_adverb(w: str) -> bool:
     return len(w) > 4 and w.endswith("ly") and w.isalpha() and w not in _LY_NOUNS
 
 
-def _be_boundary(low: list[str], j: int) -> bool:
-    """Whether word ``j`` starts the predicate of a be/have question."""
+#: Nouns of a quantity: a number after the phrase they head is its value ("the number of medals of Italy | 7").
+_QUANTITY_HEADS = {"number", "count", "total", "value", "price", "amount", "sum", "area", "length", "width", "height",
+                   "percentage", "rate", "score", "age", "size", "cost", "temperature", "degree", "result", "answer"}
+
+
+def _is_label(token: str) -> bool:
+    """``A``, ``AB``, ``ABCD``, ``BOC``: capitals naming a point, side or figure (not the article "a")."""
+    return token.isupper() and token.isalnum() and len(token) <= 5
+
+
+def _be_boundary(low: list[str], j: int, tokens: Sequence[str] | None = None) -> bool:
+    """Whether word ``j`` starts the predicate of a be/have question (``tokens``: the words as written)."""
     w = low[j]
     nxt = low[j + 1] if j + 1 < len(low) else None
     if w in _CONNECTORS:
         return False
+    if tokens is not None and nxt is not None and _is_label(tokens[j]) and j > 0 and tokens[j - 1][:1].islower():
+        return False  # "angle A equal to ...", "square A larger than ...": a label names the noun before it
+    if tokens is not None and (_RELATION.search(tokens[j]) or (j > 0 and _RELATION.fullmatch(tokens[j - 1]))):
+        return False  # "the formula x = 2": a formula inside the subject
+    if w == "here" and nxt is not None:
+        return False  # "all the tools here | kitchen knives": "here" narrows the subject
+    if j > 1 and low[j - 1] == "here":
+        return True
+    if (_NUMBER.fullmatch(w) and j > 0
+            and not (tokens is not None and tokens[j - 1][:1].isupper() and not _QUANTITY_HEADS & set(low[:3]))
+            and nxt not in _PREDICATE_DETERMINERS and nxt not in _ADJECTIVES and nxt not in _COMPARATIVES
+            and nxt not in _ADVERBS and not (nxt and _is_participle(nxt))):
+        return True  # "the number of silver medals of Italy | 7 in ...", not "Figure 2", "the year 2020 the ..."
+    if w in _PARTICLES and nxt is not None and _adjectival(nxt):
+        return False  # "the ring inside | symmetrical ...": an adverb after the noun, no phrase's start
+    if j > 1 and low[j - 1] in _PARTICLES and low[j - 2] not in _DETERMINERS and _adjectival(w):
+        return True
     if w in _PREPOSITIONS or w in _ADVERBS or w in _COMPARATIVES or w in _PREDICATE_DETERMINERS or _is_ly_adverb(w):
         return True
     # "bigger than ...", and "X shaped"/"X colored" read as one adjective ("crescent shaped").
     if nxt in ("than", "shaped", "colored", "coloured") or _is_participle(w):
+        return True
+    # "representative of", "equivalent to": an adjective we do not list, by its ending and its preposition
+    if nxt in ("of", "to") and w.endswith(_ADJECTIVE_ENDINGS) and len(w) > 5:
         return True
     if w in _ADJECTIVES:
         # "the red car" keeps "red" in the subject; "the car red", "red in colour", "red and white" do not.
@@ -365,6 +286,7 @@ def _starts_with_pronoun(low: list[str], *, verb_mode: bool, declarative: bool) 
         nxt = low[1]
         return (
             nxt in _PREDICATE_DETERMINERS
+            or nxt[:1] in _QUOTE_PAIRS  # "is this "Lotus Pastry"?"
             or _be_boundary(low, 1)
             or (declarative and nxt in _AUX)
             or (verb_mode and _is_verb(nxt, inflected=declarative))
@@ -383,19 +305,26 @@ _GRADING = (_ADVERBS | _DEGREE) - _PHRASE_STOPS
 _NUMBER = re.compile(r"[-+]?[$€£]?\d[\d,.:/%-]*")
 
 
-def _opens_noun_phrase(token: str, low: str, prev_token: str) -> bool:
+def _opens_noun_phrase(token: str, low: str, prev_token: str, last: bool = False) -> bool:
     """A word that cannot continue the noun before it, so it starts a predicate noun phrase: quoted
-    text, a number, or a capitalised name after a lower-case word ("in the picture Santa Claus")."""
-    if token[:1] in _QUOTE_PAIRS or _NUMBER.fullmatch(low):
+    text, a number, or a capitalised name after a lower-case word ("in the picture Santa Claus"), but
+    not a name after a noun that it names ("the TV series Ocean Nights") nor a label before more
+    words ("on tiles A and B")."""
+    if token[:1] in _QUOTE_PAIRS:
         return True
+    if _NUMBER.fullmatch(low):
+        return last or not prev_token[:1].isupper()  # "the TV series Ocean Nights 2012": a number can end a name
     if not (token[:1].isupper() and prev_token[:1].islower()):
+        return False
+    if _norm(prev_token) in _NAMING_NOUNS or (_is_label(token) and not last):
         return False
     # a capitalised name; an all-capitals word only when longer than a letter and no preposition ("IN")
     return not token.isupper() or (len(token) > 1 and low not in _PREPOSITIONS)
 
 
 #: Nouns of a phrase that frames the whole question ("in the image") rather than saying where a thing is.
-_FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "frame", "shot", "painting", "video", "view", "screen"}
+_FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "frame", "shot", "painting", "video", "view", "screen",
+                "images", "pictures", "photos", "figure", "figures", "illustration", "diagram", "chart", "graph"}
 
 
 def _frame_end(low: list[str], k: int) -> int | None:
@@ -429,22 +358,29 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
         nxt = low[k + 1] if k + 1 < n else None
         modifier = prev in _ADJECTIVES and k >= 2 and (low[k - 2] in _DETERMINERS or low[k - 2] in _ADJECTIVES)
         participle = _is_participle(w) and not modifier
+        # "on the left", "on left": a particle after a determiner or preposition is the phrase's noun
+        prev_noun = prev not in _PREPOSITIONS or (
+            prev in _PARTICLES and (low[k - 2] in _DETERMINERS or low[k - 2] in _PREPOSITIONS))
+        label = tokens is not None and _is_label(tokens[k])
         if declarative:
             if w in _AUX:
                 return k
         elif prev not in _DETERMINERS and prev not in _GERUND_PREPS and (prev not in _PREPOSITIONS or prev in _PARTICLES):
             if participle:
                 return k
-            if w in ("a", "an") and nxt is not None:
+            if w in ("a", "an") and nxt is not None and not label:
                 return k
-            if w in _PREDICATE_DETERMINERS and w not in ("some", "any", "no") and nxt is not None and prev not in _PREPOSITIONS:
-                return k  # "the building behind the tree | the Eiffel Tower", "the man near the car | his father"
+            if (w in _PREDICATE_DETERMINERS and w not in ("some", "any", "no") and nxt is not None and prev_noun and not label
+                    and not (tokens is not None and _apposition(tokens, k))):
+                return k  # "the building behind the tree | the Eiffel Tower", "the circle on the left | the same size"
+            if w in _COMPARISON_ADJECTIVES and nxt is not None and prev_noun:
+                return k  # "the line on the left | different length as ..."
             if w in _ADJECTIVES and (nxt == "and" or (k == n - 2 and nxt in _ADJECTIVES)) and prev not in _ADJECTIVES:
                 return k  # "... | brown and white", "... | light gray"
             if w in _PREPOSITIONS and (frame := _frame_end(low, k)) is not None:
                 if frame < n:
                     return frame  # "the answer to the question in the image | 17"
-            elif w in _PREPOSITIONS and j + 2 < k <= j + 4 and (w not in _PARTICLES or nxt in ("to", "of")):
+            elif w in _PREPOSITIONS and j + 1 < k <= j + 4 and (w not in _PARTICLES or nxt in ("to", "of")):
                 return k  # a second phrase: "the cup on the table | next to the laptop"
             if k == n - 1 and w in _ADJECTIVES:
                 return k
@@ -456,8 +392,12 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
                 return k  # "the shoe in the picture | usually appropriate", "... | not smiling"
             if w in _ADJECTIVES and nxt in _PREPOSITIONS and prev not in _ADJECTIVES:
                 return k
-            if tokens is not None and _opens_noun_phrase(tokens[k], w, tokens[k - 1]):
+            if (tokens is not None and _opens_noun_phrase(tokens[k], w, tokens[k - 1], last=k == n - 1)
+                    and not _in_name(tokens, k)):
                 return k
+        if (w == "and" and tokens is not None and nxt is not None and tokens[k - 1][:1].isupper()
+                and tokens[k + 1][:1].isupper()):
+            continue  # "on tiles A and B", "for Ann Lee and Bob Ray": one phrase naming two things
         if (participle and prev not in _DETERMINERS) or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
             return None
         if w == "to" and prev not in _PREPOSITIONS:
@@ -465,52 +405,186 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
     return None
 
 
+#: Endings of adjectives that take "of"/"to" ("representative of", "equivalent to", "proportional to").
+_ADJECTIVE_ENDINGS = ("ive", "ous", "ful", "able", "ible", "ent", "ant", "al", "ic", "ar")
+
+
+def _comma_apposition(low: list[str], tokens: Sequence[str], j: int) -> int | None:
+    """Where the predicate starts after an apposition between commas that opens at ``j`` ("Peru, the
+    largest producer in the region, | richer"), or None: the word after the second comma must start a
+    predicate, else the commas make a list ("the leading buyer of tea, coffee, and cocoa")."""
+    if j == 0 or not tokens[j - 1].endswith(","):
+        return None
+    e = next((i for i in range(j, len(tokens) - 1) if tokens[i].endswith(",")), None)
+    if e is None or low[e + 1] in _CONNECTORS or not _be_boundary(low, e + 1, tokens):
+        return None
+    return e + 1
+
+
+def _in_name(tokens: Sequence[str], k: int) -> bool:
+    """Whether word ``k`` goes on with a name that a naming noun opened ("the TV series Ocean Nights 2012")."""
+    i = k - 1
+    while i > 0 and (tokens[i][:1].isupper() or _NUMBER.fullmatch(_norm(tokens[i]))):
+        i -= 1
+    return i < k - 1 and _norm(tokens[i]) in _NAMING_NOUNS
+
+
+def _adjectival(w: str) -> bool:
+    """A listed adjective, or a long word with an adjective's ending ("symmetrical", "representative")."""
+    return w in _ADJECTIVES or (w.endswith(_ADJECTIVE_ENDINGS) and len(w) > 5)
+
+
+def _apposition(tokens: Sequence[str], j: int) -> bool:
+    """``the`` at ``j`` between two names ("Felix the Cat", "Alexander the Great") belongs to the name."""
+    return (_norm(tokens[j]) == "the" and 0 < j < len(tokens) - 1 and tokens[j - 1][:1].isupper()
+            and tokens[j + 1][:1].isupper())
+
+
+def _predicate_like(w: str) -> bool:
+    """A word that reads as a predicate after a subject's head noun: an adjective (listed, hyphenated or
+    comparative), a participle, an ``-ly`` adverb, a number or a bare verb (AMBER's "Is the cat sit ...");
+    a noun that ends compound names ("racket", "light") never does."""
+    if w in _OBJECT_NOUNS:
+        return False
+    return (w in _ADJECTIVES or w in _COMPARATIVES or w in _DEGREE or _is_participle(w) or _is_ly_adverb(w)
+            or bool(_NUMBER.fullmatch(w)) or _is_verb(w, inflected=False) or ("-" in w.strip("-") and w[:1].isalpha()))
+
+
+def _attribute_start(low: list[str], tokens: Sequence[str] | None, cands: list[int]) -> tuple[int | None, bool]:
+    """Where the predicate starts among the words ``cands`` between a subject's head noun and a final "in
+    this image" (``Is the road bumpy in this image?``), and whether that was a guess; None when they
+    all belong to the subject (``Is the tennis racket in this image?``, ``Is the Golden Gate Bridge ...``).
+
+    "in this image" says where to look, not where the thing is, so a word before it after the head is
+    the attribute asked about, listed or not; only several unknown words leave a guess (the last of them)."""
+    if tokens is not None and any(_RELATION.search(tokens[c]) for c in cands):
+        return None, False  # "Is the formula x = 2 in this image?": the formula names the thing
+    cands = [c for c in cands if low[c] not in _DETERMINERS and (tokens is None or not tokens[c][:1].isupper())]
+    for c in cands:
+        if _predicate_like(low[c]):
+            return c, False
+    if len(cands) == 1:
+        return (None, False) if low[cands[0]] in _OBJECT_NOUNS else (cands[0], False)
+    # several unknown words: the last is the likelier attribute ("the garden hose | spiky"), a guess
+    return (cands[-1], True) if cands else (None, False)
+
+
+_SUPERLATIVES = {"most", "least"} | {w for w in _COMPARATIVES if w.endswith("est")}
+
+
+def _superlative_after(low: list[str], j: int) -> int | None:
+    """Where "the most", "the largest" ... standing alone (at the end or before a preposition) follows the
+    participle phrase at ``j``: the phrase then narrows the subject and the superlative is the predicate."""
+    for m in range(j + 2, len(low) - 1):
+        if low[m] == "the" and low[m + 1] in _SUPERLATIVES and (m + 2 == len(low) or low[m + 2] in _PREPOSITIONS):
+            return m - 1 if low[m - 1] == "not" else m
+    return None
+
+
 def _finite_aux(low: list[str], j: int) -> bool:
     """An auxiliary at ``j`` of a clause, unless another follows it: the first is then a noun ("the trash can is")."""
-    return low[j] in _AUX and not (j + 1 < len(low) and low[j + 1] in _AUX)
+    # "the trash can is": a noun; "families did have": do-support of the main verb "have"
+    return low[j] in _AUX and not (j + 1 < len(low) and low[j + 1] in _AUX and not (low[j] in _DO and low[j + 1] in _HAVE))
 
 
 def _split_be(low: list[str], *, declarative: bool, tokens: Sequence[str] | None = None) -> int | None:
     """End of the subject of a be/have question (or, declarative, the index of its auxiliary);
     ``tokens`` (the words as written) let capitalised names and quoted text mark a predicate."""
+    return _split_be_guess(low, declarative=declarative, tokens=tokens)[0]
+
+
+def _split_be_guess(low: list[str], *, declarative: bool, tokens: Sequence[str] | None = None) -> tuple[int | None, bool]:
+    """:func:`_split_be`, and whether its answer is a guess: unknown words before the one taken as the predicate."""
     if _starts_with_pronoun(low, verb_mode=False, declarative=declarative):
-        return 1
-    free = _free_positions(low)
+        return 1, False
+    free = _free_positions(low, tokens)
+    free_set = set(free)
+    n = len(low)
+    resume = 0
     for j in free:
+        if j < resume:
+            continue
         if declarative and _finite_aux(low, j):
-            return j
-        if _be_boundary(low, j):
+            return j, False
+        if _be_boundary(low, j, tokens):
+            if not declarative and tokens is not None and (after := _comma_apposition(low, tokens, j)) is not None:
+                resume = after  # "Is Peru, the largest producer in the region, | richer than Chile?"
+                continue
+            if (not declarative and tokens is not None and _apposition(tokens, j)
+                    and any(_frame_end(low, e) == n for e in range(j + 2, n) if low[e] in _PREPOSITIONS)):
+                continue  # "Is Felix the Cat | in this figure?"
+            if (not declarative and low[j] in _PARTICLES and j + 1 < n and _frame_end(low, j + 1) == n
+                    and (start := _attribute_start(low, tokens, [f for f in free if f < j])[0]) is not None):
+                return start, False  # "Is the boy lie down in this image?": the template's verb, then its particle
+            if not declarative and low[j] == "to" and j + 1 < n and _is_verb(low[j + 1], inflected=False):
+                return j, False  # "is the length of segment XY | to equal 4.5": an infinitive, no phrase
+            if not declarative and _is_participle(low[j]) and (m := _superlative_after(low, j)) is not None:
+                return m, False  # "the share of people aged over 70 in Spain | the largest in 2020"
+            if not declarative and low[j] in _ADJECTIVES and (j - 1) in free_set:
+                if low[j - 1] in _SHADES:
+                    return j - 1, False  # "Is the shirt | pure white?", "Is the fence | brand new in this image?"
+                if (j + 1 < n and _frame_end(low, j + 1) == n and _is_verb(low[j - 1], inflected=False)
+                        and low[j - 1] not in _OBJECT_NOUNS):
+                    return j - 1, False  # AMBER's "Is the cat | lie prone in this image?"
             if low[j] in _PREPOSITIONS and low[j] not in _ADVERBS:
                 past = _past_prepositional_phrase(low, j, declarative=declarative, tokens=tokens)
                 if past is not None:
-                    return past
-            return j
+                    return past, False
+                if not declarative and _frame_end(low, j) == n:
+                    start, guessed = _attribute_start(low, tokens, [f for f in free if f < j])
+                    if start is not None:
+                        return start, guessed
+            return j, False
     if declarative:
-        return None
-    # "Is the cat fluffy?": an adjective we do not list is the last word.
-    last = len(low) - 1
-    return last if last in free else None
+        return None, False
+    # "Is the cat fluffy?": an adjective we do not list is the last word; a guess only where other words
+    # we cannot place come before it ("Is the garden hose spiky in this image?")
+    last = n - 1
+    return (last, any(f < last for f in free)) if last in free else (None, False)
 
 
-def _split_verb(low: list[str], *, declarative: bool) -> int | None:
+def _split_verb(low: list[str], *, declarative: bool, tokens: Sequence[str] | None = None) -> int | None:
     """End of the subject of a do/modal question (or, declarative, a clause with a finite verb)."""
+    return _split_verb_flag(low, declarative=declarative, tokens=tokens)[0]
+
+
+#: Words before the object of a verb: a word we do not list that comes before one of them and after the
+#: subject's noun is the verb ("Did the annual toll from floods surpass 5,000 ...?").
+_OBJECT_OPENERS = {"a", "an", "the", "this", "these", "those", "his", "her", "its", "their", "my", "your", "our"}
+
+
+def _split_verb_flag(low: list[str], *, declarative: bool, tokens: Sequence[str] | None = None) -> tuple[int | None, bool]:
+    """:func:`_split_verb`, and whether the word taken as the predicate is no verb: a do-question worded
+    like a be-question ("Does the horse galloping in this image?"), whose "not" still goes before that word."""
     if _starts_with_pronoun(low, verb_mode=True, declarative=declarative):
-        return 1
-    free = _free_positions(low)
+        return 1, False
+    free = _free_positions(low, tokens)
+    free_set = set(free)
     for j in free:
         if low[j] in _DO_KEEP or (declarative and _finite_aux(low, j)):
-            return j
+            return j, False
         # A word right after a determiner or preposition is a noun ("on the park bench"), not the verb.
         prev = low[j - 1]
         after_noun_marker = prev in _DETERMINERS or (prev in _PREPOSITIONS and prev not in _PARTICLES)
         if _is_verb(low[j], inflected=declarative) and not after_noun_marker:
-            return j
-    free_set = set(free)
+            # "Does this diagram mainly show ...": "not" goes before the adverb, negating what it grades
+            return (j - 1 if (j - 1) in free_set and _is_ly_adverb(low[j - 1]) else j), False
+    if not declarative:
+        for j in free:
+            prev, nxt = low[j - 1], low[j + 1] if j + 1 < len(low) else ""
+            if (prev not in _DETERMINERS and prev not in _PREPOSITIONS and low[j] not in _PREPOSITIONS
+                    and low[j] not in _ADVERBS and low[j] not in _ADJECTIVES and not _is_participle(low[j])
+                    and (nxt in _OBJECT_OPENERS or bool(_NUMBER.fullmatch(nxt)))):
+                return j, False
     for j in free:
         if _be_boundary(low, j):
-            return j - 1 if (j - 1) in free_set else None
+            if (j - 1) in free_set:
+                return j - 1, False
+            if not declarative and (low[j] in _ADJECTIVES or _is_participle(low[j]) or low[j] in _ADVERBS):
+                return j, True
+            return None, False
     last = len(low) - 1
-    return last if last in free_set else None
+    return (last, False) if last in free_set else (None, False)
 
 
 # -- question <-> declarative ---------------------------------------------------------------------
@@ -538,10 +612,12 @@ def _declarative(tokens: list[str], k: int | None = None) -> tuple[list[str], st
     ``k`` is where the predicate starts, as :func:`_subject_end` finds it (found here when not given).
     """
     if k is None:
-        k, _ = _subject_end(tokens)
+        k, doubt = _subject_end(tokens)
+        if doubt == SPLIT_NO_VERB:
+            raise _Unparsable("a do-question whose predicate is no verb has no declarative clause")
     aux_tok, subject, predicate = tokens[0], tokens[1:k], tokens[k:]
     aux = _norm(aux_tok)
-    if aux in ("does", "do") and _norm(predicate[0]) not in _DO_KEEP:
+    if aux in ("does", "do") and not _keeps_do(_norm(predicate[0])):
         verb = predicate[0]
         finite = _third_singular(verb) if aux == "does" else verb
         clause = [*subject, finite, *predicate[1:]]
@@ -559,20 +635,70 @@ def _aux_kind(aux: str, low_subject: list[str]) -> str:
     return "do" if aux in _DO else "aux"
 
 
-def _subject_end(core: list[str]) -> tuple[int, bool]:
-    """Index in ``AUX SUBJECT PREDICATE`` tokens where the predicate starts, and whether that was a guess
-    (a be-question whose unknown last word was taken as the predicate: ``Is the cat fluffy?``)."""
+#: How sure :func:`_subject_end` is of its split: a guess (an unknown word taken as the predicate after other
+#: words it could not place), or a do-question whose predicate is no verb ("Does the horse galloping ...?").
+SPLIT_GUESSED = "guessed"
+SPLIT_NO_VERB = "no verb"
+
+
+def _subject_end(core: list[str]) -> tuple[int, str]:
+    """Index in ``AUX SUBJECT PREDICATE`` tokens where the predicate starts, and "" when the split is sure,
+    else why not (:data:`SPLIT_GUESSED`, :data:`SPLIT_NO_VERB`)."""
     aux, rest = _norm(core[0]), core[1:]
     low = [_norm(t) for t in rest]
     if not rest:
         raise _Unparsable("nothing after the auxiliary verb")
-    k = _split_be(low, declarative=False, tokens=rest) if aux in _BE or aux in _HAVE else _split_verb(low, declarative=False)
+    if aux in _BE or aux in _HAVE:
+        k, unsure = _split_be_guess(low, declarative=False, tokens=rest)
+        no_verb = False
+    else:
+        (k, no_verb), unsure = _split_verb_flag(low, declarative=False, tokens=rest), False
     if k is None or k <= 0 or k >= len(rest):
         raise _Unparsable("cannot find where the subject ends and the predicate starts")
+    if no_verb:
+        return k + 1, SPLIT_NO_VERB
     last = low[-1]
-    guessed = (aux in _BE and k == len(rest) - 1 and low[:k] != ["there"] and not _known_predicate_word(last)
-               and not rest[-1][:1].isupper())
-    return k + 1, guessed
+    guessed = unsure and aux in _BE and low[:k] != ["there"] and (
+        k < len(rest) - 1 or (not _known_predicate_word(last) and not rest[-1][:1].isupper()))
+    return k + 1, SPLIT_GUESSED if guessed else ""
+
+
+#: A relation between quantities ("AB = 2AC", "angle 1 + angle 2 > 180", "BE ⊥ AC").
+_RELATION = re.compile(r"[=<>\u2264\u2265\u2260\u2248\u22a5\u2225\u2245]")
+#: Words a formula may hold beside symbols, numbers and names of points ("sqrt(2)AC", "145 degree").
+_MATH_WORDS = ("sqrt", "sin", "cos", "tan", "log", "exp", "degrees", "degree", "cm", "mm", "pi")
+
+
+def _formula_start(tokens: Sequence[str]) -> int | None:
+    """Where the relation of a formula asked with "is" sits in ``SUBJECT RELATION VALUE`` tokens (the
+    question without its auxiliary: ``AB = 2AC``, ``angle 1 + angle 2 = 180``), or None.
+
+    A formula has no place for "not" ("Is AB not = 2AC?" reads as neither English nor mathematics), so the
+    negator frames it. A noun phrase that only holds a formula ("the formula a^2 + b^2 = c^2 representative
+    of ...") is no formula: English words follow its relation."""
+    if not tokens or _norm(tokens[0]) in _PRONOUNS:
+        return None
+    at = next((i for i, t in enumerate(tokens) if _RELATION.search(t)), None)
+    if at is None:
+        return None
+    low = [_norm(t) for t in tokens]
+    end = len(tokens)
+    # a closing "in the figure" says where to look and stays outside the formula's frame check
+    for k in range(at + 1, len(tokens)):
+        if low[k] in _PREPOSITIONS and _frame_end(low, k) == len(tokens):
+            end = k
+            break
+    if end < len(tokens) and low[0] in _DETERMINERS:
+        return None  # "Is the formula x = 2 in this image?" asks where a thing is, not whether x = 2
+    after = " ".join(tokens[at:end])
+    for word in _MATH_WORDS:
+        after = after.replace(word, " ")
+    return None if re.search(r"[a-z]{3,}", after) else at
+
+
+def _keeps_do(w: str) -> bool:
+    """A word after do-support that keeps "does" in the clause ("does not wear", "does mainly show")."""
+    return w in _DO_KEEP or _is_ly_adverb(w)
 
 
 def _is_plural_subject(low_subject: list[str]) -> bool:
@@ -590,7 +716,7 @@ def _question_from_aux(tokens: list[str], k: int) -> list[str]:
     subject, aux_tok, rest = tokens[:k], tokens[k], tokens[k + 1 :]
     aux = _norm(aux_tok)
     nxt = _norm(rest[0]) if rest else ""
-    main_do = aux in ("does", "do") and nxt not in _DO_KEEP
+    main_do = aux in ("does", "do") and not _keeps_do(nxt)
     main_have = aux in ("has", "have") and not (_is_participle(nxt) or nxt in _DO_KEEP)
     if (main_do or main_have) and rest:
         return _question_from_verb(tokens, k)
@@ -618,10 +744,10 @@ def _question_from_declarative(tokens: list[str]) -> list[str] | None:
         return None
     low = [_norm(t) for t in tokens]
     # Be/have clauses first: a subject like "the bus stop" must not be read as subject + verb "stop".
-    k = _split_be(low, declarative=True)
+    k = _split_be(low, declarative=True, tokens=tokens)
     if k is not None and 0 < k < len(tokens) and low[k] in _AUX:
         return _question_from_aux(tokens, k)
-    k = _split_verb(low, declarative=True)
+    k = _split_verb(low, declarative=True, tokens=tokens)
     if k is None or k <= 0 or k >= len(tokens):
         return None
     if low[k] in _AUX:

@@ -11,10 +11,24 @@ butterfly's wings not open?``, ``Does the man wear a hat?`` -> ``Does the man no
 ``form="frame"`` is the prompt's literal rewrite, "Is it false that" before the question turned into a
 declarative clause (``Is it false that the butterfly's wings are open?``). The natural forms keep the
 frame, with a note, where "not" could land in the wrong place (:data:`GUESSED_SPLIT`,
-:data:`QUANTIFIED_SUBJECT`). Every other word is kept as written: letter case (except the first letter of the sentence), tense, clause
-order, pronouns and quoted text; only whitespace runs collapse to one space. Text before the
-auxiliary (``In the image, is there ...``) and after the question mark (``... ? Answer yes or no.``)
-is kept too.
+:data:`QUANTIFIED_SUBJECT`) or has no place at all (:data:`FORMULA`: ``Is AB = 2AC?`` -> ``Is it false
+that AB = 2AC?``). Every other word is kept as written: letter case (except the first letter of the
+sentence), tense, clause order, pronouns and quoted text; only whitespace runs collapse to one space.
+Text before the auxiliary is kept too, a phrase or a condition (``In the image, is there ...``, ``If
+angle A is 60 degree, then is ...``: the last auxiliary after a comma, full stop or "then" starts the
+question) or whole sentences, and so is text after the question mark (``... ? Answer yes or no.``,
+``... ? Yes or No``) and a space before it.
+
+**Existence.** ``Is there a/an/any X`` takes "no"; so does a noun phrase with no article (``Is there
+direct contact between the cup and the table?`` -> ``Is there no direct contact ...?``, rule
+``bare_to_no``), where "between X and Y" is one relation, not two things. Numbers and quantity words
+take "not" (``Are there not two dogs?``, ``Is there not enough room?``); ``Is there not one cat?`` can
+also be read as "not a single cat", a nuance the counts of one keep, as the synthetic benchmark's
+twins and the vhx-mini models trained on them do.
+
+**Indirect questions.** ``Whether CLAUSE?`` (HallusionBench) is negated in its clause: the clause is
+asked as a question, negated, and said again (``Whether the shape is a square?`` -> ``Whether the shape
+is not a square?``). Wh-questions are refused with a reason naming their opening word.
 
 **Non-ASCII text** is kept as is: the rules only look at the English structure words (auxiliaries,
 articles, prepositions, ...), so ``Is there a café?`` -> ``Is there no café?`` and quoted text in any
@@ -32,10 +46,23 @@ determiners, then at least one word, continued through possessives (``the butter
   ends the question or is followed by a preposition, adverb, conjunction or another adjective (so the
   ``red`` of ``the red car`` stays in the subject). A prepositional phrase followed by an ``-ing``
   participle, a final adjective or a comparative belongs to the subject (``Is the man on the left
-  wearing glasses?``). If nothing matches, the last word is the predicate (``Is the cat fluffy?``).
+  wearing glasses?``). If nothing matches, the last word is the predicate (``Is the cat fluffy?``), a
+  guess (:data:`GUESSED_SPLIT`) only where other words the rules cannot place come before it.
+  A closing "in this image"/"in the picture" says where to look, not where the thing is: a word before
+  it after the subject's noun is the attribute asked about, listed or not (``Is the road bumpy in
+  this image?`` -> ``Is the road not bumpy in this image?``), unless it ends a compound name (``Is
+  the tennis racket in this image?``) or is a name. Capital labels stay with their noun (``angle A``,
+  ``tiles A and B``), names with the noun they name (``the TV series Ocean Nights 2012``, ``Felix the
+  Cat``), lists and appositions between commas with the subject (``Is Peru, the largest producer in
+  the region, richer ...?``); a number after a quantity (``the number of medals of Italy 7``), a
+  superlative after a participle phrase (``the share of people aged over 70 in Spain the largest``)
+  and an infinitive (``to equal 50``) start the predicate.
 * after *do* and modals (``Does``, ``Can``, ``Will`` ...): the first word from a list of common verbs
-  (or ``not``/an adverb); else the word just before the first predicate word above (``Does the man
-  grab a cup?``); else the last word.
+  (or ``not``/an adverb, before which an ``-ly`` adverb goes with it: ``Does this figure not mainly
+  depict ...?``); else a word we do not list that comes before an article or a number (``Did the toll
+  surpass 200,000 ...?``); else the word just before the first predicate word above (``Does the man
+  grab a cup?``); else the last word. A do-question worded like a be-question (AMBER's ``Does the horse
+  galloping in this image?``) keeps its wording, "not" before that word, with the note :data:`NO_VERB`.
 
 Do-support is resolved with verb agreement: ``Does the man wear a hat?`` -> ``the man wears a hat``
 (``-s``/``-es``/``-ies`` and ``has``/``does``/``goes``/``is``), ``Do the dogs run?`` -> ``the dogs
@@ -47,13 +74,15 @@ gives ``Is there a/an X?``, a "not" after the subject or a contracted auxiliary 
 ``Is it false that S?`` turns ``S`` back into the question, so ``negate(negate(q)) == q``. The article after "no" is re-derived from spelling (``an apple``,
 ``a unicorn``); where a source spells it otherwise (POPE has ``an traffic light``) pass the rule of
 the first negation (stored as ``negation_rule`` in the provenance) to :meth:`RuleNegator.unnegate`,
-which restores it exactly (the rule names say ``a_to_no`` / ``an_to_no`` / ``any_to_no``). The same
+which restores it exactly (the rule names say ``a_to_no`` / ``an_to_no`` / ``any_to_no``;
+``bare_to_no`` drops the "no" again). The same
 hint undoes ``Is it true that S?`` -> ``Is it false that S?`` (rule ``true_to_false``), which plain
 double negation turns into the question form of ``S``.
 
 Questions the rules cannot negate raise :class:`~vhx.errors.DataError` naming the field
 ``question``: empty text, text that is neither a question nor starts with an auxiliary verb,
-wh-questions (``What colour is ...?``), and questions whose subject and predicate cannot be found.
+wh-questions (``What colour is ...?``, ``which month has ...``), and questions whose subject and
+predicate cannot be found.
 """
 
 
@@ -67,14 +96,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from vhx.errors import DataError
 from vhx.negation.grammar import (
-    _AUX,
-    _BE,
-    _PREPOSITIONS,
+    SPLIT_GUESSED,
+    SPLIT_NO_VERB,
     _Unparsable,
     _article_for,
     _aux_kind,
     _capitalize,
     _declarative,
+    _formula_start,
     _lower_first,
     _match_case,
     _norm,
@@ -82,6 +111,16 @@ from vhx.negation.grammar import (
     _question_from_declarative,
     _subject_end,
     _tokenize,
+)
+from vhx.negation.lexicon import (
+    _ADVERBS,
+    _AUX,
+    _BE,
+    _COMPARATIVES,
+    _DETERMINERS,
+    _PREPOSITIONS,
+    _PRONOUNS,
+    _WH_WORDS,
 )
 
 # -- rule names (what ``NegationResult.rule`` and ``rule_coverage`` report) ---------------------------
@@ -108,6 +147,8 @@ RULE_DROP_NT = "drop_n't"
 RULE_UNDO_FALSE = "undo_is_it_false"
 RULE_TRUE_TO_FALSE = "true_to_false"
 RULE_FALSE_TO_TRUE = "false_to_true"
+#: "Is there direct contact ...?" -> "Is there no direct contact ...?": "no" before a noun phrase without an article.
+RULE_BARE_TO_NO = "bare_to_no"
 
 #: The rule negator's forms: the natural "not" after the subject (``Is the cat not on the sofa?``, the default),
 #: the contracted auxiliary (``Isn't the cat on the sofa?``) and the paper prompt's literal logical frame
@@ -165,12 +206,19 @@ class Negator(Protocol):
         ...
 
 
-#: The note a negation gets when its subject/predicate split was a guess (the question's last word, not
-#: a word the rules know, taken as the predicate): the review export lists such pairs first.
-GUESSED_SPLIT = "guessed split: an unknown last word taken as the predicate"
+#: The note a negation gets when its subject/predicate split was a guess (a word the rules do not know taken
+#: as the predicate after other words they could not place: "Is the sofa cushion plush?"): the review export
+#: lists such pairs first.
+GUESSED_SPLIT = "guessed split: a word the rules do not know taken as the predicate"
 #: The note of a natural-form negation kept in the logical frame because its subject is quantified: "not"
 #: after "some of the cars" would negate only part of the claim (``Are some of the cars not parked?``).
 QUANTIFIED_SUBJECT = "quantified subject: 'not' after it would negate only part of the claim"
+#: The note of a do-question worded like a be-question ("Does the horse galloping in this image?" -> "Does the
+#: horse not galloping in this image?"): the source is ungrammatical and the twin keeps its wording.
+NO_VERB = "ungrammatical source: a do-question whose predicate is no verb; 'not' placed before it, the wording kept"
+#: The note of a formula kept in the logical frame: "not" has no place inside an equation or inequality
+#: ("Is AB = 2AC?" -> "Is it false that AB = 2AC?").
+FORMULA = "formula: 'not' has no place inside an equation or inequality"
 
 # -- the rule negator ------------------------------------------------------------------------------
 @dataclass(frozen=True)
@@ -179,6 +227,7 @@ class _Parts:
     core: list[str]  # from the auxiliary verb to the question mark
     suffix: str  # text after the question mark, kept verbatim ("? Answer yes or no.")
     mark: str = "?"  # the question mark as written ("?" or the full-width "？")
+    gap: str = ""  # whitespace before the question mark as written ("... in 2021 ?")
 
 
 def check_question(question: Any) -> str:
@@ -212,17 +261,29 @@ def _split_parts(text: str) -> _Parts:
         body, suffix, mark = text[: cut.start()], text[cut.start() :], ""
     else:
         body, suffix, mark = text, "", "?"
+    gap = body[len(body.rstrip()):] if mark else ""
     tokens = _tokenize(body)
     low = [_norm(t) for t in tokens]
     if not tokens:
         raise DataError("empty question", field="question")
     if low[0] in _AUX:
-        return _Parts([], tokens, suffix, mark)
-    # Context before the question is kept as written: a phrase ("In the image, is ...") or whole
-    # sentences ("I want to lose weight. Is the food in the picture an appropriate choice?").
-    for j in range(1, len(tokens)):
-        if tokens[j - 1].endswith(_CLAUSE_END) and low[j] in _AUX:
-            return _Parts(tokens[:j], tokens[j:], suffix, mark)
+        return _Parts([], tokens, suffix, mark, gap)
+    # Context before the question is kept as written: a phrase ("In the image, is ...", "If angle A is 60
+    # degree, then is ..."), or whole sentences ("I want to lose weight. Is the food ... a choice?"). The
+    # last such start is the question: a condition can hold clauses of its own ("If AF, BE, CD are the
+    # midlines, is M the centroid?").
+    starts = [j for j in range(1, len(tokens)) if low[j] in _AUX and (
+        tokens[j - 1].endswith(_CLAUSE_END) or (low[j - 1] == "then" and any(t.endswith(",") for t in tokens[: j - 1])))]
+    if starts:
+        return _Parts(tokens[: starts[-1]], tokens[starts[-1] :], suffix, mark, gap)
+    # "Whether the red shape is a square? Yes or No": an indirect question, negated in its clause
+    whether = [j for j in range(len(tokens)) if low[j] == "whether" and (j == 0 or tokens[j - 1].endswith(_CLAUSE_END))]
+    if whether and len(tokens) > whether[-1] + 2:
+        return _Parts(tokens[: whether[-1]], tokens[whether[-1] :], suffix, mark, gap)
+    opener = next((w for w, t in zip(low, tokens) if w in _WH_WORDS and not t.endswith(_CLAUSE_END)), None)
+    if opener is not None and (low[0] == opener or tokens[low.index(opener) - 1].endswith(_CLAUSE_END)):
+        raise DataError(f"not a yes/no question: a {opener!r} question has no yes/no answer to flip: {text!r}",
+                        field="question")
     if match is None:
         raise DataError(
             f"not a question (no '?' and no auxiliary verb such as Is/Are/Does/Can at the start): {text!r}",
@@ -237,6 +298,35 @@ def _split_parts(text: str) -> _Parts:
 _QUANTITY_NOUNS = {"total", "number", "lot", "couple", "pair", "few", "bunch", "group", "set", "dozen", "handful", "couple"}
 
 
+#: Words after "Is there" that are no article-less noun phrase: "not" negates them ("Is there not enough space?").
+_NOT_BARE = {"enough", "much", "lots", "plenty", "little", "less", "more", "not", "no", "only", "also", "still"}
+
+
+def _is_bare_existence(tokens: list[str], low: list[str]) -> bool:
+    """``Is there direct contact between ...?``, ``Are there people on the beach?``: be + there + a noun
+    phrase with no article, number or quantity word, no coordination or list (see :func:`_is_simple_existence`)."""
+    if len(low) < 3 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
+        return False
+    w = low[2]
+    if (w in _DETERMINERS or w in _NOT_BARE or w in _ADVERBS or w in _COMPARATIVES or w in _PREPOSITIONS or w in _AUX
+            or w in _PRONOUNS or tokens[2][:1] in "'\"\u2018\u201c`" or not w[:1].isalpha()):
+        return False
+    return not _coordinated(low, 3) and not any(t.endswith(",") for t in tokens[2:-1])
+
+
+def _coordinated(low: list[str], start: int) -> bool:
+    """A coordinator from ``start`` on, outside "between X and Y" (which names one relation, not two things)."""
+    between = False
+    for w in low[start:]:
+        if w == "between":
+            between = True
+        elif w in ("and", "or", "nor", "but", "&"):
+            if not between or w != "and":
+                return True
+            between = False
+    return False
+
+
 def _is_simple_existence(low: list[str]) -> bool:
     """``Is there a dog in the image?``: be + there + a/an/any/no, no coordination or lists."""
     if len(low) < 4 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
@@ -247,7 +337,7 @@ def _is_simple_existence(low: list[str]) -> bool:
     if low[3] in _QUANTITY_NOUNS and len(low) > 4 and low[4] == "of":
         return False
     # "no dog and no cat" is not the negation of "a dog and a cat": coordinated objects use "Is it false".
-    return not any(w in ("and", "or", "nor", "but", "&") or w.endswith(",") for w in low[3:]) and not any(
+    return not _coordinated(low, 3) and not any(w.endswith(",") for w in low[3:]) and not any(
         t.endswith(",") for t in low[2:-1]
     )
 
@@ -259,8 +349,9 @@ class RuleNegator:
     (``Is this photo not taken in a corridor?``, ``Does the man not wear a hat?``); ``"contracted"``
     contracts the auxiliary instead (``Isn't this photo taken in a corridor?``); ``"frame"`` is the paper
     prompt's literal rewrite (``Is it false that this photo is taken in a corridor?``). In the two
-    natural forms the frame is kept only where the subject/predicate split is a guess, with the note
-    :data:`GUESSED_SPLIT`. Simple existence questions take "no" in every form (``Is there no dog?``), and
+    natural forms the frame is kept where "not" could land in the wrong place or has none, with a note
+    (:data:`GUESSED_SPLIT`, :data:`QUANTIFIED_SUBJECT`, :data:`FORMULA`). Existence questions take "no"
+    in every form (``Is there no dog?``, ``Is there no direct contact?``), and
     a question already negated loses its negation (``Is the dog not asleep?`` -> ``Is the dog asleep?``).
 
     Stateless and picklable, so ``negate_dataset(..., num_proc=N)`` can ship it to worker processes.
@@ -280,7 +371,8 @@ class RuleNegator:
     def negate(self, question: str) -> NegationResult:
         """Negate one question; :class:`DataError` (field ``question``) if it is not a yes/no question.
 
-        A negation whose subject/predicate split was a guess carries the note :data:`GUESSED_SPLIT`.
+        A twin the rules could not word as a person would carries a note (:data:`GUESSED_SPLIT`,
+        :data:`QUANTIFIED_SUBJECT`, :data:`FORMULA`, :data:`NO_VERB`); the provenance keeps it.
         """
         text = check_question(question)
         parts = _split_parts(text)
@@ -290,7 +382,10 @@ class RuleNegator:
                           and _norm(parts.prefix[0]) not in _PREPOSITIONS and _norm(parts.core[-1]) in ("one", "ones")
                           and _norm(parts.core[0]) in _BE)
         try:
-            if subject_before and self.form != "frame":
+            if _norm(parts.core[0]) == "whether":
+                question, rule, note = self._negate_core(self._whether_question(parts.core))
+                core = self._whether_clause(parts.core[0], question)
+            elif subject_before and self.form != "frame":
                 if _norm(parts.core[1]) == "not":
                     core, rule, note = [parts.core[0], *parts.core[2:]], RULE_DROP_NOT, ""
                 else:
@@ -320,12 +415,23 @@ class RuleNegator:
         what this negator would write. Without it this is the same as :meth:`negate`.
         """
         text = check_question(question)
+        parts = _split_parts(text)
+        if _norm(parts.core[0]) == "whether":  # undo the clause's negation as its question's
+            asked = self.unnegate(" ".join(self._whether_question(parts.core)) + "?", rule)
+            return self._join(parts, self._whether_clause(parts.core[0], _split_parts(asked).core))
         if rule == RULE_DROP_NOT and self.form != "not":
             return RuleNegator("not").negate(text).question
         if rule == RULE_DROP_NT and self.form != "contracted":
             return RuleNegator("contracted").negate(text).question
+        if rule == RULE_NOT_DO and self.form == "frame":  # a do-question with no verb, negated as in the natural form
+            return RuleNegator("not").negate(text).question
         if rule == RULE_UNDO_FALSE and self.form != "frame":
             return RuleNegator("frame").negate(text).question
+        if rule == RULE_BARE_TO_NO:
+            low = [_norm(t) for t in parts.core]
+            if not (len(low) > 3 and low[1] == "there" and low[2] == "no"):
+                raise DataError(f"{text!r} is not an 'Is there no ...' question", field="question")
+            return self._join(parts, [*parts.core[:2], *parts.core[3:]])
         if rule in _ARTICLE_OF_RULE or rule == RULE_TRUE_TO_FALSE:
             parts = _split_parts(text)
             core = list(parts.core)
@@ -343,17 +449,40 @@ class RuleNegator:
 
     # -- internals ---------------------------------------------------------------------------------
     @staticmethod
+    def _whether_question(core: list[str]) -> list[str]:
+        """``Whether CLAUSE`` -> the yes/no question the clause asks (``Is the shape a square``)."""
+        try:
+            question = _question_from_declarative(list(core[1:]))
+        except _Unparsable:
+            question = None
+        if question is None:
+            raise _Unparsable("an indirect 'Whether ...' question whose clause has no auxiliary or verb to negate")
+        return question
+
+    @staticmethod
+    def _whether_clause(whether: str, question: list[str]) -> list[str]:
+        """A (negated) question back as the clause of ``Whether ...``."""
+        try:
+            clause, _ = _declarative(list(question))
+        except _Unparsable:
+            raise _Unparsable("an indirect 'Whether ...' question whose negation has no declarative clause") from None
+        return [whether, *clause]
+
+    @staticmethod
     def _join(parts: _Parts, core: list[str]) -> str:
         if parts.prefix and not parts.prefix[-1].endswith((".", "!", "\u3002")):
-            core = [_lower_first(core[0]), *core[1:]]
-            words = [*parts.prefix, *core]
+            # after a phrase the first word keeps the case the source gave it ("According to the table, Did ...")
+            first = _capitalize(core[0]) if parts.core[0][:1].isupper() else _lower_first(core[0])
+            words = [*parts.prefix, first, *core[1:]]
         else:  # a new sentence after a full stop starts with a capital
             words = [*parts.prefix, _capitalize(core[0]), *core[1:]]
-        return " ".join(words) + parts.mark + parts.suffix
+        return " ".join(words) + parts.gap + parts.mark + parts.suffix
 
     def _negate_core(self, core: list[str]) -> tuple[list[str], str, str]:
         low = [_norm(t) for t in core]
         if low[:4] == ["is", "it", "false", "that"] and len(core) > 4:
+            if _formula_start(core[4:]) is not None:  # "Is it false that AB = 2AC?" -> "Is AB = 2AC?"
+                return [_match_case("is", core[0]), *core[4:]], RULE_UNDO_FALSE, ""
             question = _question_from_declarative(core[4:])
             if question is not None:
                 return question, RULE_UNDO_FALSE, ""
@@ -369,15 +498,29 @@ class RuleNegator:
                 return out, _UNDO_RULE_OF_ARTICLE[restored], ""
             out[2] = _match_case("no", core[2])
             return out, _RULE_OF_ARTICLE[article], ""
+        if _is_bare_existence(core, low):
+            return [*core[:2], "no", *core[2:]], RULE_BARE_TO_NO, ""
+        if low[0] in _BE and _formula_start(core[1:]) is not None:
+            # "not" has no place in "AB = 2AC": the frame, in every form, with a note in the natural ones
+            return ["Is", "it", "false", "that", *core[1:]], RULE_FALSE_BE, "" if self.form == "frame" else FORMULA
         if self.form == "frame":
-            clause, kind = _declarative(list(core))
+            k, doubt = _subject_end(core)
+            if doubt == SPLIT_NO_VERB:  # no clause to frame: "not" as the natural form puts it, with the note
+                return [*core[:k], "not", *core[k:]], RULE_NOT_DO, NO_VERB
+            clause, kind = _declarative(list(core), k)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], ""
         if low[0] in _UNCONTRACT:  # "Isn't the dog asleep?" -> "Is the dog asleep?"
             return [_match_case(_UNCONTRACT[low[0]], core[0]), *core[1:]], RULE_DROP_NT, ""
-        k, guessed = _subject_end(core)
+        k, doubt = _subject_end(core)
         if low[k] == "not":  # "Is the dog not asleep?" -> "Is the dog asleep?"
             return [*core[:k], *core[k + 1 :]], RULE_DROP_NOT, ""
-        note = GUESSED_SPLIT if guessed else QUANTIFIED_SUBJECT if _quantified(low[1:k]) else ""
+        if doubt == SPLIT_NO_VERB:
+            # the source's own grammar is broken; the twin keeps it, with "not" where a verb would be
+            plain, contracted = _NATURAL_RULES["do"]
+            if self.form == "contracted" and low[0] in _CONTRACT:
+                return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, NO_VERB
+            return [*core[:k], "not", *core[k:]], plain, NO_VERB
+        note = GUESSED_SPLIT if doubt == SPLIT_GUESSED else QUANTIFIED_SUBJECT if _quantified(low[1:k]) else ""
         if note:
             # where "not" may land in the wrong place the frame negates the whole claim; the note sends the
             # pair to the top of the review export
