@@ -80,7 +80,8 @@ def find_question_file(root: Path, dataset: str, subset: str, stem: str = "pope"
         found = [folder / n for n in names if (folder / n).is_file()]
         if len(found) > 1:
             raise DataError(
-                f"several POPE question files for {dataset}/{subset}: {', '.join(p.name for p in found)}; keep one",
+                f"several {'POPE' if stem == 'pope' else 'RePOPE'} question files for {dataset}/{subset}: "
+                f"{', '.join(p.name for p in found)}; keep one",
                 file=str(folder),
             )
         if found:
@@ -89,7 +90,8 @@ def find_question_file(root: Path, dataset: str, subset: str, stem: str = "pope"
     deeper = sorted(p for p in root.rglob(f"{dataset}_{stem}*_{subset}.json*") if p.name in names and p.is_file())
     if len(deeper) > 1:
         listing = ", ".join(str(p.relative_to(root)) for p in deeper)
-        raise DataError(f"several {stem} question files for {dataset}/{subset} ({listing}); point data_dir at one folder", file=str(root))
+        name = {"pope": "POPE", "repope": "RePOPE"}.get(stem, stem)
+        raise DataError(f"several {name} question files for {dataset}/{subset} ({listing}); point data_dir at one folder", file=str(root))
     return deeper[0] if deeper else None
 
 

@@ -207,5 +207,5 @@ def test_one_subset_in_two_places_is_an_error_naming_both(tmp_path: Path):
 
 def test_missing_dataset_names_what_was_searched(tmp_path: Path):
     (tmp_path / "r").mkdir()
-    with pytest.raises(DataError, match=r"aokvqa_pope_seem_\*\.json\) found here, in output/aokvqa/, output/seem/aokvqa/"):
+    with pytest.raises(DataError, match=r"aokvqa_pope_seem_\*\.json\) found here, in annotations/, output/aokvqa/, output/seem/aokvqa/"):
         load_source("pope", str(tmp_path / "r"), dataset="aokvqa")

@@ -134,7 +134,7 @@ def _sources_section(dsd: datasets.DatasetDict) -> str:
     """One line per source benchmark in the data: its name, release, licence and what vhx read of it."""
     from vhx.builders import BUILDERS, get_builder_class
 
-    sources = sorted({s for ds in dsd.values() for s in ds.unique("source")} if dsd else set())
+    sources = sorted({s for ds in dsd.values() if "source" in ds.column_names for s in ds.unique("source")})
     lines = []
     for source in sources:
         if source not in BUILDERS:
