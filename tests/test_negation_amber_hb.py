@@ -38,7 +38,7 @@ AMBER_SHAPES = [
     ("Is the meadow lush green in this image?", "Is the meadow not lush green in this image?", "not/be", ""),
     ("Is the shirt pure white in this image?", "Is the shirt not pure white in this image?", "not/be", ""),
     ("Is the bench brand new in this image?", "Is the bench not brand new in this image?", "not/be", ""),
-    ("Is the lake calm waters in this image?", "Is the lake not calm waters in this image?", "not/be", ""),
+    ("Is the pond calm waters in this image?", "Is the pond not calm waters in this image?", "not/be", ""),
     ("Is the jar 3 in this image?", "Is the jar not 3 in this image?", "not/be", ""),
     # a compound name before "in this image" is the subject: the question asks whether it is there
     ("Is the tennis racket in this image?", "Is the tennis racket not in this image?", "not/be", ""),
@@ -51,7 +51,7 @@ AMBER_SHAPES = [
     ("Is the rug plush?", "Is the rug not plush?", "not/be", ""),
     ("Is the sky overcast?", "Is the sky not overcast?", "not/be", ""),
     # existence without an article takes "no", "between X and Y" included
-    ("Is there direct contact between the kite and tree?", "Is there no direct contact between the kite and tree?",
+    ("Is there direct contact between the kite and lamppost?", "Is there no direct contact between the kite and lamppost?",
      RULE_BARE_TO_NO, ""),
     ("Is there physical contact between the boy and the fence?",
      "Is there no physical contact between the boy and the fence?", RULE_BARE_TO_NO, ""),
@@ -62,7 +62,7 @@ AMBER_SHAPES = [
     ("Is there enough room on the bench?", "Is there not enough room on the bench?", "not/there", ""),
     # counts take "not", a count of one too
     ("Are there four goats in this image?", "Are there not four goats in this image?", "not/there", ""),
-    ("Is there one kettle in this image?", "Is there not one kettle in this image?", "not/there", ""),
+    ("Is there one teapot in this image?", "Is there not one teapot in this image?", "not/there", ""),
     # do-questions
     ("Does the heron stand in this image?", "Does the heron not stand in this image?", "not/do", ""),
     ("Does the boy kneel in this image?", "Does the boy not kneel in this image?", "not/do", ""),
@@ -234,7 +234,7 @@ def test_negation_quality_reads_amber_and_hallusionbench_files(tmp_path):
                {"id": 2, "image": "a.jpg", "query": "Is the fence rusty in this image?"},
                {"id": 3, "image": "b.jpg", "query": "Are there four goats in this image?"},
                {"id": 4, "image": "b.jpg", "query": "Does the horse galloping in this image?"},
-               {"id": 5, "image": "c.jpg", "query": "Is there direct contact between the kite and tree?"},
+               {"id": 5, "image": "c.jpg", "query": "Is there direct contact between the kite and lamppost?"},
                {"id": 6, "image": "c.jpg", "query": "Is there direct contact between the cup and lamp?"}]
     types = ["discriminative-hallucination", "discriminative-attribute-state", "discriminative-attribute-number",
              "discriminative-attribute-action", "discriminative-relation", "relation"]
