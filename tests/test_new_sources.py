@@ -456,3 +456,33 @@ def test_real_repope_files_keep_repopes_labels(tmp_path: Path):
 
     labels = read_repope_labels(src)
     assert [sum(k[0] == s for k in labels) for s in POPE_SUBSETS] == [2774, 2727, 2684]
+
+
+def test_a_question_without_an_image_trains_and_exports_without_one(tmp_path: Path):
+    from vhx.finetune.data import _vh_rows, case_messages
+    from vhx.pipeline import expand
+
+    write_hallusionbench_release(tmp_path / "hb")
+    dsd, _ = load_source("hallusionbench", str(tmp_path / "hb"))
+    original = expand(dsd)["original"]
+    rows = [i for i, image_id in enumerate(original["image_id"]) if image_id == NO_IMAGE][:1] + \
+        [i for i, image_id in enumerate(original["image_id"]) if image_id != NO_IMAGE][:1]
+    plan = [{"row": r, "question": original[r]["question"], "phrasing": 0, "rephraser": "none"} for r in rows]
+    train = _vh_rows(original, plan, name="hb", prompt_template="{question}", parent="test")
+    text_only, with_image = train[0], train[1]
+    assert text_only["images"] == [] and all(p["type"] == "text" for p in text_only["messages"][0]["content"])
+    assert len(with_image["images"]) == 1 and with_image["messages"][0]["content"][0]["type"] == "image"
+    assert case_messages("Q?", "yes", "Q: {question}", image=False)[0]["content"] == [{"type": "text", "text": "Q: Q?"}]
+
+    import importlib.util
+
+    from vhx.hub import write_hub_folder
+    from vhx.lmms_export import export_lmms_eval_task
+
+    write_hub_folder(datasets.DatasetDict({"original": original}), tmp_path / "hub", repo_id="vhx/hb")
+    utils = export_lmms_eval_task(tmp_path / "hub", tmp_path / "tasks")["utils"]
+    spec = importlib.util.spec_from_file_location("hb_task_utils", utils)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.vhx_doc_to_visual({"image": None}) == []  # asked without an image in lmms-eval too
+    assert len(module.vhx_doc_to_visual({"image": Image.new("L", (2, 2))})) == 1

@@ -75,7 +75,8 @@ METRICS = {metrics!r}
 
 
 def vhx_doc_to_visual(doc):
-    return [doc["image"].convert("RGB")]
+    # a question the benchmark asks without an image (image_id "none") gets no visual
+    return [] if doc["image"] is None else [doc["image"].convert("RGB")]
 
 
 def vhx_doc_to_text(doc, lmms_eval_specific_kwargs=None):

@@ -274,10 +274,12 @@ def answer_text(answer: str) -> str:
     return answer.capitalize()
 
 
-def case_messages(question: str, answer: str, prompt_template: str = DEFAULT_PROMPT_TEMPLATE) -> list[dict[str, Any]]:
-    """One VH case as chat messages: the scorer's prompt about one image, and the Yes/No reply."""
+def case_messages(question: str, answer: str, prompt_template: str = DEFAULT_PROMPT_TEMPLATE, *, image: bool = True) -> list[dict[str, Any]]:
+    """One VH case as chat messages: the scorer's prompt about one image (none for a question the
+    benchmark asks without one, ``image=False``), and the Yes/No reply."""
+    parts: list[dict[str, Any]] = [{"type": "image"}] if image else []
     return [
-        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": format_question(prompt_template, question)}]},
+        {"role": "user", "content": [*parts, {"type": "text", "text": format_question(prompt_template, question)}]},
         {"role": "assistant", "content": [{"type": "text", "text": answer_text(answer)}]},
     ]
 
@@ -373,8 +375,9 @@ def _vh_rows(ds: datasets.Dataset, plan: list[dict[str, Any]], *, name: str, pro
         out: dict[str, list] = {k: [] for k in TRAIN_FEATURES}
         for j, index in enumerate(indices):
             entry = plan[index]
-            out["messages"].append(case_messages(entry["question"], batch["answer"][j], prompt_template))
-            out["images"].append([batch["image"][j]])
+            has_image = batch["image"][j] is not None  # a question asked without an image trains without one
+            out["messages"].append(case_messages(entry["question"], batch["answer"][j], prompt_template, image=has_image))
+            out["images"].append([batch["image"][j]] if has_image else [])
             out["example_id"].append(f"{batch['id'][j]}#{entry['phrasing']}")
             out["origin"].append("vh")
             out["dataset"].append(name)
