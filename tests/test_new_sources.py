@@ -388,6 +388,7 @@ def test_relabel_command_and_report_side_by_side(tmp_path: Path, capsys: pytest.
     paths = report([run, tmp_path / "run-repope"], tmp_path / "report", plots=False)
     md = paths["markdown"].read_text()
     assert "## POPE and RePOPE" in md
+    assert "did not score the same data" not in md and "relabelled by RePOPE (`vhx relabel`)" in md
     side = pd.read_csv(paths["repope_csv"])
     mean = side[(side["subset"] == "mean") & (side["split"] == "original")].iloc[0]
     # independent: F1 of the source questions on the original images, each label set, averaged over subsets

@@ -436,6 +436,17 @@ def _compare_section(cmp: pd.DataFrame, keys: list[str]) -> str:
     return _md_table(header, rows)
 
 
+def _relabelled_pair(dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> bool:
+    """Whether two runs are a run and its ``vhx relabel`` copy (other labels on the same replies)."""
+    if len(dirs) != 2:
+        return False
+    for meta, other in ((metas[0], dirs[1]), (metas[1], dirs[0])):
+        source = (meta.get("relabelled") or {}).get("run") if isinstance(meta.get("relabelled"), dict) else None
+        if source and Path(source).resolve() == Path(other).resolve():
+            return True
+    return False
+
+
 def _pope_section(pope: pd.DataFrame, keys: list[str], variants: dict[str, str]) -> list[str]:
     """POPE's metrics per subset, the mean over the three subsets in bold, and the variant scored."""
     group_keys = [k for k in keys if k != "subset"]
@@ -620,7 +631,10 @@ def report(
         # an incomplete run's rows say so in the CSV too (its numbers cover part of its cases)
         scores.assign(complete=~scores["model"].isin(incomplete_models)).to_csv(paths["csv"], index=False)
 
-        if len(score_models) == 2:
+        if len(score_models) == 2 and _relabelled_pair(dirs, metas):
+            md += ["One run is the other relabelled by RePOPE (`vhx relabel`): the same replies on other labels, so no paired "
+                   "comparison of two models; the POPE and RePOPE section puts their scores side by side.", ""]
+        elif len(score_models) == 2:
             a, b = score_models
             match = same_content(main[main["model"] == a], main[main["model"] == b], _model_digests(df, dirs, metas, a),
                                  _model_digests(df, dirs, metas, b))

@@ -169,7 +169,7 @@ def write_relabelled_run(run_dir: str | os.PathLike, labels: str | os.PathLike, 
     meta.update(
         dataset={"source": f"{name} relabelled by RePOPE", "splits": {str(k): int(v) for k, v in splits.items()},
                  "relabelled_from": dataset},
-        relabelled={"run": str(run), "labels": str(labels), "counts": counts.__dict__},
+        relabelled={"run": str(run.resolve()), "labels": str(Path(labels).resolve()), "counts": counts.__dict__},
         cases=counts.kept, previous_runs=[],
     )
     atomic_write_text(out / RUN_FILE, json.dumps(meta, indent=2, ensure_ascii=False, default=str))
