@@ -124,7 +124,8 @@ class _PairMapper:
         except DataError as exc:
             if not self.skip:
                 row = indices[exc.row] if isinstance(exc.row, int) and 0 <= exc.row < n else exc.row
-                raise DataError(exc.reason, row=row, field=exc.field or "question") from None
+                hint = " (`--on-error skip` / on_error=\"skip\" drops the cases the rules cannot negate and lists each with its reason)"
+                raise DataError(exc.reason + hint, row=row, field=exc.field or "question") from None
             results = []
             for q in questions:  # find every bad row of the batch, not just the first
                 try:
