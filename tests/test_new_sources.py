@@ -487,3 +487,17 @@ def test_a_question_without_an_image_trains_and_exports_without_one(tmp_path: Pa
     spec.loader.exec_module(module)
     assert module.vhx_doc_to_visual({"image": None}) == []  # asked without an image in lmms-eval too
     assert len(module.vhx_doc_to_visual({"image": Image.new("L", (2, 2))})) == 1
+
+
+def test_an_attack_leaves_questions_without_an_image_out(tmp_path: Path):
+    from vhx.adversarial import adversarial_splits
+    from vhx.pipeline import expand
+
+    records = write_hallusionbench_release(tmp_path / "hb")
+    dsd, _ = load_source("hallusionbench", str(tmp_path / "hb"))
+    pairs = expand(dsd)["original"]
+    out = adversarial_splits(pairs, "vhx-tiny:llava", methods=("ifgsm",), vh_column="negated", steps_nonvh=1, steps_vh=1, progress=False)
+    attacked = out["ifgsm"]
+    with_image = sum(r["visual_input"] != "0" for r in records)
+    assert len(attacked) == 2 * with_image and NO_IMAGE not in attacked["image_id"]
+    validate_dataset(attacked)
