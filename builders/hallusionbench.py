@@ -128,10 +128,12 @@ class HallusionBenchBuilder(VHBuilder):
 
     def _image_path(self, image_dir: Path, filename: str) -> Path:
         relative = filename.replace("\\", "/").removeprefix("./")
-        path = image_dir / relative
-        if not path.is_file() and relative.startswith(f"{IMAGE_FOLDER}/"):
-            path = image_dir / relative[len(IMAGE_FOLDER) + 1 :]  # README-era names carry the folder too
-        return path
+        inner = relative.removeprefix(f"{IMAGE_FOLDER}/")  # README-era names carry the folder too
+        # image_dir may be the unzipped folder itself or the folder holding it
+        for candidate in (image_dir / relative, image_dir / inner, image_dir / IMAGE_FOLDER / inner):
+            if candidate.is_file():
+                return candidate
+        return image_dir / relative
 
     def _case(self, path: Path, image_dir: Path, subset: str, index: int, record: Any) -> dict[str, Any] | None:
         """The case of record ``index`` (1-based, the "line" in errors), or None when it is skipped."""

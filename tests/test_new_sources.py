@@ -95,6 +95,12 @@ def test_hallusionbench_reads_readme_era_paths_and_refuses_inconsistent_rows(tmp
     assert Path(dsd["VD_illusion"].cast_column("image", datasets.Image(decode=False))[0]["image"]["path"]) == \
         (root / "hallusion_bench" / "VD" / "illusion" / "0_0.png").resolve()
 
+    # image_dir naming the folder that holds hallusion_bench/, the question file elsewhere
+    (tmp_path / "json").mkdir()
+    (tmp_path / "json" / "HallusionBench.json").write_text((root / "HallusionBench.json").read_text())
+    dsd, _ = load_source("hallusionbench", str(tmp_path / "json"), image_dir=str(root))
+    assert sum(len(s) for s in dsd.values()) == len(records)
+
     bad = hallusionbench_records()
     bad[5]["filename"] = "./VS/chart/0_1.png"  # text-only question with an image named
     write_hallusionbench_release(tmp_path / "bad", bad)
