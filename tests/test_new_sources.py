@@ -507,3 +507,19 @@ def test_an_attack_leaves_questions_without_an_image_out(tmp_path: Path):
     with_image = sum(r["visual_input"] != "0" for r in records)
     assert len(attacked) == 2 * with_image and NO_IMAGE not in attacked["image_id"]
     validate_dataset(attacked)
+
+
+def test_a_thought_marked_by_special_tokens_stays_marked_in_the_reply(tmp_path: Path):
+    from vhx.models import load_model
+    from vhx.parsing import parse_yes_no
+    from vhx.tiny_models import build_tiny_model
+
+    model = load_model(str(build_tiny_model("llava", tmp_path / "llava")), mode="generate")
+    tok = model.tokenizer
+    tok.add_special_tokens({"additional_special_tokens": ["<think>", "</think>", "<|begin_of_box|>", "<|end_of_box|>"]})
+    ids = tok("<think>Yes, I see a dog.</think><|begin_of_box|>No<|end_of_box|>", add_special_tokens=False)["input_ids"]
+    pad = [tok.pad_token_id] * 3 if tok.pad_token_id is not None else []
+    (reply,) = model.decode_replies([ids + [tok.eos_token_id] + pad])
+    assert parse_yes_no(reply) == "no" and "</think>" in reply and tok.eos_token not in reply
+    # what skipping every special token would have read: the thought's "Yes"
+    assert parse_yes_no(tok.batch_decode([ids], skip_special_tokens=True)[0]) == "yes"

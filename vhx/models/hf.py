@@ -56,6 +56,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,8 @@ DEFAULT_MAX_NEW_TOKENS = 16
 #: tokens comes before the answer, and a thought cut off by the budget leaves no answer to read.
 THINKING_MAX_NEW_TOKENS = 4096
 _THOUGHT_TAGS = ("<think>", "</think>", "<|begin_of_thought|>")
+#: Special tokens kept in a decoded reply: they mark what is thought and what is the answer (vhx.parsing).
+_KEPT_MARKER = re.compile(r"</?(?:think|thinking|reasoning|answer)>|<\|(?:begin|end)_of_(?:thought|solution|box)\|>", re.IGNORECASE)
 
 # Architectures whose processor inserts the image placeholders itself (query tokens before the text).
 _PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2", "fuyu", "kosmos-2"}
@@ -500,7 +503,7 @@ class HFModel:
         # Repeated rows (num_return_sequences) follow their prompt, so compare against repeated ids.
         ids = inputs["input_ids"].repeat_interleave(repeats, dim=0)
         answers = self._strip_prompt(sequences, ids)
-        texts = [t.strip() for t in self.tokenizer.batch_decode(answers, skip_special_tokens=True)]
+        texts = self.decode_replies(answers)
         preds: list[Prediction] = []
         for i in range(len(questions)):
             group = texts[i * repeats : (i + 1) * repeats] * (n if not sampling else 1)
@@ -517,6 +520,20 @@ class HFModel:
                     )
                 )
         return preds
+
+    def decode_replies(self, token_ids: Any) -> list[str]:
+        """The generated replies as text, special tokens dropped except the thought, answer and box
+        markers (``<think>``, ``</think>``, ``<|begin_of_box|>``, ...): some tokenizers make those
+        special, and without them a thought would read as the answer."""
+        special = [t for t in getattr(self.tokenizer, "all_special_tokens", []) or [] if t and not _KEPT_MARKER.fullmatch(t)]
+        added = getattr(self.tokenizer, "added_tokens_decoder", {}) or {}
+        special += [t.content for t in added.values() if getattr(t, "special", False) and not _KEPT_MARKER.fullmatch(t.content)]
+        key = tuple(sorted(set(special), key=len, reverse=True))
+        if getattr(self, "_drop_special", (None, None))[0] != key:
+            self._drop_special = (key, re.compile("|".join(map(re.escape, key))) if key else None)
+        drop = self._drop_special[1]
+        texts = self.tokenizer.batch_decode(token_ids, skip_special_tokens=False)
+        return [(drop.sub("", t) if drop else t).strip() for t in texts]
 
     def _predict_logits(self, images: Sequence[Image.Image], questions: Sequence[str]) -> list[Prediction]:
         torch = self._torch
