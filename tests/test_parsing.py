@@ -180,6 +180,11 @@ def test_parse_boxes(text, expected):
 
 
 ANNOUNCED_TABLE = [
+    # a heading line that only says "Answer", then the answer
+    ("### Answer\nYes", "yes"),
+    ("**Final Answer**\nNo", "no"),
+    ("Answer\n\nno.", "no"),
+    ("Answer\nThere is a dog", "unknown"),
     ("The answer is no.", "no"),
     ("The answer is yes.", "yes"),
     ("So the answer is: Yes", "yes"),

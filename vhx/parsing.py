@@ -23,7 +23,8 @@ Rules of :func:`parse_yes_no`, applied in order:
    (``\\boxed{3}``) the reply is ``unknown``: the rest of the text is not read.
 5. Leading decoration is dropped: whitespace, markdown (``**``, ``__``, ``#``, ``>``, backticks, list
    bullets such as ``-`` or ``1.``), quotes and opening brackets. ``"**Yes**, ..."`` reads as ``Yes``.
-6. One leading answer label is dropped: ``Answer:``, ``A:``, ``Final answer:`` (any case).
+6. One leading answer label is dropped: ``Answer:``, ``A:``, ``Final answer:`` (any case), or a
+   heading line that says only ``Answer`` / ``Final Answer`` (``"### Answer\nYes"``, ``"**Final Answer**\nNo"``).
 7. The first word decides, case-insensitively: ``yes`` is yes, ``no`` is no. A word is a run of
    letters, so ``"Yes,"``, ``"No."`` and ``"YES!"`` count, while ``"Yesterday"``, ``"Nothing"``,
    ``"Not"`` and ``"No-one"`` do not. Only the first word counts, so an answer with both words
@@ -72,7 +73,7 @@ UNKNOWN_REASONS: tuple[str, ...] = (
 
 # Markdown, quotes, bullets and brackets that models put before the answer word.
 _LEADING_JUNK = re.compile(r"^(?:[\s*_#>`'\"“‘(\[{~|•·-]+|\d+[.)]\s+)+")
-_LABEL = re.compile(r"^(?:final\s+answer|answer|a)\s*[:：]\s*", re.IGNORECASE)
+_LABEL = re.compile(r"^(?:(?:final\s+answer|answer|a)\s*[:：]\s*|(?:final\s+answer|answer)[ \t*_#]*\r?\n\s*)", re.IGNORECASE)
 _FIRST_WORD = re.compile(r"^([^\W\d_]+)(?=[\W\d_]|$)")
 _WORD_CONT = re.compile(r"^[-'’][^\W\d_]")
 
