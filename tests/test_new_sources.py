@@ -523,3 +523,20 @@ def test_a_thought_marked_by_special_tokens_stays_marked_in_the_reply(tmp_path: 
     assert parse_yes_no(reply) == "no" and "</think>" in reply and tok.eos_token not in reply
     # what skipping every special token would have read: the thought's "Yes"
     assert parse_yes_no(tok.batch_decode([ids], skip_special_tokens=True)[0]) == "yes"
+
+
+def test_an_api_reasoning_reply_keeps_its_thought_apart():
+    from types import SimpleNamespace as NS
+
+    from vhx.models.openai_api import reply_texts
+    from vhx.parsing import parse_yes_no, unknown_reason
+
+    def completion(content, reasoning, finish="stop"):
+        return NS(choices=[NS(message=NS(content=content, reasoning_content=reasoning), finish_reason=finish)])
+
+    (answered,) = reply_texts(completion("No", "The question asks about a dog. Yes, I think I see one... no, it is a cat."))
+    assert parse_yes_no(answered) == "no" and answered.startswith("<think>")
+    (cut,) = reply_texts(completion(None, "Let me look closely. Yes, there is", finish="length"))
+    assert parse_yes_no(cut) == "unknown" and unknown_reason(cut) == "cut off while thinking"
+    (plain,) = reply_texts(completion("Yes", None))
+    assert plain == "Yes"

@@ -69,6 +69,25 @@ def _api_setting(name: str, doc: str) -> property:
     return property(lambda self: getattr(self.api.config, name), doc=doc)
 
 
+def reply_texts(completion: Any) -> list[str]:
+    """Each choice's reply as vhx reads it: the message text, with the thought that servers of
+    reasoning models send apart (``reasoning_content``, vLLM and DeepSeek; ``reasoning``, others)
+    put back in front between ``<think>`` tags, left open when the reply stopped at its token limit
+    with no answer (``finish_reason`` "length"), so :func:`vhx.parsing.unknown_reason` can say it
+    was cut off while thinking."""
+    texts = []
+    choices = completion.choices
+    for choice, content in zip(choices, choice_contents(completion)):
+        message = choice.message
+        thought = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
+        text = content or ""
+        if isinstance(thought, str) and thought.strip():
+            cut_off = not text.strip() and getattr(choice, "finish_reason", None) == "length"
+            text = f"<think>{thought}" + ("" if cut_off else f"</think>{text}")
+        texts.append(text)
+    return texts
+
+
 def image_sha256(image: Image.Image) -> str:
     """SHA-256 of an image's pixels, size and mode (independent of the file it came from)."""
     h = hashlib.sha256()
@@ -309,7 +328,7 @@ class OpenAIModel:
 
     def _extract(self, completion: Any) -> dict[str, Any]:
         # None is a legitimate empty answer (refusal, content filter): it parses as unknown.
-        value: dict[str, Any] = {"texts": [text or "" for text in choice_contents(completion)]}
+        value: dict[str, Any] = {"texts": reply_texts(completion)}
         if self.mode == "logits":
             logprobs = getattr(completion.choices[0], "logprobs", None)
             content = getattr(logprobs, "content", None) if logprobs is not None else None
