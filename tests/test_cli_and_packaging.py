@@ -33,7 +33,8 @@ def test_build_pope_then_info(pope_release: Path, tmp_path: Path, capsys):
     assert list(dsd) == ["random", "popular"] and dsd.num_rows == {"random": 3000, "popular": 3000}
     assert main(["info", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[2].split() == ["random", "3000", "0", "500", "0", "0.500"]  # no complete pairs before expand
+    assert lines[0].startswith("source `pope` (https://github.com/AoiDragon/POPE)")  # which benchmark, first
+    assert lines[3].split() == ["random", "3000", "0", "500", "0", "0.500"]  # no complete pairs before expand
     assert lines[-2].split() == ["total", "6000"]
     assert lines[-1].startswith("no negated twins yet") and "vhx expand" in lines[-1]
     # a second build into the same folder must be asked for explicitly

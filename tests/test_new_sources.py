@@ -416,7 +416,7 @@ def test_built_sources_report_their_no_image_rows(tmp_path: Path, capsys: pytest
     write_hallusionbench_release(tmp_path / "hb")
     assert main(["build", "hallusionbench", "--data-dir", str(tmp_path / "hb"), "--out", str(tmp_path / "hub")]) == 0
     out = capsys.readouterr().out
-    assert "3 rows are questions the source asks without an image" in out
+    assert "3 rows are questions the source asks without an image" in out and "source `hallusionbench` (https://github.com/tianyi-lab/HallusionBench)" in out
     card = (tmp_path / "hub" / "README.md").read_text()
     assert "3 rows are questions the source asks without an image" in card
     loaded = datasets.load_dataset(str(tmp_path / "hub"))

@@ -142,9 +142,11 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
     from vhx.adversarial.outcomes import unmoved_warning, updates_note
-    from vhx.hub import read_folder_stats
+    from vhx.hub import read_folder_sources, read_folder_stats, source_description
 
     stats = read_folder_stats(folder)
+    for source in read_folder_sources(folder):
+        print(f"source {source_description(source)}")
     header = f"{'split':<24} {'rows':>8} {'pairs':>8} {'images':>8} {'negated':>8} {'yes-ratio':>10}"
     print(header)
     print("-" * len(header))
@@ -153,10 +155,10 @@ def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
         print(f"{split:<24} {s['rows']:>8} {s.get('pairs', '-'):>8} {s.get('images', '-'):>8} {s.get('negated', '-'):>8} {yes:>10}")
     total = sum(s["rows"] for s in stats.values())
     print(f"{'total':<24} {total:>8}")
+    from vhx.hub import no_image_note
+
     no_image = sum(s.get("no_image", 0) for s in stats.values())
     if no_image:
-        from vhx.hub import no_image_note
-
         print(no_image_note(no_image))
     for split, s in stats.items():
         note = updates_note(split, s)
