@@ -13,6 +13,7 @@ from typing import Any
 import datasets
 from PIL import Image
 
+from vhx.images import to_rgb
 from vhx.schema import NO_IMAGE, ORIGINAL
 
 _CSS = """
@@ -31,7 +32,7 @@ def image_data_uri(image: Any, max_side: int = 220, quality: int = 90) -> str:
         image = Image.open(io.BytesIO(image["bytes"])) if image.get("bytes") else Image.open(image["path"])
     elif isinstance(image, (str, Path)):
         image = Image.open(image)
-    image = image.convert("RGB")
+    image = to_rgb(image)
     image.thumbnail((max_side, max_side))
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=quality)

@@ -119,3 +119,39 @@ def decode_error(exc: BaseException, *, case_id: str, image_id: str | None = Non
     """The error to raise when the image of case ``case_id`` cannot be decoded after the build."""
     image = f" (image_id {image_id})" if image_id else ""
     return DataError(f"image of case {case_id}{image} cannot be decoded ({type(exc).__name__}: {exc})", field="image")
+
+
+def encoded_bytes(value: dict | str | os.PathLike) -> bytes:
+    """The encoded file of an image as a dataset stores it (``{"bytes", "path"}``, or a path)."""
+    if isinstance(value, dict):
+        if value.get("bytes") is not None:
+            return value["bytes"]
+        value = value["path"]
+    return Path(value).read_bytes()
+
+
+def bytes_digest(value: dict | str | os.PathLike | bytes) -> str:
+    """SHA-256 (32 hex digits) of an image's encoded bytes: its identity for reuse (attacks,
+    predictions), so an image replaced under the same name is never taken for the old one."""
+    import hashlib
+
+    data = value if isinstance(value, bytes) else encoded_bytes(value)
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def to_rgb(image: Image.Image) -> Image.Image:
+    """``image`` as 8-bit RGB. Unlike ``Image.convert("RGB")``, a 16-bit or 32-bit grey image is
+    scaled to 8 bits (Pillow clips it, so a 16-bit PNG turns white); a float image is read as 0..1
+    when its values lie there, else as 0..255."""
+    if image.mode == "RGB":
+        return image
+    if image.mode.startswith("I") or image.mode == "F":
+        import numpy as np
+
+        arr = np.asarray(image, dtype=np.float64)
+        if image.mode.startswith("I;16") or (image.mode == "I" and arr.max(initial=0) > 255):
+            arr = arr / 257.0  # 65535 -> 255
+        elif image.mode == "F" and arr.size and arr.min() >= 0 and arr.max() <= 1:
+            arr = arr * 255.0
+        return Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8)).convert("RGB")
+    return image.convert("RGB")

@@ -68,6 +68,7 @@ import torch
 import torch.nn.functional as F
 
 from vhx.adversarial.choices import TARGETS
+from vhx.images import to_rgb
 from vhx.adversarial.processing import center_crop, pad_to_square, resample_mode, resize, resize_target, size_dict
 from vhx.errors import VHXError
 from vhx.runtime import default_device
@@ -194,7 +195,7 @@ class VisionView(torch.nn.Module):
         """A PIL ``image`` centred on a square canvas of the processor's mean colour (LLaVA's ``expand2square``)."""
         from PIL import Image
 
-        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        rgb = to_rgb(image) if getattr(image, "mode", "RGB") != "RGB" else image
         width, height = rgb.size
         if width == height:
             return rgb
@@ -213,7 +214,7 @@ class VisionView(torch.nn.Module):
         Obtained from the image processor itself, with rescaling and normalisation switched off.
         """
         self.check_processor_resolution()
-        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        rgb = to_rgb(image) if getattr(image, "mode", "RGB") != "RGB" else image
         out = self.image_processor(
             rgb, do_rescale=False, do_normalize=False, return_tensors="np", **self.image_processor_kwargs
         )["pixel_values"]
@@ -470,7 +471,7 @@ class Qwen2VLView(VisionView):
         from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import smart_resize
 
         ip = self.image_processor
-        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        rgb = to_rgb(image) if getattr(image, "mode", "RGB") != "RGB" else image
         if getattr(ip, "do_resize", True):
             size = size_dict(ip.size)
             factor = int(ip.patch_size) * int(ip.merge_size)
@@ -800,7 +801,7 @@ class Idefics3View(VisionView):
     def processor_image(self, image: Any) -> np.ndarray:
         """The single tile (``do_image_splitting`` off) the processor makes of a PIL ``image``, 8-bit H x W x 3."""
         self.check_processor_resolution()
-        rgb = image.convert("RGB") if getattr(image, "mode", "RGB") != "RGB" else image
+        rgb = to_rgb(image) if getattr(image, "mode", "RGB") != "RGB" else image
         # one list of images per sample: a flat list would be one sample
         out = self.image_processor([[rgb]], do_rescale=False, do_normalize=False, return_tensors="np", **self.image_processor_kwargs)
         arr = np.asarray(out["pixel_values"])
@@ -1055,7 +1056,7 @@ def processor_features(view: VisionView, processor: Any, images: Sequence[Any]) 
     from vhx.models.hf import NESTED_IMAGES_TYPES
 
     image_processor = getattr(processor, "image_processor", processor)
-    rgb = [im.convert("RGB") if getattr(im, "mode", "RGB") != "RGB" else im for im in images]
+    rgb = [to_rgb(im) if getattr(im, "mode", "RGB") != "RGB" else im for im in images]
     # processors that take one list of images per sample read a flat list as one sample of B images
     batch: list[Any] = [[im] for im in rgb] if view.model.config.model_type in NESTED_IMAGES_TYPES else rgb
     inputs = dict(image_processor(batch, return_tensors="pt", **view.image_processor_kwargs))

@@ -64,6 +64,7 @@ from typing import Any
 from PIL import Image
 
 from vhx.errors import VHXError
+from vhx.images import to_rgb
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
 from vhx.models.loading import load_pretrained
 from vhx.models.processors import load_processor  # noqa: F401  (re-exported for callers of the old home)
@@ -350,7 +351,7 @@ class HFModel:
             raise ValueError("a batch mixes questions with and without an image; predict() keeps them apart")
         texts = [self.build_prompt(q) for q in questions]
         converted: dict[int, Image.Image] = {}  # one conversion per image object, however many cases share it
-        rgb = [converted.setdefault(id(im), im.convert("RGB") if im.mode != "RGB" else im) for im in images]
+        rgb = [converted.setdefault(id(im), to_rgb(im)) for im in images]
         images_arg: list[Any] = [[im] for im in rgb] if self._model_type in NESTED_IMAGES_TYPES else rgb
         inputs = self.processor(images=images_arg, text=texts, padding=True, return_tensors="pt")
         # PaliGemma's processor adds training labels (a loss nobody reads); its token_type_ids stay

@@ -51,6 +51,7 @@ from vhx.api_client import (
     request_key,
 )
 from vhx.errors import VHXError
+from vhx.images import to_rgb
 from vhx.jsonl import JsonlCache
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
 from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
@@ -98,7 +99,7 @@ def image_sha256(image: Image.Image) -> str:
 
 def encode_image(image: Image.Image, fmt: str = "png", quality: int = 90) -> str:
     """The image as a ``data:`` URL (PNG by default: lossless, so the model sees the test image)."""
-    rgb = image.convert("RGB") if image.mode not in ("RGB", "L") else image
+    rgb = image if image.mode in ("RGB", "L") else to_rgb(image)
     buf = io.BytesIO()
     if fmt == "jpeg":
         rgb.save(buf, format="JPEG", quality=quality)

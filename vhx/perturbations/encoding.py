@@ -9,6 +9,7 @@ import numpy as np
 from PIL import Image
 
 from vhx.errors import DataError
+from vhx.images import to_rgb
 
 
 def to_rgb_array(image: Image.Image | np.ndarray) -> np.ndarray:
@@ -17,7 +18,7 @@ def to_rgb_array(image: Image.Image | np.ndarray) -> np.ndarray:
     Grey images (H x W or H x W x 1) are repeated over three channels, as ``imagecorruptions.corrupt`` does.
     """
     if isinstance(image, Image.Image):
-        return np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
+        return np.asarray(to_rgb(image))
     arr = np.asarray(image)
     if arr.dtype != np.uint8:
         raise DataError(f"expected a uint8 image array, got dtype {arr.dtype}", field="image")

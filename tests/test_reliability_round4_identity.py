@@ -1,0 +1,47 @@
+"""Issue 48, part 1: an image is its bytes. A replaced image is attacked and scored again, two source
+files never share an image_id, and a 16-bit image keeps its grey levels."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import datasets
+import numpy as np
+import pytest
+from PIL import Image
+
+from vhx.images import to_rgb
+
+
+def _png16(path: Path) -> np.ndarray:
+    """A 16-bit grey PNG (Pillow mode I;16) with a ramp of levels; returns the 8-bit levels it stands for."""
+    levels = (np.arange(24 * 24, dtype=np.uint32).reshape(24, 24) * 113 % 65536).astype(np.uint16)
+    Image.fromarray(levels).save(path)
+    assert Image.open(path).mode.startswith("I")
+    return np.rint(levels / 257.0).astype(np.uint8)
+
+
+def test_a_16_bit_grey_png_keeps_its_levels(tmp_path: Path):
+    expected = _png16(tmp_path / "deep.png")
+    with Image.open(tmp_path / "deep.png") as im:
+        rgb = np.asarray(to_rgb(im))
+        clipped = np.asarray(im.convert("RGB"))
+    assert np.array_equal(rgb[:, :, 0], expected) and np.array_equal(rgb[:, :, 1], expected)
+    assert (clipped == 255).mean() > 0.9  # what Pillow's own conversion gives: white
+
+
+def test_a_16_bit_png_is_perturbed_from_its_levels_not_white(tmp_path: Path):
+    from vhx.perturbations import perturb_splits
+    from vhx.schema import FEATURES, make_case
+
+    expected = _png16(tmp_path / "deep.png")
+    case = make_case(source="custom", subset="s", source_id="1", image={"path": str(tmp_path / "deep.png"), "bytes": None},
+                     image_id="custom:deep", question="Is it dark?", answer="yes")
+    ds = datasets.Dataset.from_list([case], features=FEATURES)
+    out = perturb_splits(ds, ["brightness"], image_dir=tmp_path / "cache", workers=1)
+    bright = np.asarray(out["brightness"][0]["image"].convert("RGB"))
+    # brightness adds to V: every pixel at least as bright as its level, and not all white
+    assert (bright[:, :, 0].astype(int) >= expected.astype(int) - 1).all()
+    assert (bright == 255).mean() < 0.9
