@@ -12,7 +12,9 @@ a trailing dot allowed; JSON booleans and the numbers ``1`` / ``0`` too, see
 ``data_dir`` / ``image_dir`` unless ``allow_outside_paths=True``; a line that is not UTF-8 is a bad row.
 
 Column names are configurable. One split per subset value (records without one go to ``subset``,
-default ``custom``). ``image_id`` is ``custom:{image path without extension}``.
+default ``custom``). ``image_id`` is ``custom:{image path without extension}``, with the extension
+where another image file of the same folder has the same name (``a.png`` beside ``a.jpg``), so two
+files never share an image_id.
 
 :func:`from_hub_dataset` maps an existing ``datasets.Dataset`` / ``DatasetDict``, a Hub id or a local
 folder onto :data:`vhx.schema.FEATURES` with ``Dataset.map``.
@@ -65,8 +67,28 @@ class CustomConfig(VHBuilderConfig):
     subset: str = "custom"
 
 
-def _image_id_from_path(path: str) -> str:
-    return f"{SOURCE}:{PurePosixPath(path.replace(os.sep, '/')).with_suffix('').as_posix()}"
+#: Suffixes of the files that can be a case's image (a .txt beside an image shares its stem harmlessly).
+_IMAGE_SUFFIXES = frozenset({".jpg", ".jpeg", ".png", ".gif", ".bmp", ".webp", ".tif", ".tiff", ".ppm", ".pgm"})
+
+
+def _shared_stems(folder: Path, cache: dict[Path, frozenset[str]]) -> frozenset[str]:
+    """Stems that several image files of ``folder`` have (``a.png`` and ``a.jpg``), read once per folder."""
+    if folder not in cache:
+        try:
+            stems = [os.path.splitext(n)[0] for n in os.listdir(folder) if os.path.splitext(n)[1].lower() in _IMAGE_SUFFIXES]
+        except OSError:
+            stems = []
+        cache[folder] = frozenset(s for s in set(stems) if stems.count(s) > 1) if len(stems) != len(set(stems)) else frozenset()
+    return cache[folder]
+
+
+def _image_id_from_path(path: str, where: Path | None = None, cache: dict[Path, frozenset[str]] | None = None) -> str:
+    """``custom:{path without extension}``, or with it where another image file of its folder has the same
+    stem (``a.png`` beside ``a.jpg``): two source files never share an image_id. ``where`` is the file on
+    disk (None: not looked up), ``cache`` the folder listings of one build."""
+    posix = PurePosixPath(path.replace(os.sep, "/"))
+    keep_suffix = where is not None and posix.stem in _shared_stems(where.parent, cache if cache is not None else {})
+    return f"{SOURCE}:{(posix if keep_suffix else posix.with_suffix('')).as_posix()}"
 
 
 class CustomBuilder(VHBuilder):
@@ -156,7 +178,7 @@ class CustomBuilder(VHBuilder):
                 subset=subset,
                 source_id=source_id,
                 image=image_value(image_path),
-                image_id=_image_id_from_path(image),
+                image_id=_image_id_from_path(image, image_path, self.__dict__.setdefault("_stems", {})),
                 question=question.strip(),
                 answer=answer,
                 provenance={"file": path.name, "line": lineno, "image_file": image},
@@ -184,10 +206,22 @@ def _load(origin: str, split: str | None, load_kwargs: dict[str, Any]) -> datase
     return datasets.load_dataset(origin, split=split, **load_kwargs)
 
 
-def _image_id(value: dict[str, Any], **where: Any) -> str:
+def _image_id(value: dict[str, Any], first_bytes: dict[str, str] | None = None, **where: Any) -> str:
+    """The image_id of a row of another dataset: from the file's path (or name), else from its bytes.
+
+    Rows that embed different bytes under one file name (Hub datasets often name every image
+    ``image.jpg``) get the bytes' hash appended to all but the first, so two images never share an
+    id; ``first_bytes`` remembers the first digest seen per id across the calls of one conversion.
+    """
     path, data = value.get("path"), value.get("bytes")
     if path:
-        return _image_id_from_path(path)
+        # a file on disk is checked for namesakes; embedded bytes are told apart by their digest below
+        image_id = _image_id_from_path(path, Path(path) if not data and os.path.isabs(path) else None)
+        if data and first_bytes is not None:
+            digest = hashlib.sha1(data).hexdigest()[:16]
+            if first_bytes.setdefault(image_id, digest) != digest:
+                image_id = f"{image_id}#{digest}"
+        return image_id
     if data:
         return f"{SOURCE}:{hashlib.sha1(data).hexdigest()[:16]}"
     raise DataError("no image (neither path nor bytes)", **where)
@@ -236,6 +270,7 @@ def _convert_split(
     # Undecoded images give their path and bytes: the image_id comes from them and nothing is re-encoded.
     part = part.cast_column(image_column, datasets.Image(decode=False))
     seen: dict[str, int] = {}
+    first_bytes: dict[str, str] = {}
 
     def convert(batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {name: [] for name in FEATURES}
@@ -244,7 +279,7 @@ def _convert_split(
                 image = batch[image_column][j]
                 if image is None:
                     raise DataError("no image", file=label, row=i, field=image_column)
-                image_id = _image_id(image, file=label, row=i, field=image_column)
+                image_id = _image_id(image, first_bytes, file=label, row=i, field=image_column)
                 _check_image(image, checks, file=label, row=i, field=image_column)
                 question = batch[question_column][j]
                 if problem := question_problem(question):

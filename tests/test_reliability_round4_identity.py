@@ -45,3 +45,44 @@ def test_a_16_bit_png_is_perturbed_from_its_levels_not_white(tmp_path: Path):
     # brightness adds to V: every pixel at least as bright as its level, and not all white
     assert (bright[:, :, 0].astype(int) >= expected.astype(int) - 1).all()
     assert (bright == 255).mean() < 0.9
+
+
+def test_a_png_and_a_jpg_of_one_name_stay_two_images(tmp_path: Path):
+    from vhx.builders import load_source
+
+    (tmp_path / "imgs").mkdir()
+    Image.new("RGB", (8, 8), "red").save(tmp_path / "imgs" / "a.png")
+    Image.new("RGB", (8, 8), "blue").save(tmp_path / "imgs" / "a.jpg")
+    Image.new("RGB", (8, 8), "green").save(tmp_path / "imgs" / "b.png")
+    rows = [{"image": "imgs/a.png", "question": "Is it red?", "answer": "yes"},
+            {"image": "imgs/a.jpg", "question": "Is it blue?", "answer": "yes"},
+            {"image": "imgs/b.png", "question": "Is it green?", "answer": "yes"}]
+    (tmp_path / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dsd, _ = load_source("custom", str(tmp_path))
+    ids = dsd["custom"]["image_id"]
+    assert ids == ["custom:imgs/a.png", "custom:imgs/a.jpg", "custom:imgs/b"]  # b has no twin name: unchanged
+    from vhx.pipeline import expand
+
+    out = expand(dsd, perturb=["brightness"])
+    colours = {r["image_id"]: np.asarray(r["image"].convert("RGB"))[0, 0] for r in out["brightness"]}
+    assert colours["custom:imgs/a.png"][0] > colours["custom:imgs/a.png"][2]  # still red after brightening
+    assert colours["custom:imgs/a.jpg"][2] > colours["custom:imgs/a.jpg"][0]  # still blue
+
+
+def test_embedded_images_of_one_name_but_other_bytes_stay_two_images(tmp_path: Path):
+    from vhx.builders.custom import from_hub_dataset
+
+    def png(colour: str) -> bytes:
+        buf = io.BytesIO()
+        Image.new("RGB", (4, 4), colour).save(buf, format="PNG")
+        return buf.getvalue()
+
+    ds = datasets.Dataset.from_dict(
+        {"image": [{"bytes": png("red"), "path": "image.png"}, {"bytes": png("blue"), "path": "image.png"},
+                   {"bytes": png("red"), "path": "image.png"}],
+         "question": ["Is it red?", "Is it blue?", "Is it red?"], "answer": ["yes", "yes", "yes"]},
+        features=datasets.Features({"image": datasets.Image(), "question": datasets.Value("string"), "answer": datasets.Value("string")}),
+    )
+    out = from_hub_dataset(ds)
+    ids = out["image_id"]
+    assert ids[0] == ids[2] == "custom:image" and ids[1].startswith("custom:image#") and len(set(ids)) == 2
