@@ -86,3 +86,34 @@ def test_embedded_images_of_one_name_but_other_bytes_stay_two_images(tmp_path: P
     out = from_hub_dataset(ds)
     ids = out["image_id"]
     assert ids[0] == ids[2] == "custom:image" and ids[1].startswith("custom:image#") and len(set(ids)) == 2
+
+
+def _custom_release(root: Path, colour: str) -> None:
+    (root / "imgs").mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (32, 32), colour).save(root / "imgs" / "a.png")
+    Image.new("RGB", (32, 32), "white").save(root / "imgs" / "b.png")
+    rows = [{"image": "imgs/a.png", "question": "Is there a circle?", "answer": "yes"},
+            {"image": "imgs/b.png", "question": "Is there a circle?", "answer": "no"}]
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_a_replaced_image_is_attacked_again(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from vhx.adversarial import adversarial_splits
+    from vhx.builders import load_source
+    from vhx.pipeline import expand
+
+    store = tmp_path / "attacks"
+    results = {}
+    for colour in ("red", "blue"):  # the same file name, replaced between the two runs
+        _custom_release(tmp_path / "data", colour)
+        dsd, _ = load_source("custom", str(tmp_path / "data"))
+        pairs = expand(dsd)["original"]
+        out = adversarial_splits(pairs, "vhx-tiny:llava", methods=("ifgsm",), vh_column="negated", steps_nonvh=2, steps_vh=2,
+                                 out_dir=store, progress=False)["ifgsm"]
+        results[colour] = {r["image_id"]: np.asarray(r["image"].convert("RGB"), dtype=int) for r in out}
+    err = capsys.readouterr().err
+    assert "1 of 2 stored attacks redone" in err or "2 of 4 stored attacks redone" in err
+    blue = results["blue"]["custom:imgs/a"]
+    # the attacked image is the blue one, within the attack's budget of it, not the old red one
+    assert np.abs(blue - np.array([0, 0, 255])).max() <= 9
+    assert np.array_equal(results["red"]["custom:imgs/b"], results["blue"]["custom:imgs/b"])  # unchanged image reused

@@ -32,7 +32,7 @@ def image_data_uri(image: Any, max_side: int = 220, quality: int = 90) -> str:
         image = Image.open(io.BytesIO(image["bytes"])) if image.get("bytes") else Image.open(image["path"])
     elif isinstance(image, (str, Path)):
         image = Image.open(image)
-    image = to_rgb(image)
+    image = to_rgb(image) if image.mode != "RGB" else image.copy()  # thumbnail() below works in place
     image.thumbnail((max_side, max_side))
     buf = io.BytesIO()
     image.save(buf, format="JPEG", quality=quality)

@@ -69,6 +69,7 @@ import io
 import json
 import logging
 import os
+import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -94,7 +95,7 @@ from vhx.adversarial.attack import (
 from vhx.adversarial.pool import AttackItem
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
-from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
+from vhx.images import DECODE_ERRORS, bytes_digest, check_pixels, decode_error, strict_decoding, to_rgb
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
@@ -296,6 +297,7 @@ class _Job:
     branch: str
     row: int  # a row holding the image
     size: tuple[int, int]  # (height, width)
+    source_sha256: str = ""  # digest of the source image's bytes: a replaced image is attacked again
 
 
 def _image_size(image: Mapping[str, Any]) -> tuple[int, int]:
@@ -315,7 +317,7 @@ def _open_image(image: Mapping[str, Any]) -> Image.Image:
 def _load_pixels(image: Mapping[str, Any], view: Any, config: AttackConfig) -> tuple[np.ndarray, Any]:
     """The 8-bit pixels to attack (H x W x 3) and the PIL image they come from (for a processor-side clean embedding)."""
     with strict_decoding(), _open_image(image) as im:
-        pil = im.convert("RGB")
+        pil = to_rgb(im) if im.mode != "RGB" else im.copy()  # a copy: closing the file would leave nothing
     if config.pad_square:
         pil = view.pad_square_image(pil)
     if config.resolution == "processor":
@@ -424,6 +426,7 @@ def run_attacks(
                     png_bytes(result.image),
                     {
                         "image_id": job.image_id,
+                        "source_sha256": job.source_sha256,
                         "method": config.method,
                         "branch": branch,
                         "height": job.size[0],
@@ -800,10 +803,12 @@ def adversarial_splits(
     for row, (image_id, branch) in enumerate(zip(image_ids, branches)):
         first_row.setdefault((image_id, branch), row)
     sizes: dict[str, tuple[int, int]] = {}
+    digests: dict[str, str] = {}
     for (image_id, _), row in first_row.items():
         if image_id not in sizes:
             try:
                 sizes[image_id] = _image_size(cases[row]["image"])
+                digests[image_id] = bytes_digest(cases[row]["image"])
             except DECODE_ERRORS as exc:
                 raise decode_error(exc, case_id=cases[row]["id"], image_id=image_id) from exc
             height, width = sizes[image_id]
@@ -822,7 +827,15 @@ def adversarial_splits(
                     settings["dtype"] = precision
                 key = attack_key(image_id, branch, settings)
                 keys[(image_id, branch)] = key
-                jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id]))
+                jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id], source_sha256=digests[image_id]))
+            # an attack stored for another image under the same image_id (replaced since) is redone;
+            # records of folders written before digests were kept are taken as they are
+            changed = [job for job in jobs if job.key in store and store.records[job.key].get("source_sha256") not in (None, job.source_sha256)]
+            if changed and state.is_main_process:
+                print(f"{method}: {len(changed)} of {len(jobs)} stored attacks redone: their source images changed since "
+                      "they were attacked (same image_id, other bytes)", file=sys.stderr)
+            for job in changed:
+                store.records.pop(job.key)
             pending = [job for job in jobs if job.key not in store]
             # Every process must split the same list: none may write a result before all have read the store.
             state.wait_for_everyone()
