@@ -117,3 +117,37 @@ def test_a_replaced_image_is_attacked_again(tmp_path: Path, capsys: pytest.Captu
     # the attacked image is the blue one, within the attack's budget of it, not the old red one
     assert np.abs(blue - np.array([0, 0, 255])).max() <= 9
     assert np.array_equal(results["red"]["custom:imgs/b"], results["blue"]["custom:imgs/b"])  # unchanged image reused
+
+
+class ColourModel:
+    """Says yes when the image's first pixel is red."""
+
+    name, options = "colour", {}
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def predict(self, images, questions):
+        from vhx.models import Prediction
+
+        self.asked += len(images)
+        return [Prediction(raw=a, pred=a) for a in ("yes" if im.convert("RGB").getpixel((0, 0))[0] > 128 else "no" for im in images)]
+
+
+def test_a_replaced_image_is_scored_again_into_the_same_run(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from vhx.builders import load_source
+    from vhx.hub import write_hub_folder
+    from vhx.predict import predict_dataset
+    from vhx.scoring import load_predictions
+
+    model = ColourModel()
+    for colour, asked in (("red", 2), ("red", 0), ("blue", 1)):
+        _custom_release(tmp_path / "data", colour)
+        dsd, _ = load_source("custom", str(tmp_path / "data"))
+        write_hub_folder(dsd, tmp_path / "hub", repo_id="vhx/x", overwrite=True)
+        before = model.asked
+        predict_dataset(str(tmp_path / "hub"), model, tmp_path / "run", progress=False)
+        assert model.asked - before == asked, colour  # nothing again for the same image, the replaced one again
+    assert "1 cases scored again: 1 of their images changed" in capsys.readouterr().err
+    preds = load_predictions(tmp_path / "run").set_index("id")["pred"]
+    assert preds["custom/custom/1"] == "no"  # the blue image's answer, not the red one's

@@ -27,6 +27,7 @@ import io
 import json
 import logging
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -113,6 +114,46 @@ def content_digest(ds: datasets.Dataset) -> str:
             for value in batch[column].to_pylist():
                 digest.update(str(value).encode("utf-8") + b"\0")
     return digest.hexdigest()[:16]
+
+
+def image_digests(ds: datasets.Dataset, n: int | None = None) -> dict[str, str]:
+    """``{image_id: digest of its encoded bytes}`` over the first ``n`` cases of ``ds`` (one read per image)."""
+    from vhx.images import bytes_digest
+    from vhx.schema import NO_IMAGE
+
+    ids = ds.select_columns(["image_id"])[: len(ds) if n is None else n]["image_id"]
+    first: dict[str, int] = {}
+    for row, image_id in enumerate(ids):
+        if image_id != NO_IMAGE:
+            first.setdefault(image_id, row)
+    if not first:
+        return {}
+    # a datasets.Dataset or a Hub folder read in place (vhx.hub.FolderSplit): both index rows and cast
+    raw = ds.cast_column("image", datasets.Image(decode=False))
+    out = {}
+    for image_id, row in first.items():
+        case = raw[row]
+        try:
+            out[image_id] = bytes_digest(case["image"])
+        except OSError as exc:
+            raise decode_error(exc, case_id=case["id"], image_id=image_id) from None
+    return out
+
+
+def _recorded_digests(run_file: Path, model: str) -> dict[tuple[str, str], str]:
+    """The image digests a run folder's earlier runs of ``model`` scored, latest first wins."""
+    if not run_file.is_file():
+        return {}
+    try:
+        record = json.loads(run_file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError:
+        return {}
+    out: dict[tuple[str, str], str] = {}
+    for r in [*record.get("previous_runs", []), record]:  # oldest first: later runs overwrite
+        if isinstance(r, dict) and r.get("model") == model and isinstance(r.get("images"), dict):
+            for split, digests in r["images"].items():
+                out.update({(split, i): d for i, d in (digests or {}).items()})
+    return out
 
 
 def _describe(data: Any, parts: Mapping[str, datasets.Dataset]) -> dict[str, Any]:
@@ -381,12 +422,25 @@ def _predict(
     todo: list[tuple[str, int]] = []
     image_ids: dict[str, list[Any]] = {}
     total = 0
+    # an image replaced under the same image_id since its cases were scored: those cases are scored again
+    digests = {split: image_digests(ds, None if limit is None else min(limit, len(ds))) for split, ds in parts.items()}
+    recorded = _recorded_digests(out / RUN_FILE, name) if done else {}
+    changed = {k for k, d in recorded.items() if digests.get(k[0], {}).get(k[1], d) != d}
+    redone = 0
     for split, ds in parts.items():
         n = len(ds) if limit is None else min(limit, len(ds))
         total += n
         columns = ds.select_columns(["id", "image_id"])[:n]
         image_ids[split] = columns["image_id"]
-        todo.extend((split, i) for i, cid in enumerate(columns["id"]) if (name, split, str(cid)) not in done)
+        for i, (cid, image_id) in enumerate(zip(columns["id"], columns["image_id"])):
+            if (name, split, str(cid)) not in done:
+                todo.append((split, i))
+            elif (split, image_id) in changed:
+                todo.append((split, i))
+                redone += 1
+    if redone and is_main:
+        print(f"{out}: {redone:,} cases scored again: {len({i for _, i in changed}):,} of their images changed since they were "
+              "scored (same image_id, other bytes)", file=sys.stderr)
     todo = group_by_image(todo, image_ids)
     mine = shard_cases(todo, rank, world)
 
@@ -409,6 +463,8 @@ def _predict(
             "world_size": world,
             "cases": total,
             "already_done": total - len(todo),
+            # what each image_id was when scored: a replaced image is scored again on resume
+            "images": digests,
             "started": started,
             "finished": None,
             "previous_runs": previous,
