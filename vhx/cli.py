@@ -115,6 +115,34 @@ def build_source(args: argparse.Namespace) -> Any:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """``vhx build``: builder -> Hub folder, then print its summary."""
+    from vhx.locking import output_lock
+
+    if args.data_dir:
+        refuse_input_as_output(args.data_dir, args.out, what="--data-dir")
+    # one writer per output folder, from before the release is read: a second build refuses at once
+    with output_lock(args.out, what=f"the output folder {args.out}"):
+        return _build(args)
+
+
+def refuse_input_as_output(source: str | os.PathLike, out: str | os.PathLike, *, what: str) -> None:
+    """Refuse an output folder that is the input folder ``source``, lies inside it or holds it.
+
+    Writing there would replace (``--overwrite``) or mix with what the command reads; paths are
+    compared resolved, so ``pope``, ``./pope`` and a link to it are one folder."""
+    src, dst = Path(source).resolve(), Path(out).resolve()
+    if dst == src:
+        where = "is"
+    elif dst.is_relative_to(src):
+        where = "lies inside"
+    elif src.is_relative_to(dst):
+        where = "holds"
+    else:
+        return
+    raise VHXError(f"--out {out} {where} the input folder {source} ({what}): the output would replace or mix with what "
+                   "is read (also with --overwrite); name another output folder")
+
+
+def _build(args: argparse.Namespace) -> int:
     from vhx.hub import write_hub_folder
 
     if args.source == "synthetic-instruct":
@@ -227,13 +255,25 @@ def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any
 
 def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_id: str) -> Any:
     """Expand ``dsd`` as the options say, write the Hub folder, the review export and the gallery."""
+    from vhx.locking import output_lock
+
+    names, params = _perturb_names(args.perturb)
+    out = Path(args.out)
+    # the folder, its review sample and gallery come from one run (`vhx run` too; taken again by `vhx expand`'s own hold)
+    with output_lock(out, what=f"the output folder {out}"):
+        return _expand_and_write(dsd, args, negator=negator, repo_id=repo_id, names=names, params=params, out=out)
+
+
+def _expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_id: str, names: list[str],
+                      params: dict[str, dict[str, Any]], out: Path) -> Any:
     from vhx.pipeline import expand
     from vhx.gallery import gallery_title, write_gallery
     from vhx.hub import write_hub_folder
     from vhx.review import review_export
 
-    names, params = _perturb_names(args.perturb)
-    out = Path(args.out)
+    if (out / "data").exists() and not args.overwrite:
+        # said before the expansion runs (minutes), not when its result is written
+        raise FileExistsError(f"{out / 'data'} exists; pass --overwrite to replace it")
     from vhx.adversarial.options import attack_methods, attack_options_from_args
 
     attacks = attack_methods(args)
@@ -318,10 +358,15 @@ def cmd_expand(args: argparse.Namespace) -> int:
     _check_model(getattr(args, "target_model", None))
     if not (Path(args.source_folder) / "README.md").is_file():
         raise VHXError(f"{args.source_folder}: not a Hub dataset folder (write one with `vhx build`)")
-    # rows reference each distinct image as a file: no datasets cache with an image per case
-    dsd = load_folder_by_reference(args.source_folder)
-    expand_and_write(dsd, args, negator=make_negator(args), repo_id=args.repo_id or f"vhx/{Path(args.source_folder).name}-expanded")
-    _print_stats(args.out)
+    refuse_input_as_output(args.source_folder, args.out, what="the folder expanded")
+    from vhx.locking import output_lock
+
+    # one writer per output folder, from before the source is read: a second expand refuses at once
+    with output_lock(args.out, what=f"the output folder {args.out}"):
+        # rows reference each distinct image as a file: no datasets cache with an image per case
+        dsd = load_folder_by_reference(args.source_folder)
+        expand_and_write(dsd, args, negator=make_negator(args), repo_id=args.repo_id or f"vhx/{Path(args.source_folder).name}-expanded")
+        _print_stats(args.out)
     return 0
 
 
@@ -331,6 +376,12 @@ def cmd_gallery(args: argparse.Namespace) -> int:
 
     from vhx.gallery import gallery_title, write_gallery
 
+    if args.out:
+        folder, target = Path(args.folder).resolve(), Path(args.out).resolve()
+        if target == folder or target == folder / "README.md" or target.is_relative_to(folder / "data"):
+            # the page would replace the folder's card or data, which it shows
+            raise VHXError(f"--out {args.out} is part of the Hub folder {args.folder} (its card or data): name an HTML file "
+                           f"such as {Path(args.folder) / 'gallery.html'} (the default)")
     name = DatasetCard.load(Path(args.folder) / "README.md").data.get("pretty_name") or Path(args.folder).name
     # the run's own gallery comes back unchanged (same sample, same title); another one is not written over it
     out = write_gallery(_load_folder(args.folder), args.out or Path(args.folder) / "gallery.html", n=args.n, seed=args.seed,

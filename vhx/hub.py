@@ -205,23 +205,28 @@ def write_hub_folder(
     instead, every row with its own copy of its image, in the rows' own order (the layout vhx wrote
     before; kept for comparison).
     """
+    from vhx.locking import output_lock
+
     folder = Path(folder)
-    if (folder / "data").exists() and not overwrite:
-        raise FileExistsError(f"{folder / 'data'} exists; pass overwrite=True (--overwrite) to replace it")
     if not dsd:
         raise DataError("nothing to write: the DatasetDict has no splits")
-    _remove_stale_writes(folder)
-    # Everything is written into a temporary sibling first; the folder's data/ and README.md are only
-    # swapped in once complete, so an interrupted or failed write never leaves a folder that reads as
-    # a result (a crash during the swap itself leaves INCOMPLETE_MARKER, which readers refuse).
-    staging = folder.parent / f".{folder.name}{_STAGING}{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    try:
-        _write_folder_contents(dsd, staging, repo_id=repo_id, pretty_name=pretty_name, summary=summary, license=license,
-                               template=template, max_shard_size=max_shard_size, card_vars=card_vars, share_images=share_images,
-                               target=folder)
-        _swap_in(staging, folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    # one writer per folder: a second one is refused (naming the first's pid) instead of both
+    # checking data/ before either has written it and one result silently replacing the other
+    with output_lock(folder, what=f"the output folder {folder}"):
+        if (folder / "data").exists() and not overwrite:
+            raise FileExistsError(f"{folder / 'data'} exists; pass overwrite=True (--overwrite) to replace it")
+        _remove_stale_writes(folder)
+        # Everything is written into a temporary sibling first; the folder's data/ and README.md are only
+        # swapped in once complete, so an interrupted or failed write never leaves a folder that reads as
+        # a result (a crash during the swap itself leaves INCOMPLETE_MARKER, which readers refuse).
+        staging = folder.parent / f".{folder.name}{_STAGING}{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        try:
+            _write_folder_contents(dsd, staging, repo_id=repo_id, pretty_name=pretty_name, summary=summary, license=license,
+                                   template=template, max_shard_size=max_shard_size, card_vars=card_vars, share_images=share_images,
+                                   target=folder)
+            _swap_in(staging, folder)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return folder
 
 

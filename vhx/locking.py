@@ -14,6 +14,7 @@ import errno
 import json
 import os
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -86,6 +87,82 @@ def exclusive_lock(path: str | os.PathLike, *, timeout: float | None = None, wha
         yield
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def output_lock_file(target: str | os.PathLike) -> Path:
+    """The lock file of the output folder or file ``target``: ``.NAME.vhx.lock`` beside it.
+
+    Beside, not inside: a Hub folder is written into a staging folder and moved into place, so a lock
+    inside it would not be the one the next writer sees, and it must not be published with the folder.
+    The path is resolved, so ``out``, ``./out`` and a link to it share one lock.
+    """
+    resolved = Path(target).resolve()
+    if not resolved.name:  # the filesystem root has no sibling
+        return resolved / ".vhx.lock"
+    return resolved.parent / f".{resolved.name}.vhx.lock"
+
+
+# (lock file, thread) -> depth: the locks this process holds through output_lock
+_OUTPUT_LOCKS: dict[tuple[str, int], int] = {}
+
+
+@contextlib.contextmanager
+def output_lock(target: str | os.PathLike, *, what: str = "") -> Iterator[None]:
+    """Hold the one-writer lock of the output folder (or file) ``target`` for the ``with`` block.
+
+    A second writer, in another process or another thread, is refused at once with :class:`LockBusy`
+    naming the holder's pid. Taking it again in the thread that holds it passes: a command holds its
+    output's lock from the start, and the library writers it calls (``write_hub_folder``) take it too.
+    The lock file (:func:`output_lock_file`) is removed when the lock is released, and so are the
+    folders above it made for it that stayed empty: a command that fails leaves nothing beside its output.
+    """
+    lock = output_lock_file(target)
+    key = (str(lock), threading.get_ident())
+    if key in _OUTPUT_LOCKS:
+        _OUTPUT_LOCKS[key] += 1
+        try:
+            yield
+        finally:
+            _OUTPUT_LOCKS[key] -= 1
+        return
+    made = []  # folders made for the lock file, deepest first
+    parent = lock.parent
+    while not parent.exists():
+        made.append(parent)
+        parent = parent.parent
+    while True:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = open_no_follow(lock, os.O_RDWR | os.O_CREAT)
+        except FileNotFoundError:  # its folder was removed by a holder that just finished
+            continue
+        if not _try_lock(fd):
+            os.close(fd)
+            raise LockBusy(f"{what or f'the output {target}'} is in use by another vhx process ({_holder(lock)}); "
+                           "wait for it to finish or use another output folder")
+        # a holder that finished removes the file: a lock taken on the file it removed guards nothing
+        # another process can see, so the path is opened again
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "since": _dt.datetime.now().isoformat(timespec="seconds")}
+        os.ftruncate(fd, 0)
+        os.write(fd, json.dumps(info).encode())
+        _OUTPUT_LOCKS[key] = 1
+        yield
+    finally:
+        _OUTPUT_LOCKS.pop(key, None)
+        # removed while still held: a process that opened it meanwhile is refused, or finds it gone and opens again
+        with contextlib.suppress(OSError):
+            os.unlink(lock)
+        os.close(fd)
+        for folder in made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # only when empty: the output written into it keeps it
 
 
 def open_no_follow(path: str | os.PathLike, flags: int, mode: int = 0o644) -> int:

@@ -584,7 +584,19 @@ def report(
         more = f" (and {len(unfinished) - 1} more run(s) like it)" if len(unfinished) > 1 else ""
         raise VHXError(f"{d}: an unfinished run, {status_words(s)}{more}; run the same `vhx evaluate` command again to finish it "
                        "(it resumes where it stopped), or pass --allow-incomplete to report it as it is, flagged")
+    from vhx.locking import output_lock
+
     out = Path(out_dir)
+    # one writer per report folder: two reports at once would leave report.md of one beside the CSVs and plots of the other
+    with output_lock(out, what=f"the report folder {out}"):
+        return _write_report(out, dirs, statuses, unfinished, keys, confidence=confidence, bootstrap=bootstrap,
+                             compare_boot=compare_boot, seed=seed, allow_unpaired=allow_unpaired, plots=plots)
+
+
+def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], unfinished: list[tuple[Path, dict[str, Any]]],
+                  keys: list[str], *, confidence: float, bootstrap: int, compare_boot: int, seed: int,
+                  allow_unpaired: bool | None, plots: bool) -> dict[str, Path]:
+    """The files of :func:`report`, written into ``out`` while this process holds its lock."""
     out.mkdir(parents=True, exist_ok=True)
     df = load_runs(dirs)
     metas = [read_run_meta(d) for d in dirs]

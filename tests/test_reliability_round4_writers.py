@@ -1,0 +1,170 @@
+"""Issue 48, part 2 (results lost or mixed): one writer per output folder, an input folder never replaced by its
+own output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from vhx.cli import main
+from vhx.hub import load_folder
+from vhx.locking import LockBusy, output_lock, output_lock_file
+
+
+def _start_slow(argv: list[str], patch: str, seconds: float = 4.0) -> subprocess.Popen:
+    """``vhx ARGV`` in a child process whose ``module:function`` ``patch`` prints 'working' and waits
+    ``seconds`` before it runs: the child holds its command's lock meanwhile. Returns once it works."""
+    module, name = patch.split(":")
+    code = textwrap.dedent(f"""
+        import importlib, sys, time
+        module = importlib.import_module({module!r})
+        real = getattr(module, {name!r})
+        def slow(*args, **kwargs):
+            print("working", flush=True)
+            time.sleep({seconds})
+            return real(*args, **kwargs)
+        setattr(module, {name!r}, slow)
+        from vhx.cli import main
+        sys.exit(main({argv!r}))
+    """)
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in child.stdout:
+        if line.strip() == "working":
+            return child
+    child.wait()
+    raise AssertionError(f"the first process ended before its work: {child.stderr.read()}")
+
+
+def _second_is_refused(argv: list[str], first: subprocess.Popen, capsys: pytest.CaptureFixture[str]) -> str:
+    """Run ``vhx ARGV`` here while ``first`` works; it must refuse at once in one line naming the first's pid."""
+    capsys.readouterr()
+    try:
+        start = time.monotonic()
+        code = main(argv)
+        took = time.monotonic() - start
+        err = capsys.readouterr().err
+    finally:
+        _, first_err = first.communicate(timeout=300)
+    assert first.returncode == 0, first_err
+    assert code == 2, err
+    assert took < 5, took
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "is in use by another vhx process" in err and f"pid {first.pid} " in err, err
+    return err
+
+
+@pytest.fixture()
+def synth(tmp_path: Path) -> Path:
+    src = tmp_path / "synth"
+    assert main(["build", "synthetic", "--out", str(src), "--num-images", "3", "--option", "image_size=64"]) == 0
+    return src
+
+
+# ------------------------------------------------------------------------------------------ one writer per folder
+
+
+def test_two_expands_into_one_folder_leave_one_whole_result_and_one_refusal(synth: Path, tmp_path: Path, capsys):
+    out = tmp_path / "exp"
+    argv = ["expand", str(synth), "--out", str(out), "--perturb", "brightness", "--review", "0", "--gallery", "2"]
+    first = _start_slow(argv, "vhx.pipeline:expand")
+    err = _second_is_refused(argv, first, capsys)
+    assert f"the output folder {out}" in err
+    dsd = load_folder(out)
+    source = load_folder(synth)
+    assert list(dsd) == ["original", "brightness"]
+    assert len(dsd["brightness"]) == len(dsd["original"]) == 2 * sum(len(split) for split in source.values())
+    # the lock lay beside the folder, never inside what is published, and went with its holder
+    assert output_lock_file(out) == tmp_path / ".exp.vhx.lock"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["exp", "synth"]
+    assert not [p for p in out.rglob("*") if "lock" in p.name]
+
+
+def test_two_builds_into_one_folder_one_refusal(tmp_path: Path, capsys):
+    out = tmp_path / "hub"
+    argv = ["build", "synthetic", "--out", str(out), "--num-images", "3", "--option", "image_size=64"]
+    first = _start_slow(argv, "vhx.synthetic:generate_synthetic")
+    _second_is_refused(argv, first, capsys)
+    assert sum(len(split) for split in load_folder(out).values()) == 12
+
+
+def test_two_reports_into_one_folder_one_whole_report(tmp_path: Path, capsys):
+    from test_predict import FakeModel, make_dsd
+
+    from vhx.predict import predict_dataset
+
+    run = tmp_path / "run"
+    predict_dataset(make_dsd(), FakeModel(), run, batch_size=4, progress=False)
+    out = tmp_path / "report"
+    argv = ["report", str(run), "--out", str(out)]
+    first = _start_slow(argv, "vhx.report:load_runs")
+    err = _second_is_refused(argv, first, capsys)
+    assert f"the report folder {out}" in err
+    assert {"report.md", "report.html", "scores.csv", "scores.json"} <= {p.name for p in out.iterdir()}
+
+
+def test_output_lock_is_taken_again_by_its_thread_and_refused_to_another(tmp_path: Path):
+    out = tmp_path / "folder"
+    refused: list[BaseException] = []
+
+    def other() -> None:
+        try:
+            with output_lock(out):
+                pass
+        except LockBusy as exc:
+            refused.append(exc)
+
+    with output_lock(out, what="the folder"):
+        with output_lock(tmp_path / "." / "folder"):  # the command's hold, then the writer's own: one lock
+            thread = threading.Thread(target=other)
+            thread.start()
+            thread.join()
+    assert len(refused) == 1
+    with output_lock(out):  # released with the outer block
+        pass
+    # a writer that fails leaves nothing: no lock file, no folder made for it
+    with pytest.raises(RuntimeError), output_lock(tmp_path / "new" / "deeper" / "out"):
+        assert output_lock_file(tmp_path / "new" / "deeper" / "out").is_file()
+        raise RuntimeError
+    assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------------------------------ input is not output
+
+
+def _snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_expand_refuses_its_input_folder_as_output(synth: Path, capsys, overwrite: list[str]):
+    before = _snapshot(synth)
+    for out, where in ((synth, "is the input folder"), (synth / "." , "is the input folder"), (synth / "expanded", "lies inside")):
+        capsys.readouterr()
+        assert main(["expand", str(synth), "--out", str(out), "--perturb", "brightness", *overwrite]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and where in err, err
+    assert _snapshot(synth) == before
+    assert not (synth / "expanded").exists()
+
+
+def test_build_refuses_its_data_dir_as_output(tmp_path: Path, capsys):
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / "questions.csv").write_text("image,question,answer\n")
+    for out in (release, release / "hub"):
+        assert main(["build", "custom", "--data-dir", str(release), "--out", str(out), "--overwrite"]) == 2
+        assert "input folder" in capsys.readouterr().err
+    assert sorted(p.name for p in release.iterdir()) == ["questions.csv"]
+
+
+def test_gallery_refuses_to_write_over_the_folder_it_shows(synth: Path, capsys):
+    card = (synth / "README.md").read_bytes()
+    assert main(["gallery", str(synth), "--out", str(synth / "README.md"), "--overwrite"]) == 2
+    assert "part of the Hub folder" in capsys.readouterr().err
+    assert (synth / "README.md").read_bytes() == card
