@@ -1,8 +1,10 @@
 """Issue 48, part 2 (results lost or mixed): one writer per output folder, an input folder never replaced by its
-own output."""
+own output, and stored images checked before they are reused or published."""
 
 from __future__ import annotations
 
+import io
+import logging
 import subprocess
 import sys
 import textwrap
@@ -10,10 +12,13 @@ import threading
 import time
 from pathlib import Path
 
+import datasets
 import pytest
+from PIL import Image
 
 from vhx.cli import main
-from vhx.hub import load_folder
+from vhx.errors import DataError
+from vhx.hub import load_folder, write_hub_folder
 from vhx.locking import LockBusy, output_lock, output_lock_file
 
 
@@ -168,3 +173,92 @@ def test_gallery_refuses_to_write_over_the_folder_it_shows(synth: Path, capsys):
     assert main(["gallery", str(synth), "--out", str(synth / "README.md"), "--overwrite"]) == 2
     assert "part of the Hub folder" in capsys.readouterr().err
     assert (synth / "README.md").read_bytes() == card
+
+
+# ------------------------------------------------------------------------------------------ stored images
+
+
+def _truncate(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def test_a_truncated_stored_attack_is_attacked_again(synth: Path, tmp_path: Path, caplog):
+    from unittest import mock
+
+    from vhx.adversarial import splits
+    from vhx.tiny_models import build_tiny_model
+
+    real = splits.attack_stream
+    attacked: list[int] = []
+
+    def counted(*args, **kwargs):
+        for result in real(*args, **kwargs):
+            attacked.append(1)
+            yield result
+
+    target = build_tiny_model("llava")
+    out = tmp_path / "adv"
+    args = ["expand", str(synth), "--out", str(out), "--perturb", "none", "--attack", "ifgsm", "--target-model", str(target),
+            "--eps", "8/255", "--steps-nonvh", "3", "--steps-vh", "3", "--review", "0", "--gallery", "6"]
+    assert main(args) == 0
+    stored = sorted((out / "attacks" / "images").glob("*.png"))
+    _truncate(stored[0])
+    caplog.clear()
+    with mock.patch.object(splits, "attack_stream", counted), caplog.at_level(logging.WARNING, logger="vhx"):
+        assert main(args + ["--overwrite"]) == 0  # the gallery read the truncated image: OSError before
+    assert len(attacked) == 1
+    assert "1 stored attack image(s) did not decode whole" in caplog.text
+    for ds in load_folder(out).values():
+        for row in ds:
+            row["image"].load()
+
+
+def test_a_truncated_perturbed_file_is_perturbed_again(synth: Path, tmp_path: Path, caplog):
+    from vhx.hub import load_folder_by_reference
+    from vhx.negation import RuleNegator
+    from vhx.pipeline import expand
+
+    image_dir = tmp_path / "perturbed"
+    original = expand(load_folder_by_reference(synth), negator=RuleNegator(), perturb=[])["original"]
+    from vhx.perturbations.dataset import perturb_splits
+
+    perturb_splits(original, ["brightness"], image_dir=image_dir, workers=1)
+    files = sorted(image_dir.rglob("*.png"))
+    _truncate(files[0])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="vhx"):
+        out = perturb_splits(original, ["brightness"], image_dir=image_dir, workers=1)
+    assert "did not decode whole (truncated or damaged): perturbed again" in caplog.text
+    for row in out["brightness"]:
+        row["image"].load()
+
+
+def _with_truncated_image(ds: datasets.Dataset, row: int) -> tuple[datasets.Dataset, str]:
+    raw = ds.cast_column("image", datasets.Image(decode=False))
+    rows = raw.to_list()
+    image = rows[row]["image"]
+    data = image["bytes"] if image["bytes"] is not None else Path(image["path"]).read_bytes()
+    rows[row]["image"] = {"bytes": data[: len(data) // 2], "path": None}
+    return datasets.Dataset.from_list(rows, features=raw.features).cast_column("image", datasets.Image()), rows[row]["id"]
+
+
+@pytest.mark.parametrize("share_images", [True, False])
+def test_the_hub_writer_refuses_an_image_that_does_not_decode(synth: Path, tmp_path: Path, share_images: bool):
+    dsd = load_folder(synth)
+    bad, case = _with_truncated_image(dsd["color"], 1)
+    out = tmp_path / "hub"
+    with pytest.raises(DataError, match=f"the image of case {case} .*does not decode whole"):
+        write_hub_folder(datasets.DatasetDict({"existence": dsd["existence"], "color": bad}), out, share_images=share_images)
+    assert not (out / "data").exists()
+    assert not list(tmp_path.glob(".hub.vhx-writing-*"))  # its staging folder is gone too
+
+
+def test_an_image_cache_file_cut_short_is_written_again(tmp_path: Path):
+    from vhx.hub import store_image_bytes
+
+    buf = io.BytesIO()
+    Image.new("RGB", (8, 8), "red").save(buf, format="PNG")
+    path = Path(store_image_bytes(buf.getvalue(), "a.png", tmp_path))
+    _truncate(path)
+    assert Path(store_image_bytes(buf.getvalue(), "a.png", tmp_path)).read_bytes() == buf.getvalue()

@@ -39,6 +39,7 @@ from tqdm.auto import tqdm
 
 from vhx.adversarial.outcomes import OUTCOME_KEYS, attack_outcomes, unmoved_warning, updates_note
 from vhx.errors import DataError, VHXError, logger
+from vhx.images import known_decodable, remember_decodable, undecodable
 from vhx.schema import FIELD_DOCS, NO_IMAGE, dumps, loads
 
 DEFAULT_TEMPLATE = "vh_dataset.md"
@@ -377,6 +378,11 @@ def _write_split_per_row(ds: datasets.Dataset, split: str, data_dir: Path, nbyte
     for index in tqdm(range(num_shards), desc=f"writing {split}", unit="shard", disable=num_shards < 2):
         shard = ds.shard(num_shards=num_shards, index=index, contiguous=True)
         shard = shard.with_format("arrow").map(embed_table_storage, batched=True, keep_in_memory=True).with_format(None)
+        table = shard.data.table if hasattr(shard.data, "table") else shard.data
+        for column in _image_columns(ds.features):
+            if isinstance(ds.features[column], datasets.Image):
+                stored = table.column(column).combine_chunks().field("bytes")
+                _check_images(stored, pa.array(np.arange(len(stored), dtype=np.int32)), table, split)
         shard.to_parquet(str(data_dir / f"{split}-{index:05d}-of-{num_shards:05d}.parquet"))
 
 
@@ -507,6 +513,25 @@ def _plan_row_groups(ds: datasets.Dataset, max_bytes: int) -> list[tuple[np.ndar
     return plan
 
 
+def _check_images(values: pa.Array, rows_value: pa.Array, table: pa.Table, split: str) -> None:
+    """Refuse a Hub folder whose images do not all decode whole, naming the first such case.
+
+    ``values`` are the distinct encoded images of a row group, ``rows_value`` each row's index into
+    them. Images this process decoded or encoded already (vhx's stores check theirs when they reuse
+    them; a build decodes its source files) cost a SHA-256 of their bytes, the others a full decode:
+    a truncated file in a store must not become a published row that no reader can open.
+    """
+    for index, value in enumerate(values.to_pylist()):
+        problem = None if value is None else undecodable(value)
+        if problem is None:
+            continue
+        rows = np.flatnonzero(rows_value.to_numpy(zero_copy_only=False) == index)
+        row = int(rows[0]) if len(rows) else 0
+        case = table.column("id")[row].as_py() if "id" in table.column_names and table.num_rows else f"row {row}"
+        raise DataError(f"the image of case {case} (split {split}) does not decode whole: {problem}; the folder was not "
+                        "written (vhx checks every image before a folder is moved into place)", field="image")
+
+
 def _shared_image_column(storage: pa.ChunkedArray | pa.StructArray) -> pa.StructArray:
     """An Image column's rows with their bytes embedded as a dictionary: each distinct image once.
 
@@ -526,7 +551,11 @@ def _shared_image_column(storage: pa.ChunkedArray | pa.StructArray) -> pa.Struct
         if valid[i] and not has_bytes[i] and _readable(p):
             file_of_row[i] = files.setdefault(p, len(files))
     embedded = pc.dictionary_encode(data)  # nulls stay null; each distinct value hashed once
-    read = pc.dictionary_encode(pa.array([_read_file(p) for p in files], pa.binary()))
+    contents = [_read_file(p) for p in files]
+    for p, content in zip(files, contents):
+        if known_decodable(p):
+            remember_decodable(content)  # checked when it was built or stored: not decoded again by _check_images
+    read = pc.dictionary_encode(pa.array(contents, pa.binary()))
     # one dictionary for both sources: equal bytes from a file and from a row are one entry
     merged = pc.dictionary_encode(pa.concat_arrays([embedded.dictionary, read.dictionary]))
     remap = merged.indices.to_numpy(zero_copy_only=False)
@@ -585,6 +614,9 @@ def _write_split_shared(ds: datasets.Dataset, split: str, data_dir: Path, max_by
             contiguous = bool(np.all(np.diff(rows) == 1))
             table = view[int(rows[0]) : int(rows[-1]) + 1] if contiguous else view[rows.tolist()]
             arrays = [_shared_image_column(table.column(f.name)) if f.name in images else table.column(f.name) for f in schema]
+            for column in images:
+                stored = arrays[schema.get_field_index(column)].field("bytes")
+                _check_images(stored.dictionary, stored.indices, table, split)
             writer.write_table(pa.Table.from_arrays(arrays, schema=write_schema), row_group_size=len(rows))
         if writer is None:  # an empty split: one shard with the schema and no rows
             writer = open_shard()
@@ -830,7 +862,8 @@ def _image_file(image_dir: Path, data: bytes, name: str | None) -> str:
     if not name:
         name = "image" + next((suffix for magic, suffix in _IMAGE_SUFFIXES if data.startswith(magic)), "")
     path = image_dir / digest[:2] / digest / name
-    if not path.is_file():
+    # a file of another size there was cut short (a full disk, a copy): written again, never reused
+    if not path.is_file() or path.stat().st_size != len(data):
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
         tmp.write_bytes(data)

@@ -91,7 +91,57 @@ def image_problem(path: str | os.PathLike | bytes, *, max_pixels: int | None = D
                 im.load()
     except DECODE_ERRORS as exc:
         return f"unreadable image ({type(exc).__name__}: {exc})"
+    if not isinstance(path, io.BytesIO):
+        remember_decodable(path=path)  # a build's files are not decoded again when its folder is written
     return None
+
+
+# What this process saw decode whole: SHA-256 digests of encoded images, and files by (real path, size,
+# modification time). Images vhx decoded or encoded itself are not decoded again by the Hub-folder writer.
+_DECODABLE: set[bytes] = set()
+_DECODABLE_FILES: set[tuple[str, int, int]] = set()
+
+
+def _file_key(path: str | os.PathLike) -> tuple[str, int, int] | None:
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return os.path.realpath(path), stat.st_size, stat.st_mtime_ns
+
+
+def remember_decodable(data: bytes | None = None, *, path: str | os.PathLike | None = None) -> None:
+    """Note that the encoded image ``data``, or the file ``path`` as it is now, decodes whole: it was
+    decoded in full here, or vhx encoded it from pixels. :func:`undecodable` then passes it at once."""
+    import hashlib
+
+    if data is not None:
+        _DECODABLE.add(hashlib.sha256(data).digest())
+    if path is not None and (key := _file_key(path)) is not None:
+        _DECODABLE_FILES.add(key)
+
+
+def known_decodable(path: str | os.PathLike) -> bool:
+    """Whether the file ``path``, unchanged since, was seen to decode whole (:func:`remember_decodable`)."""
+    key = _file_key(path)
+    return key is not None and key in _DECODABLE_FILES
+
+
+def undecodable(data: bytes) -> str | None:
+    """Why the encoded image ``data`` does not decode whole (truncated, damaged), or None when it does.
+
+    Every pixel is decoded (``Image.load``), once per distinct image in this process: an image seen
+    before (:func:`remember_decodable`) costs a SHA-256 of its bytes only. No pixel limit applies.
+    """
+    import hashlib
+
+    digest = hashlib.sha256(data).digest()
+    if digest in _DECODABLE:
+        return None
+    problem = image_problem(data, max_pixels=None)
+    if problem is None:
+        _DECODABLE.add(digest)
+    return problem
 
 
 def max_image_pixels() -> int:

@@ -96,6 +96,7 @@ from vhx.adversarial.pool import AttackItem
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, bytes_digest, check_pixels, decode_error, strict_decoding, to_rgb
+from vhx.images import known_decodable, remember_decodable, undecodable
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
@@ -150,14 +151,42 @@ class AttackStore:
         self.close()
 
     def load(self) -> None:
-        """(Re)read every index file; lines cut by a crash and entries without their PNG are skipped."""
+        """(Re)read every index file; lines cut by a crash and entries without their PNG are skipped.
+
+        Each PNG is decoded whole before it is reused, once per process (then known by its size and
+        time): one that does not decode (truncated, damaged) is removed and its attack runs again,
+        with a warning saying how many; it would otherwise become a row that no reader can open.
+        """
         if self.out_dir is None:
             return
+        damaged = 0
         for path in sorted(self.out_dir.glob("attacks*.jsonl")):
             # only this process's own index may be cut (others may be appending right now)
             for _, record in read_jsonl(path, repair=path == self._index):
-                if (self.out_dir / IMAGES_DIR / f"{record['key']}.png").is_file():
+                image = self.out_dir / IMAGES_DIR / f"{record['key']}.png"
+                if not image.is_file():
+                    continue
+                if known_decodable(image) or self._decodes(image):
                     self.records[record["key"]] = record
+                else:
+                    damaged += 1
+                    self.records.pop(record["key"], None)
+        if damaged:
+            logger.warning("%s: %d stored attack image(s) did not decode whole (truncated or damaged): removed, and "
+                           "attacked again", self.out_dir / IMAGES_DIR, damaged)
+
+    @staticmethod
+    def _decodes(image: Path) -> bool:
+        """Decode the stored ``image`` whole; remove it when it does not decode."""
+        try:
+            data = image.read_bytes()
+        except OSError:
+            return False
+        if undecodable(data) is None:
+            remember_decodable(data, path=image)
+            return True
+        image.unlink(missing_ok=True)
+        return False
 
     def __contains__(self, key: str) -> bool:
         return key in self.records
@@ -173,8 +202,11 @@ class AttackStore:
         record = {"key": key, **record}
         if self.out_dir is None:
             self._memory[key] = png
+            remember_decodable(png)  # encoded here from the attacked pixels: the folder writer need not decode it
         else:
             atomic_write_bytes(self.out_dir / IMAGES_DIR / f"{key}.png", png)
+            # encoded here from the attacked pixels: neither this store nor the folder writer decodes it again
+            remember_decodable(png, path=self.out_dir / IMAGES_DIR / f"{key}.png")
             append_jsonl(self._index, [record], fsync=True)
         self.records[key] = record
 

@@ -26,7 +26,9 @@ from PIL import Image
 from tqdm.auto import tqdm
 
 from vhx.errors import DataError, VHXError
+from vhx.errors import logger
 from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
+from vhx.images import image_problem, known_decodable, remember_decodable
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of, with_images
@@ -91,7 +93,7 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, job
         key = _fingerprint(_implementation_digest(), name, params_json, image_id, digest)
         path = Path(image_dir) / name / f"{key}{suffix}"
         paths.append(str(path))
-        if not path.is_file():
+        if not path.is_file() or not _reusable(path, image_id):
             missing.append((name, params, path))
     if missing:
         try:
@@ -110,6 +112,15 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, job
             tmp.write_bytes(data)
             os.replace(tmp, path)
     return paths
+
+
+def _reusable(path: Path, image_id: str) -> bool:
+    """Whether the stored perturbed file ``path`` decodes whole; one that does not (truncated, damaged)
+    is perturbed again, with a warning, instead of becoming a row that no reader can open."""
+    if known_decodable(path) or image_problem(path, max_pixels=None) is None:
+        return True
+    logger.warning("perturbed image %s (image_id %s) did not decode whole (truncated or damaged): perturbed again", path, image_id)
+    return False
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -144,6 +155,8 @@ def _perturb_unique_images(
             for paths in results:
                 for column, path in zip(files, paths):
                     column.append(path)
+                    # decoded (when reused) or encoded by the task: the folder writer does not decode it again
+                    remember_decodable(path=path)
                 bar.update(1)
 
         if workers == 1:
