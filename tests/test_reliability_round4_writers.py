@@ -1,10 +1,12 @@
 """Issue 48, part 2 (results lost or mixed): one writer per output folder, an input folder never replaced by its
-own output, and stored images checked before they are reused or published."""
+own output, stored images checked before they are reused or published, and a copied study that resumes."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -262,3 +264,50 @@ def test_an_image_cache_file_cut_short_is_written_again(tmp_path: Path):
     path = Path(store_image_bytes(buf.getvalue(), "a.png", tmp_path))
     _truncate(path)
     assert Path(store_image_bytes(buf.getvalue(), "a.png", tmp_path)).read_bytes() == buf.getvalue()
+
+
+# ------------------------------------------------------------------------------------------ a copied study
+
+
+def test_a_copied_study_resumes_with_nothing_redone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import vhx.predict
+    import vhx.replicate.run as stages
+    from vhx.replicate import ReplicateConfig, replicate
+
+    config = ReplicateConfig(out=tmp_path / "study", models=["vhx-mini"], num_images=4, stages=("build", "expand", "evaluate", "tables"),
+                             eval_options={"mode": "logits"})
+    replicate(config)
+    # a copy that keeps no modification time (cp -r; cp -a keeps them): content decides
+    shutil.copytree(tmp_path / "study", tmp_path / "study2", copy_function=shutil.copy)
+    redone: list[Path] = []
+    real = stages._mark_done
+    monkeypatch.setattr(stages, "_mark_done", lambda folder, *a, **k: (redone.append(folder), real(folder, *a, **k)))
+
+    def no_scoring(*args, **kwargs):
+        raise AssertionError("scored again")
+
+    monkeypatch.setattr(vhx.predict, "predict_dataset", no_scoring)
+    paths = replicate(dataclasses.replace(config, out=tmp_path / "study2"))
+    assert redone == []
+    assert "## Table 3" in paths["markdown"].read_text(encoding="utf-8")
+
+
+def test_a_study_marker_of_the_older_format_is_taken_and_rewritten_by_content(tmp_path: Path):
+    import json
+
+    from vhx.replicate.study import DONE_FILE, MARKER_FORMAT, _done, _fingerprint, _mark_done
+
+    study, data = tmp_path / "study", tmp_path / "study" / "expanded" / "x"
+    data.mkdir(parents=True)
+    (data / "README.md").write_text("card")
+    params = {"data": data, "data_files": _fingerprint(data), "options": {"mode": "logits"}}
+    run = study / "runs" / "m"
+    _mark_done(run, params)  # the older format: absolute paths and file times
+    assert "format" not in json.loads((run / DONE_FILE).read_text())
+    assert _done(run, params, root=study)
+    marker = json.loads((run / DONE_FILE).read_text())
+    assert marker["format"] == MARKER_FORMAT and marker["params"]["data"] == "{study}/expanded/x"
+    assert marker["params"]["data_files"].startswith("sha256:")
+    assert _done(run, params, root=study)
+    (data / "README.md").write_text("another card")
+    assert not _done(run, {**params, "data_files": _fingerprint(data)}, root=study)  # other content: redone

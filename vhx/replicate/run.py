@@ -54,10 +54,10 @@ def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: M
     from vhx.pipeline import expand
 
     cfg = study.config
-    params = {"model": model, "source": str(study.expanded(bench)), "source_files": _fingerprint(study.expanded(bench)),
+    params = {"model": model, "source": study.expanded(bench), "source_files": _fingerprint(study.expanded(bench)),
               "methods": list(methods), **_attack_settings(settings),
               **{k: v for k, v in cfg.attack_options.items() if k not in ("device", "batch_size")}}
-    if _done(out, params):
+    if _done(out, params, root=study.out):
         return
     state = _state()
     pairs = load_folder_by_reference(study.expanded(bench))["original"]
@@ -67,14 +67,15 @@ def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: M
         write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-{'-'.join(methods)}", overwrite=True,
                          summary=f"{', '.join(methods)} splits of {benchmark_name(bench)} against {model} "
                                  f"({json.dumps(_attack_settings(settings))}), written by vhx replicate.")
-        _mark_done(out, params)
+        _mark_done(out, params, root=study.out)
     state.wait_for_everyone()
 
 
-def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any], *, splits: Sequence[str] | None = None) -> None:
+def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any], *, splits: Sequence[str] | None = None,
+           root: Path | None = None) -> None:
     from vhx.predict import predict_dataset
 
-    if _done(run, params):
+    if _done(run, params, root=root):
         return
     state = _state()
     if (run / DONE_FILE).is_file():
@@ -85,7 +86,7 @@ def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any
     predict_dataset(str(data), model_obj, run, splits=list(splits) if splits else None,
                     batch_size=int(params.get("options", {}).get("batch_size", 8)), progress=False)
     if state.is_main_process:
-        _mark_done(run, params)
+        _mark_done(run, params, root=root)
     state.wait_for_everyone()
 
 
@@ -119,9 +120,9 @@ def stage_build(study: Study) -> None:
                            "question per image) on drawn scenes other than the benchmark's: an offline stand-in for MME's "
                            "general-ability check, not MME itself. vhx replicate's fine-tuning cases ask existence and count "
                            "questions only, so this asks what they do not.")
-            if state.is_main_process and not _done(folder, params):
+            if state.is_main_process and not _done(folder, params, root=study.out):
                 write_hub_folder(make(synth), folder, repo_id=f"vhx/{folder.name}", overwrite=True, summary=summary)
-                _mark_done(folder, params)
+                _mark_done(folder, params, root=study.out)
             state.wait_for_everyone()
             bar.update()
 
@@ -141,15 +142,15 @@ def stage_expand(study: Study) -> None:
             if not (source / "README.md").is_file():
                 raise VHXError(f"{source}: not a Hub dataset folder (build it with `vhx build`, or run the build stage)")
             negator = cfg.negator or RuleNegator()
-            params = {"source": str(source.resolve()), "source_files": _fingerprint(source), "negator": type(negator).__name__,
+            params = {"source": source.resolve(), "source_files": _fingerprint(source), "negator": type(negator).__name__,
                       "perturb": list(COMMON), "seed": cfg.seed}
-            if state.is_main_process and not _done(out, params):
+            if state.is_main_process and not _done(out, params, root=study.out):
                 expanded = expand(load_folder_by_reference(source), negator=negator, perturb=list(COMMON), seed=cfg.seed)
                 write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-expanded", overwrite=True,
                                  summary=f"{benchmark_name(bench)} expanded by vhx replicate: negation "
                                          f"({describe_negators(negator_counts(expanded['original']))}) and the four common perturbations.")
                 write_gallery(expanded, out / "gallery.html", n=12, seed=cfg.seed, title=gallery_title(f"{benchmark_name(bench)}-expanded"))
-                _mark_done(out, params)
+                _mark_done(out, params, root=study.out)
             state.wait_for_everyone()
             bar.update()
 
@@ -170,12 +171,14 @@ def _score_jobs(study: Study, model: str, options: Mapping[str, Any], jobs: Sequ
     """Score ``model`` (with ``options``) on each ``(data, run, splits)`` not done yet; the model loads
     once, on first need, and is returned for the next call."""
     for data, run, splits in jobs:
-        params = {"model": model, "data": str(data), "data_files": _fingerprint(data), "options": dict(options),
+        # the adapter, a folder of the study, is compared by where it lies in the study (a copy resumes)
+        recorded = {k: Path(v) if k == "adapter" else v for k, v in options.items()}
+        params = {"model": model, "data": Path(data), "data_files": _fingerprint(data), "options": recorded,
                   "splits": list(splits) if splits else None}
-        if not _done(run, params):
+        if not _done(run, params, root=study.out):
             if loaded is None:
                 loaded = _load(model, options)
-            _score(loaded, data, run, params, splits=splits)
+            _score(loaded, data, run, params, splits=splits, root=study.out)
     return loaded
 
 
@@ -225,10 +228,10 @@ def stage_ablation(study: Study) -> None:
                 for rep in reps:
                     run = study.ablation(model, bench, f"temperature={temp:.1f}") / f"seed{rep}"
                     options = {**cfg.eval_options, **_decoding(temp), "seed": rep}
-                    params = {"model": model, "data": str(study.attacked(model, bench)), "data_files": _fingerprint(study.attacked(model, bench)),
+                    params = {"model": model, "data": study.attacked(model, bench), "data_files": _fingerprint(study.attacked(model, bench)),
                               "options": options}
-                    if not _done(run, params):
-                        _score(_load(model, options), study.attacked(model, bench), run, params, splits=["ifgsm"])
+                    if not _done(run, params, root=study.out):
+                        _score(_load(model, options), study.attacked(model, bench), run, params, splits=["ifgsm"], root=study.out)
                         _free()
                 bar.update()
                 continue
@@ -238,11 +241,11 @@ def stage_ablation(study: Study) -> None:
                 continue  # the default cell is the main I-FGSM split (Table 5's)
             folder = study.ablation(model, bench, _setting_name(key, value))
             _expand_attacks(study, model, bench, folder / "data", settings, ("ifgsm",))
-            params = {"model": model, "data": str(folder / "data"), "data_files": _fingerprint(folder / "data"), "options": cfg.eval_options}
-            if not _done(folder / "run", params):
+            params = {"model": model, "data": folder / "data", "data_files": _fingerprint(folder / "data"), "options": cfg.eval_options}
+            if not _done(folder / "run", params, root=study.out):
                 if loaded is None:
                     loaded = _load(model, cfg.eval_options)
-                _score(loaded, folder / "data", folder / "run", params, splits=["ifgsm"])
+                _score(loaded, folder / "data", folder / "run", params, splits=["ifgsm"], root=study.out)
             bar.update()
         del loaded
         _free()
@@ -294,7 +297,7 @@ def _finetune_sources(study: Study, model: str) -> list[Path]:
               "attacks": list(ATTACKS), **_attack_settings(cfg.attack),
               **{k: v for k, v in cfg.attack_options.items() if k not in ("device", "batch_size")}}
     state = _state()
-    if not _done(folder, params):
+    if not _done(folder, params, root=study.out):
         options = {**cfg.attack_options, **_attack_settings(cfg.attack), "out_dir": str(folder.parent / "synthetic.cache"), "progress": False}
         expanded = expand(generate_synthetic(synth), negator=negator, perturb=list(COMMON), attacks=list(ATTACKS), target_model=model,
                           attack_options=options, seed=cfg.seed)
@@ -303,15 +306,15 @@ def _finetune_sources(study: Study, model: str) -> list[Path]:
                              summary=f"vhx replicate's fine-tuning cases: {cfg.finetune_scenes} scenes of the training stream "
                                      f"(no benchmark seed draws them), {', '.join(FINETUNE_KINDS)} questions, negated twins, "
                                      f"the four common perturbations and {', '.join(ATTACKS)} against {model}.")
-            _mark_done(folder, params)
+            _mark_done(folder, params, root=study.out)
         state.wait_for_everyone()
     if not _override_given(study, "instruct_data"):
         from vhx.synthetic_instruct import write_synthetic_instruct
 
         params = {"instruct_images": cfg.instruct_images, "seed": cfg.seed}
-        if state.is_main_process and not _done(study.instruct_data.parent, params):
+        if state.is_main_process and not _done(study.instruct_data.parent, params, root=study.out):
             write_synthetic_instruct(study.instruct_data, num_images=cfg.instruct_images, seed=cfg.seed)
-            _mark_done(study.instruct_data.parent, params)
+            _mark_done(study.instruct_data.parent, params, root=study.out)
         state.wait_for_everyone()
     return [folder]
 

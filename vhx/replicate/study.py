@@ -231,22 +231,60 @@ def benchmark_name(spec: str) -> str:
 
 
 DONE_FILE = ".vhx-replicate.json"
+#: How a marker names a path inside the study folder (``{STUDY}/runs/...``), so that a copied or moved study resumes.
+STUDY = "{study}"
+#: Markers that hold their params by content: study paths relative to the study folder, Hub folders by
+#: the digest of their files. Markers without it (written before) hold absolute paths and file times.
+MARKER_FORMAT = 2
 
 
-def _done(folder: Path, params: Mapping[str, Any]) -> bool:
-    """Whether ``folder`` holds a unit finished with the same ``params``."""
+def _done(folder: Path, params: Mapping[str, Any], *, root: Path | None = None) -> bool:
+    """Whether ``folder`` holds a unit finished with the same ``params``.
+
+    With ``root`` (the study folder), a marker compares by content (:func:`_portable`): a copy of the
+    study (``cp -a``, ``cp -r``, rsync) resumes with nothing redone. A marker of the older format is
+    compared as it was written, and rewritten by content when it matches, so the study can be copied
+    after one run of this version.
+    """
     marker = folder / DONE_FILE
     if not marker.is_file():
         return False
     try:
-        return json.loads(marker.read_text(encoding="utf-8")).get("params") == json.loads(json.dumps(params, default=str))
+        stored = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
+    if not isinstance(stored, dict):
+        return False
+    if root is not None and stored.get("format") == MARKER_FORMAT:
+        return stored.get("params") == _portable(params, root)
+    if stored.get("params") != json.loads(json.dumps(params, default=str)):
+        return False
+    if root is not None and _state().is_main_process:
+        _mark_done(folder, params, root=root)
+    return True
 
 
-def _mark_done(folder: Path, params: Mapping[str, Any]) -> None:
+def _mark_done(folder: Path, params: Mapping[str, Any], *, root: Path | None = None) -> None:
+    """Record ``folder``'s unit as finished with ``params`` (by content when ``root``, the study folder, is given)."""
     folder.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(folder / DONE_FILE, json.dumps({"params": params}, indent=1, default=str) + "\n")
+    record = {"params": params} if root is None else {"format": MARKER_FORMAT, "params": _portable(params, root)}
+    atomic_write_text(folder / DONE_FILE, json.dumps(record, indent=1, default=str) + "\n")
+
+
+class _Fingerprint(str):
+    """A Hub folder's fingerprint as markers of the older format hold it (names, sizes, modification
+    times), knowing its folder: a marker by content holds the digest of the folder's files instead."""
+
+    folder: Path
+
+    def __new__(cls, text: str, folder: Path) -> _Fingerprint:
+        obj = super().__new__(cls, text)
+        obj.folder = Path(folder)
+        return obj
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    return sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name != DONE_FILE and ".cache" not in p.parts)
 
 
 def _fingerprint(folder: Path) -> str:
@@ -254,10 +292,60 @@ def _fingerprint(folder: Path) -> str:
     import hashlib
 
     h = hashlib.sha256()
-    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name != DONE_FILE and ".cache" not in p.parts):
+    for path in _folder_files(folder):
         stat = path.stat()
         h.update(f"{path.relative_to(folder)}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return h.hexdigest()[:16]
+    return _Fingerprint(h.hexdigest()[:16], folder)
+
+
+# (resolved path, size, mtime_ns) -> SHA-256 of the file: each file is read once per process, however
+# many units check the folder it is in
+_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def _file_digest(path: Path) -> str:
+    import hashlib
+
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _FILE_DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _FILE_DIGESTS[key] = h.hexdigest()
+    return _FILE_DIGESTS[key]
+
+
+def content_digest(folder: str | Path) -> str:
+    """SHA-256 over the names and contents of a Hub folder's files (its unit marker and ``.cache`` left out)."""
+    import hashlib
+
+    folder = Path(folder)
+    h = hashlib.sha256()
+    for path in _folder_files(folder):
+        h.update(f"{path.relative_to(folder).as_posix()}\0{_file_digest(path)}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def _portable(params: Any, root: Path) -> Any:
+    """``params`` as a marker by content holds them: a path inside the study folder ``root`` relative to it
+    (``{study}/expanded/synthetic``), another path resolved, a Hub folder's fingerprint the digest of its files."""
+    base = Path(root).resolve()
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, _Fingerprint):
+            return f"sha256:{content_digest(value.folder)}"
+        if isinstance(value, Mapping):
+            return {str(k): convert(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [convert(v) for v in value]
+        if isinstance(value, Path):
+            path = value.resolve()
+            return f"{STUDY}/{path.relative_to(base).as_posix()}".rstrip("/") if path.is_relative_to(base) else str(path)
+        return value
+
+    return json.loads(json.dumps(convert(params), default=str))
 
 
 def _state() -> Any:
