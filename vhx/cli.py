@@ -349,7 +349,7 @@ def _llm_config(args: argparse.Namespace) -> Any:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     """``vhx expand``: negation + perturbations of a Hub folder into a new Hub folder."""
-    from vhx.hub import load_folder_by_reference
+    from vhx.hub import folder_data_files, load_folder_by_reference
     from vhx.names import check_name
 
     if not Path(args.source_folder).exists():
@@ -358,6 +358,7 @@ def cmd_expand(args: argparse.Namespace) -> int:
     _check_model(getattr(args, "target_model", None))
     if not (Path(args.source_folder) / "README.md").is_file():
         raise VHXError(f"{args.source_folder}: not a Hub dataset folder (write one with `vhx build`)")
+    folder_data_files(args.source_folder)  # a shard cut short is named now, before the output is locked or anything runs
     refuse_input_as_output(args.source_folder, args.out, what="the folder expanded")
     from vhx.locking import output_lock
 
@@ -469,6 +470,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     source = Path(args.folder)
     if source.exists() and not (source / "README.md").is_file():
         raise VHXError(f"{source}: not a Hub dataset folder (write one with `vhx build`)")
+    if source.is_dir() and not any((source / name).is_file() for name in ("dataset_dict.json", "state.json")):
+        from vhx.hub import folder_data_files
+
+        # a shard cut short is named now: before the model loads, and before --out is made and locked
+        folder_data_files(source)
     # a folder is read in place (vhx.hub.open_folder), not copied into a datasets cache
     data = str(source) if source.exists() else _hub_dataset(args.folder)
     paths = score_and_report(data, args.model, _model_options(args), Path(args.out),

@@ -7,6 +7,7 @@ be inspected, loaded with ``datasets.load_dataset(folder)`` and pushed with :fun
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
 import functools
 import hashlib
@@ -640,8 +641,28 @@ def _leaf_paths(schema: pa.Schema) -> list[str]:
     return [leaf for field in schema for leaf in leaves(field.name, field.type)]
 
 
+def unreadable_parquet(file: str | os.PathLike, exc: BaseException) -> DataError:
+    """The one-line error for a parquet file pyarrow cannot read (cut short by a failed copy or
+    download, or damaged), naming the file: pyarrow's own ``ArrowInvalid`` names none."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return DataError(f"cannot read this parquet file ({reason}): it is cut short or damaged; copy it again, or rebuild "
+                     "the folder with `vhx build` / `vhx expand`", file=os.fspath(file))
+
+
+@contextlib.contextmanager
+def reading_parquet(file: str | os.PathLike) -> Iterator[None]:
+    """Turn pyarrow's errors while reading ``file`` into :func:`unreadable_parquet`'s line."""
+    try:
+        yield
+    except (pa.ArrowException, OSError) as exc:  # pyarrow raises OSError for a damaged page header too
+        raise unreadable_parquet(file, exc) from None
+
+
 def folder_data_files(folder: str | Path) -> dict[str, list[str]]:
-    """The parquet files of each split of a Hub folder, as its README's ``configs`` declare them."""
+    """The parquet files of each split of a Hub folder, as its README's ``configs`` declare them.
+
+    Each file's footer is read here, so a file cut short is refused, by name, before a command
+    takes a lock, loads a model or writes anything (its rows are read later, by the caller)."""
     folder = Path(folder)
     readme = folder / "README.md"
     if not readme.is_file():
@@ -658,6 +679,9 @@ def folder_data_files(folder: str | Path) -> dict[str, list[str]]:
         files = sorted(str(p) for pattern in patterns for p in folder.glob(pattern))
         if not files:
             raise DataError(f"split {entry['split']!r}: no files match {patterns}", file=str(folder))
+        for file in files:
+            with reading_parquet(file):
+                pq.read_metadata(file)
         out[entry["split"]] = files
     return out
 
@@ -699,7 +723,8 @@ class FolderSplit:
             raise DataError(f"split {split!r} has no parquet files")
         self.split = split
         self._files = [str(f) for f in files]
-        self.features = datasets.Features.from_arrow_schema(pq.read_schema(self._files[0]))
+        with reading_parquet(self._files[0]):
+            self.features = datasets.Features.from_arrow_schema(pq.read_schema(self._files[0]))
         self._images = _image_columns(self.features)
         self._text = [c for c in self.features if c not in self._images]
         self._cached = max(1, cached_row_groups)
@@ -708,14 +733,16 @@ class FolderSplit:
         tables, starts, self._locations = [], [], []
         rows = 0
         for index, file in enumerate(self._files):
-            reader = pq.ParquetFile(file)
+            with reading_parquet(file):
+                reader = pq.ParquetFile(file)
             if datasets.Features.from_arrow_schema(reader.schema_arrow) != self.features:
                 raise DataError(f"split {split!r}: the parquet files have other features than {self._files[0]}", file=file)
             for group in range(reader.metadata.num_row_groups):
                 starts.append(rows)
                 self._locations.append((index, group))
                 rows += reader.metadata.row_group(group).num_rows
-            tables.append(reader.read(columns=self._text))
+            with reading_parquet(file):
+                tables.append(reader.read(columns=self._text))
         self._num_rows = rows
         self._starts = np.asarray(starts, dtype=np.int64)
         self._table = pa.concat_tables(tables) if self._text else None
@@ -825,9 +852,10 @@ class FolderSplit:
 
     def _read_images(self, group: int) -> pa.Table:
         index, row_group = self._locations[group]
-        if index not in self._readers:
-            self._readers[index] = pq.ParquetFile(self._files[index], read_dictionary=[f"{c}.bytes" for c in self._images])
-        return self._readers[index].read_row_group(row_group, columns=self._images)
+        with reading_parquet(self._files[index]):
+            if index not in self._readers:
+                self._readers[index] = pq.ParquetFile(self._files[index], read_dictionary=[f"{c}.bytes" for c in self._images])
+            return self._readers[index].read_row_group(row_group, columns=self._images)
 
     def row_groups(self) -> Iterator[tuple[int, pa.Table, pa.Table]]:
         """``(first row, other columns, image columns)`` of each row group in order (nothing cached)."""
@@ -932,7 +960,10 @@ def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for split, files in folder_data_files(folder).items():
         columns = ("answer", "negated", "pair_id", "image_id", "provenance", "target_model", "transform_params")
-        tables = [pq.read_table(f, columns=[c for c in columns if c in pq.read_schema(f).names]) for f in files]
+        tables = []
+        for f in files:
+            with reading_parquet(f):
+                tables.append(pq.read_table(f, columns=[c for c in columns if c in pq.read_schema(f).names]))
         table = pa.concat_tables(tables)
         out[split] = _stats_from_table(table, table.num_rows)
     return out
@@ -943,8 +974,9 @@ def read_folder_sources(folder: str | Path) -> list[str]:
     found: set[str] = set()
     for files in folder_data_files(folder).values():
         for f in files:
-            if "source" in pq.read_schema(f).names:
-                found.update(str(v) for v in pc.unique(pq.read_table(f, columns=["source"])["source"]).to_pylist() if v is not None)
+            with reading_parquet(f):
+                if "source" in pq.read_schema(f).names:
+                    found.update(str(v) for v in pc.unique(pq.read_table(f, columns=["source"])["source"]).to_pylist() if v is not None)
     return sorted(found)
 
 
