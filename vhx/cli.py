@@ -946,10 +946,60 @@ def _disk_full(exc: OSError, out: str | os.PathLike | None = None) -> str:
     return f"disk full while writing {where}{room}: free space and run the same command again (finished work is kept)"
 
 
+#: errno values that mean "vhx may not write there": said in one line, as a full disk is.
+_UNWRITABLE = ("EROFS", "EACCES", "EPERM")
+
+
+def _cannot_write(exc: OSError, out: str | os.PathLike | None = None) -> str:
+    """The one line for a write refused by the system (a read-only filesystem, no permission): the
+    path and the reason, and which output it belongs to when it is a file vhx writes in or beside it."""
+    reason = (exc.strerror or os.strerror(exc.errno or 0)).lower()
+    where = os.fspath(exc.filename) if exc.filename else None
+    if out is None:
+        return f"{where}: {reason}" if where else reason
+    target = Path(os.path.abspath(os.fspath(out)))
+    if where is not None:
+        path = Path(os.path.abspath(where))
+        # the output itself, or what sits beside it named after it: its staging folder, its lock file
+        first = path.relative_to(target.parent).parts[0] if path != target.parent and path.is_relative_to(target.parent) else None
+        if first is None or not (first == target.name or first.startswith(f".{target.name}.")):
+            return f"{where}: {reason}"  # an input vhx could not read, say
+        if path != target:
+            return f"cannot write {out} ({where}: {reason}): choose an output folder you can write to"
+    return f"cannot write {out}: {reason}: choose an output folder you can write to"
+
+
+def _check_writable(out: str | os.PathLike) -> None:
+    """Refuse an output on a read-only filesystem or in a folder without write permission before any
+    work: the first write would fail only after the build, the expansion or the model load.
+
+    The nearest existing folder of ``out`` is asked (``os.access``, which also reports a read-only
+    mount to root); a file in the way is left to the write itself, which says so in words."""
+    import errno
+
+    target = Path(os.path.abspath(os.fspath(out)))
+    probe = target
+    try:
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe.is_file():
+            if probe != target:
+                return
+            probe = probe.parent  # an output file is replaced through its folder
+        if os.access(probe, os.W_OK | os.X_OK):
+            return
+        read_only = bool(os.statvfs(probe).f_flag & getattr(os, "ST_RDONLY", 1))
+    except OSError:
+        return  # not decidable here: the write itself reports it
+    code = errno.EROFS if read_only else errno.EACCES
+    raise OSError(code, os.strerror(code), os.fspath(out))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``vhx`` console script.
 
-    Exit status: 0 done, 2 a clear error (one line on stderr: bad input, disk full, busy folder),
+    Exit status: 0 done, 2 a clear error (one line on stderr: bad input or flag, disk full, an output
+    that cannot be written, busy folder),
     130 after Ctrl-C and 143 after SIGTERM (temporary files removed, resumable state kept).
     """
     import errno
@@ -979,14 +1029,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # warnings and log lines print above the progress bars, not through them
         logging.captureWarnings(True)
         with logging_redirect_tqdm():
+            if getattr(args, "out", None):
+                _check_writable(args.out)
             return args.func(args)
     except (VHXError, FileExistsError, FileNotFoundError, NotADirectoryError) as exc:
         print(f"vhx {args.command}: error: {_in_words(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
-        if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            line = _disk_full(exc, getattr(args, "out", None))
+        elif exc.errno in {getattr(errno, name) for name in _UNWRITABLE if hasattr(errno, name)}:
+            line = _cannot_write(exc, getattr(args, "out", None))
+        else:
             raise
-        print(f"vhx {args.command}: error: {_disk_full(exc, getattr(args, 'out', None))}", file=sys.stderr)
+        print(f"vhx {args.command}: error: {line}", file=sys.stderr)
         return 2
     except Terminated as exc:
         signum = int(exc.args[0]) if exc.args else signal.SIGTERM
