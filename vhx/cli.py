@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from vhx.argtypes import converge_window, non_negative_float, non_negative_int, num_proc, positive_float, positive_int, share_0_1
 from vhx.errors import VHXError
 from vhx.zoo import DEFAULT_MODEL as DEFAULT_RUN_MODEL  # what `vhx run` scores (and attacks) unless --model says otherwise
 
@@ -25,6 +26,17 @@ examples:
   vhx info pope-hub                                      # splits, rows, pairs, images, yes-ratio
   HF_TOKEN=... vhx push pope-hub your-name/pope-vhx      # publish (token from the environment)
 """
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a bad value of a flag (``--batch-size 0``) is one line, not the usage first:
+    the line names the flag and the value, and the command's usage adds pages of options to read past.
+    Unknown or missing options still print the usage, which shows what the command takes."""
+
+    def error(self, message: str) -> Any:
+        if message.startswith("argument "):
+            self.exit(2, f"{self.prog}: error: {message}\n")
+        super().error(message)
 
 
 def _parse_option(text: str) -> tuple[str, Any]:
@@ -61,13 +73,13 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", action="append", type=_parse_option, default=[], metavar="KEY=VALUE", help="builder option, e.g. image_dir=/data/coco/val2014 (repeatable; VALUE parsed as JSON if it can be)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     p.add_argument("--allow-outside-paths", action="store_true", help="accept image paths that resolve outside --data-dir and image_dir (refused by default)")
-    p.add_argument("--max-image-pixels", type=int, help="largest accepted image, width x height (default 40000000; 0: no vhx limit)")
+    p.add_argument("--max-image-pixels", type=non_negative_int, help="largest accepted image, width x height (default 40000000; 0: no vhx limit)")
     p.add_argument("--rewriter", choices=["rules", "llm"], default="rules",
                    help="mmvp: multiple-choice -> yes/no rewrite by the documented rules, or by an LLM")
     _add_llm_options(p, "LLM rewriter for mmvp (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
     g = p.add_argument_group("synthetic benchmark")
-    g.add_argument("--num-images", type=int, help="number of drawn scenes")
-    g.add_argument("--yes-ratio", type=float, help="share of 'yes' answers per split")
+    g.add_argument("--num-images", type=positive_int, help="number of drawn scenes")
+    g.add_argument("--yes-ratio", type=share_0_1, help="share of 'yes' answers per split")
     g.add_argument("--seed", type=int, help="random seed")
     p.set_defaults(func=cmd_build)
 
@@ -315,14 +327,14 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
                    f"plug-ins included), or names: {', '.join(PERTURBATIONS)} (blank: a blind baseline, every image one uniform "
                    "colour); name:key=value sets a parameter")
     p.add_argument("--seed", type=int, default=0, help="seed of the random perturbations and of the attacks' random starts")
-    p.add_argument("--num-proc", type=int, help="worker processes for datasets.map")
+    p.add_argument("--num-proc", type=num_proc, help="worker processes for datasets.map (at most the cores available)")
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
                    help="stop at the first case that cannot be negated, or skip such cases and report them (as `vhx build`)")
-    p.add_argument("--review", type=int, default=100, help="pairs sampled into OUT/review/ for human checking (0: none)")
-    p.add_argument("--gallery", type=int, default=12, help="cases shown in OUT/gallery.html")
+    p.add_argument("--review", type=non_negative_int, default=100, help="pairs sampled into OUT/review/ for human checking (0: none)")
+    p.add_argument("--gallery", type=non_negative_int, default=12, help="cases shown in OUT/gallery.html (0: none)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
-    p.add_argument("--max-llm-fallback", type=float, help="fail when more than this share of negations fell back to the rules (default 0.1)")
+    p.add_argument("--max-llm-fallback", type=share_0_1, help="fail when more than this share of negations fell back to the rules (default 0.1)")
     from vhx.adversarial.options import add_attack_arguments
 
     add_attack_arguments(p)
@@ -333,9 +345,9 @@ def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
     g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper), or hf:<Hub id or folder> for a local "
                                        "transformers chat model run in this process, batched, no server")
     g.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 for vLLM (default: OpenAI)")
-    g.add_argument("--llm-temperature", dest="temperature", type=float, help="sampling temperature (default 0)")
-    g.add_argument("--concurrency", type=int, help="requests in flight (default 8)")
-    g.add_argument("--timeout", type=float, help="seconds per request (default 60)")
+    g.add_argument("--llm-temperature", dest="temperature", type=non_negative_float, help="sampling temperature (default 0)")
+    g.add_argument("--concurrency", type=positive_int, help="requests in flight (default 8)")
+    g.add_argument("--timeout", type=positive_float, help="seconds per request (default 60)")
     g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
 
 
@@ -395,16 +407,16 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g = p.add_argument_group("model")
     g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, or openai:MODEL[@BASE_URL]")
     g.add_argument("--mode", choices=["generate", "logits"], default="generate", help="generate a reply and parse it, or compare P(yes) and P(no) in one forward pass")
-    g.add_argument("--batch-size", type=int, default=8, help="cases per batch")
+    g.add_argument("--batch-size", type=positive_int, default=8, help="cases per batch")
     g.add_argument("--dtype", help="auto, float32, bfloat16, float16 (transformers)")
     g.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the accelerate process's device)")
     g.add_argument("--adapter", help="PEFT/LoRA adapter applied on top of --model")
     g.add_argument("--prompt-template", help="prompt with {question}; default appends 'Answer the question using a single word or phrase.'")
-    g.add_argument("--max-new-tokens", type=int, help="generate mode: reply length (default 16; 4096 for a model that thinks before it answers)")
-    g.add_argument("--temperature", dest="gen_temperature", type=float, help="generate mode: sampling temperature (default: the model's generation config)")
-    g.add_argument("--top-p", type=float, help="generate mode: nucleus sampling")
+    g.add_argument("--max-new-tokens", type=positive_int, help="generate mode: reply length (default 16; 4096 for a model that thinks before it answers)")
+    g.add_argument("--temperature", dest="gen_temperature", type=non_negative_float, help="generate mode: sampling temperature (default: the model's generation config)")
+    g.add_argument("--top-p", type=share_0_1, help="generate mode: nucleus sampling")
     g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")
-    g.add_argument("--num-samples", type=int, help="generate mode: repetitions per case (majority vote)")
+    g.add_argument("--num-samples", type=positive_int, help="generate mode: repetitions per case (majority vote)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
     g.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=None,
                    help="logits mode: encode each image's prompt prefix once for all its questions (default on where the architecture allows it)")
@@ -630,7 +642,7 @@ def _print_findings(paths: dict[str, Path]) -> None:
 
 
 def _add_replicate(sub: argparse._SubParsersAction) -> None:
-    from vhx.adversarial.options import fraction
+    from vhx.argtypes import positive_fraction
     from vhx.replicate import ABLATABLE, STAGES
 
     p = sub.add_parser(
@@ -655,27 +667,27 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mme", help="MME Hub folder (`vhx build mme`) for Table 8 (with --quick: MME's format on drawn scenes)")
     p.add_argument("--out", default="vhx-replicate", help="study folder (default vhx-replicate)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated stages to run (default all: {','.join(STAGES)})")
-    p.add_argument("--num-images", type=int, help="scenes of the synthetic benchmark (default 80 for the zoo, 60 with --models; --quick 16)")
+    p.add_argument("--num-images", type=positive_int, help="scenes of the synthetic benchmark (default 80 for the zoo, 60 with --models; --quick 16)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic benchmark, perturbations, attacks and fine-tuning")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
     _add_negation_form(p)
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
     g = p.add_argument_group("attacks (defaults: the paper's with --models; the zoo a fifth of its updates; --quick a tenth)")
     g.add_argument("--preset", choices=["paper", "authors"], default="paper", help="attack preset, as in `vhx expand`")
-    g.add_argument("--eps", type=fraction, help="L-inf radius, e.g. 8/255")
-    g.add_argument("--step", type=fraction, help="step size, e.g. 0.5/255")
-    g.add_argument("--steps-vh", type=int, help="updates on pairs the target gets wrong (paper 100)")
-    g.add_argument("--steps-nonvh", type=int, help="updates on pairs it answers right (paper 500)")
-    g.add_argument("--converge-window", type=int, metavar="W",
-                   help="stop each non-VH attack once its last W updates brought less than 5%% of its cosine's fall (0: off; default off, "
-                        "--quick 20; the ablation's row (v) measures it)")
-    g.add_argument("--attack-batch-size", type=int, help="images per attack batch")
+    g.add_argument("--eps", type=positive_fraction, help="L-inf radius, e.g. 8/255")
+    g.add_argument("--step", type=positive_fraction, help="step size, e.g. 0.5/255")
+    g.add_argument("--steps-vh", type=positive_int, help="updates on pairs the target gets wrong (paper 100)")
+    g.add_argument("--steps-nonvh", type=positive_int, help="updates on pairs it answers right (paper 500)")
+    g.add_argument("--converge-window", type=converge_window, metavar="W", default=argparse.SUPPRESS,
+                   help="stop each non-VH attack once its last W updates brought less than 5%% of its cosine's fall (0 or 'none': off, "
+                        "every update runs, as in `vhx expand`; default off, --quick 20; the ablation's row (v) measures it)")
+    g.add_argument("--attack-batch-size", type=positive_int, help="images per attack batch")
     g.add_argument("--ablation", action="append", default=[], metavar="NAME=V1,V2,...",
                    help=f"Table 6 values of one setting ({', '.join(ABLATABLE)}; eps and step in 1/255); repeatable. "
                         "'none' skips the ablation")
     g = p.add_argument_group("scoring")
     g.add_argument("--mode", choices=["generate", "logits"], default="generate", help="generate a reply and parse it (the paper's), or compare P(yes) and P(no)")
-    g.add_argument("--batch-size", type=int, default=8, help="cases per batch")
+    g.add_argument("--batch-size", type=positive_int, default=8, help="cases per batch")
     g.add_argument("--dtype", help="auto, float32, bfloat16, float16")
     g.add_argument("--device", help="cpu, cuda, ... (default: the accelerate process's device)")
     g = p.add_argument_group("fine-tuning (recipes/finetune.py)")
@@ -715,9 +727,11 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     for key, value in (("eps", args.eps), ("step", args.step)):
         if value is not None:
             attack[key] = value * 255
-    for key in ("steps_vh", "steps_nonvh", "converge_window"):
+    for key in ("steps_vh", "steps_nonvh"):
         if getattr(args, key) is not None:
             attack[key] = getattr(args, key)
+    if hasattr(args, "converge_window"):  # absent unless typed: None (0 or none) is a value of its own, off
+        attack["converge_window"] = args.converge_window or 0
     attack_options = {k: v for k, v in (("preset", args.preset), ("batch_size", args.attack_batch_size), ("device", args.device)) if v is not None}
     eval_options = {k: v for k, v in (("mode", args.mode), ("batch_size", args.batch_size), ("dtype", args.dtype), ("device", args.device)) if v is not None}
     fields: dict[str, Any] = dict(
@@ -760,7 +774,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``vhx`` command."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="vhx",
         description=(
             "vhx: read visual-hallucination benchmarks into Hugging Face datasets, expand them "
@@ -784,8 +798,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_expand_options(p, out_default="vhx-out")
     _add_model_options(p, model_required=False)
     p.set_defaults(mode="logits", attack=None)
-    p.add_argument("--num-images", type=int, help="number of drawn scenes")
-    p.add_argument("--yes-ratio", type=float, help="share of 'yes' answers per split")
+    p.add_argument("--num-images", type=positive_int, help="number of drawn scenes")
+    p.add_argument("--yes-ratio", type=share_0_1, help="share of 'yes' answers per split")
     p.set_defaults(func=cmd_run)
 
     _add_build(sub)
@@ -811,7 +825,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", help="Hub folder (or Hub dataset id) of vhx cases")
     p.add_argument("--out", required=True, help="run folder (predictions.jsonl, run.json, report/)")
     p.add_argument("--splits", help="comma-separated splits to score (default all)")
-    p.add_argument("--limit", type=int, help="score only the first N cases of each split")
+    p.add_argument("--limit", type=positive_int, help="score only the first N cases of each split")
     p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
     _add_model_options(p)
     p.set_defaults(func=cmd_evaluate)
@@ -820,7 +834,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_dirs", nargs="+", help="run folders written by `vhx evaluate`")
     p.add_argument("--out", required=True, help="report folder")
     p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
-    p.add_argument("--bootstrap", type=int, default=0, help="image-level bootstrap resamples for extra intervals")
+    p.add_argument("--bootstrap", type=non_negative_int, default=0, help="image-level bootstrap resamples for extra intervals")
     p.add_argument("--allow-incomplete", action="store_true",
                    help="report runs that never finished or scored fewer cases than they set out to (refused by default), "
                         "flagged as incomplete in every output")
@@ -843,7 +857,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("gallery", help="HTML page of original vs generated cases of a Hub folder")
     p.add_argument("folder")
     p.add_argument("--out", help="HTML file (default FOLDER/gallery.html)")
-    p.add_argument("--n", type=int, default=12, help="cases to show")
+    p.add_argument("--n", type=positive_int, default=12, help="cases to show")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (the run's gallery: the expansion's --seed)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing gallery file that shows another sample")
     p.set_defaults(func=cmd_gallery)

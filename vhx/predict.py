@@ -381,6 +381,9 @@ def predict_dataset(
     """
     if batch_size < 1:
         raise ValueError("batch_size must be >= 1")
+    if limit is not None and limit < 1:
+        # a negative limit sliced the cases from the end and recorded negative case counts
+        raise ValueError(f"limit must be >= 1 (or None: every case), got {limit!r}")
     if state is None:
         state = process_state()
     is_main = bool(state.is_main_process)

@@ -11,7 +11,15 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["has_accelerator", "force_cpu", "process_state", "default_device", "launched_world_size", "worker_initializer"]
+__all__ = ["available_cores", "has_accelerator", "force_cpu", "process_state", "default_device", "launched_world_size", "worker_initializer"]
+
+
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def has_accelerator() -> bool:

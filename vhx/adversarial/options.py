@@ -23,23 +23,10 @@ from vhx.adversarial.choices import (
     SIMILARITIES,
     TARGETS,
 )
-
-
-def fraction(text: str) -> float:
-    """A float given as ``0.03`` or ``8/255``."""
-    num, sep, den = text.partition("/")
-    try:
-        return float(num) / float(den) if sep else float(num)
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"expected a number such as 0.03 or 8/255, got {text!r}") from None
-
-
-def _or_none(kind: Any) -> Any:
-    def parse(text: str) -> Any:
-        return None if text.lower() in ("none", "off") else kind(text)
-
-    parse.__name__ = getattr(kind, "__name__", "value")
-    return parse
+from vhx.argtypes import (
+    converge_window, fraction, non_negative_float, non_negative_fraction, non_negative_int, or_none, positive_fraction, positive_int,
+    share_0_1,
+)
 
 
 def add_attack_arguments(p: argparse.ArgumentParser) -> None:
@@ -53,7 +40,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
                         "truncation, PGD step 1.0 on the raw gradient, the processor's resolution; on CUDA their float16, "
                         "on a CPU float32, see --attack-dtype). Flags below override it")
     g.add_argument("--vh-column", help="boolean column saying which cases trigger VH (default: score them with the target)")
-    g.add_argument("--attack-batch-size", type=int, help="images attacked together (default 16; a finished image hands its slot to the next)")
+    g.add_argument("--attack-batch-size", type=positive_int, help="images attacked together (default 16; a finished image hands its slot to the next)")
     g.add_argument("--attack-device", help="device of the attacked model (default: accelerate's)")
     g.add_argument("--attack-dtype", choices=("auto", "float32", "bfloat16", "float16"),
                    help="precision the attack runs the model in ('auto': the checkpoint's). Default float32, on a CPU and "
@@ -70,35 +57,36 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
         "visual tokens away from the original's. Pairs it already gets wrong (VH) get the 'max' branch: start from a "
         "random +-init image and pull the tokens back, so the pixels change while the model sees the same thing.",
     )
-    g.add_argument("--eps", type=fraction, help="L-inf radius on the [0,1] scale (default 8/255)")
-    g.add_argument("--step", type=fraction, help="step size of every method (default 0.5/255; authors: PGD 1.0)")
-    g.add_argument("--step-ifgsm", type=fraction, help="step size of I-FGSM only")
-    g.add_argument("--step-pgd", type=fraction, help="step size of PGD only (with --grad-norm none it multiplies the raw gradient)")
-    g.add_argument("--steps-nonvh", type=int, metavar="N",
+    g.add_argument("--eps", type=positive_fraction, help="L-inf radius on the [0,1] scale (default 8/255)")
+    g.add_argument("--step", type=positive_fraction, help="step size of every method (default 0.5/255; authors: PGD 1.0)")
+    g.add_argument("--step-ifgsm", type=positive_fraction, help="step size of I-FGSM only")
+    g.add_argument("--step-pgd", type=positive_fraction, help="step size of PGD only (with --grad-norm none it multiplies the raw gradient)")
+    g.add_argument("--steps-nonvh", type=positive_int, metavar="N",
                    help="updates on pairs the target answers right (min branch; default 500, authors 499)")
-    g.add_argument("--steps-vh", type=int, metavar="N",
+    g.add_argument("--steps-vh", type=positive_int, metavar="N",
                    help="at most N updates on pairs it gets wrong (max branch; default 100 with early stopping, authors 99)")
-    g.add_argument("--steps-min", type=int, dest="steps_nonvh", help=argparse.SUPPRESS)  # old name
-    g.add_argument("--steps-max", type=int, dest="steps_vh", help=argparse.SUPPRESS)  # old name
-    g.add_argument("--init", type=fraction, help="the VH branch's random start, +-init per pixel (default 5/255, or eps when smaller)")
+    g.add_argument("--steps-min", type=positive_int, dest="steps_nonvh", help=argparse.SUPPRESS)  # old name
+    g.add_argument("--steps-max", type=positive_int, dest="steps_vh", help=argparse.SUPPRESS)  # old name
+    g.add_argument("--init", type=non_negative_fraction, help="the VH branch's random start, +-init per pixel (default 5/255, or eps when smaller)")
     g.add_argument("--start-offset", type=fraction, help="the non-VH branch starts at x + offset (default 0; authors' InstructBLIP 1/255)")
     g.add_argument("--first-step", choices=FIRST_STEPS,
                    help="the non-VH branch's first update: a seeded random sign step (I-FGSM's default) or the gradient (PGD's, authors')")
     g.add_argument("--similarity", choices=SIMILARITIES, help="cosine along features (default), tokens, or on the authors' axis")
     g.add_argument("--schedule", choices=SCHEDULES, help="step schedule (default constant; cosine: the authors')")
-    g.add_argument("--eta-min", type=fraction, help="floor of the cosine schedule (default 1e-4)")
-    g.add_argument("--cosine-t-max", type=int, metavar="T", help="T_max of the cosine schedule (default: the branch's updates; authors 500)")
+    g.add_argument("--eta-min", type=non_negative_fraction, help="floor of the cosine schedule (default 1e-4)")
+    g.add_argument("--cosine-t-max", type=positive_int, metavar="T", help="T_max of the cosine schedule (default: the branch's updates; authors 500)")
     g.add_argument("--grad-norm", choices=GRAD_NORMS, help="PGD's gradient: divided by its largest entry (linf, default) or raw (none, authors')")
     g.add_argument("--early-stopping", action=argparse.BooleanOptionalAction, default=None,
                    help="stop the VH branch early (default on; authors off)")
-    g.add_argument("--stop-similarity", type=_or_none(float), metavar="S", default=argparse.SUPPRESS, help="early stop once the similarity reaches S (default 0.999; 'none': off)")
-    g.add_argument("--patience", type=_or_none(int), metavar="K", default=argparse.SUPPRESS, help="early stop after K steps without improvement (default 10; 'none': off)")
-    g.add_argument("--min-improvement", type=float, help="what counts as an improvement for --patience (default 1e-4)")
-    g.add_argument("--converge-window", type=_or_none(int), metavar="W", default=argparse.SUPPRESS,
+    g.add_argument("--stop-similarity", type=or_none(float), metavar="S", default=argparse.SUPPRESS, help="early stop once the similarity reaches S (default 0.999; 'none': off)")
+    g.add_argument("--patience", type=or_none(positive_int), metavar="K", default=argparse.SUPPRESS, help="early stop after K steps without improvement (default 10; 'none': off)")
+    g.add_argument("--min-improvement", type=non_negative_float, help="what counts as an improvement for --patience (default 1e-4)")
+    g.add_argument("--converge-window", type=converge_window, metavar="W", default=argparse.SUPPRESS,
                    help="convergence stopping of the non-VH branch: an image stops once its last W updates brought less than "
-                        "a share --converge-tol of its similarity's fall so far, and its slot goes to the next image ('none': off, "
-                        "every update of --steps-nonvh runs; the default of --preset paper and authors; `vhx run`: 10)")
-    g.add_argument("--converge-tol", type=float, metavar="R",
+                        "a share --converge-tol of its similarity's fall so far, and its slot goes to the next image (0 or 'none': "
+                        "off, every update of --steps-nonvh runs, as in `vhx replicate`; the default of --preset paper and authors; "
+                        "`vhx run`: 10)")
+    g.add_argument("--converge-tol", type=share_0_1, metavar="R",
                    help=f"the share of the fall so far below which the last --converge-window updates count as converged (default {DEFAULT_CONVERGE_TOL})")
     g.add_argument("--iterate", choices=ITERATES, help="save the best iterate (default) or the final one (authors)")
     g.add_argument("--quantize", choices=QUANTIZERS, help="8-bit output: round into the eps ball (default) or truncate (authors)")
@@ -153,7 +141,7 @@ def add_attack_plot_parser(sub: Any) -> None:
     p = sub.add_parser("attack-plot", help="plot the similarity per attack update (convergence) from an attack folder")
     p.add_argument("folder", help="the attack folder (OUT/attacks of `vhx expand`, or --attack-dir)")
     p.add_argument("--out", help="image file to write (default FOLDER/convergence.png)")
-    p.add_argument("--max-lines", type=int, default=40, help="faint per-attack lines per method and branch (default 40)")
+    p.add_argument("--max-lines", type=non_negative_int, default=40, help="faint per-attack lines per method and branch (default 40)")
     p.set_defaults(func=cmd_attack_plot)
 
 

@@ -32,6 +32,7 @@ from vhx.images import image_problem, known_decodable, remember_decodable
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of, with_images
+from vhx.runtime import available_cores
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,14 +56,6 @@ def _fingerprint(*parts: Any) -> str:
 def default_image_dir() -> Path:
     """Where perturbed image files go by default: a ``vhx-perturbed`` folder in the datasets cache."""
     return Path(datasets.config.HF_DATASETS_CACHE) / "vhx-perturbed"
-
-
-def available_cores() -> int:
-    """CPU cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _source_bytes(image: Mapping[str, Any]) -> bytes:

@@ -153,6 +153,11 @@ class ReplicateConfig:
         unknown = [k for k in self.ablation if k not in ABLATABLE]
         if unknown:
             raise ValueError(f"unknown ablation setting(s) {unknown}; expected {list(ABLATABLE)}")
+        # `vhx expand`'s rule (vhx.argtypes.converge_window): 0 is off, else a whole number of updates >= 1;
+        # checked here, not when the attack stage reaches the value after the build and the scoring
+        for window in (self.attack.get("converge_window", 0), *self.ablation.get("converge_window", ())):
+            if window is not None and (window < 0 or window != int(window)):
+                raise ValueError(f"converge_window must be 0 (off) or a whole number of updates >= 1, got {window!r}")
 
 
 def zoo_config(out: str | Path, models: Sequence[str] | None = None, **overrides: Any) -> ReplicateConfig:
@@ -477,7 +482,7 @@ def attack_plan(values: Mapping[str, float]) -> str:
         from vhx.adversarial.choices import DEFAULT_CONVERGE_TOL
 
         text += (f"; each non-VH image stops once converged (its last {int(values['converge_window'])} updates brought less than "
-                 f"{DEFAULT_CONVERGE_TOL:.0%} of its cosine's fall; --converge-window 0 runs every update)")
+                 f"{DEFAULT_CONVERGE_TOL:.0%} of its cosine's fall; --converge-window 0 or none runs every update, as in `vhx expand`)")
     return text
 
 
