@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from vhx import report_sources
+from vhx.report_sources import md_text
 from vhx.errors import VHXError
 from vhx.scoring.blind import blind_scores
 from vhx.scoring.predictions import run_status, status_words
@@ -187,7 +188,20 @@ def report_tables() -> list[tuple[str, str, str, Callable[[pd.Series], str]]]:
 
 
 def _md_escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    """A table cell: :func:`~vhx.report_sources.md_text` (no markup from names), its ``|`` escaped."""
+    return md_text(text).replace("|", "\\|")
+
+
+def _md_code(text: Any) -> str:
+    """``text`` as an inline code span (a path): fenced by more backticks than it holds, so none ends it early."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -378,7 +392,7 @@ def _equal_metrics_notes(scores: pd.DataFrame, models: Sequence[str]) -> list[st
     for model in models:
         rows = scores[scores["model"] == model][["accuracy_original", "symmetric_accuracy"]].dropna()
         if len(rows) and np.allclose(rows["accuracy_original"], rows["symmetric_accuracy"], rtol=0, atol=1e-12):
-            lines.append(f"{model}: symmetric accuracy equals accuracy on the source questions in every row: each negated twin it "
+            lines.append(f"{md_text(model)}: symmetric accuracy equals accuracy on the source questions in every row: each negated twin it "
                          "answered wrong belongs to a pair whose source question it also answered wrong, so its errors lie in what "
                          "it sees rather than in reading the negation, and no pair is lost by the twin alone.")
     return [*lines, ""] if lines else []
@@ -402,11 +416,11 @@ def _model_digests(df: pd.DataFrame, dirs: list[Path], metas: list[dict[str, Any
 def _content_warning(match: Any, a: str, b: str) -> str:
     """'' when every case id both runs scored names the same case; else what differs, and what was done."""
     if match.n_shared_ids == 0:
-        return (f"The runs of {a} and {b} have no case id in common: they scored different data. "
+        return (f"The runs of {md_text(a)} and {md_text(b)} have no case id in common: they scored different data. "
                 "No paired comparison was made, and their columns below are not comparable.")
     if not match.differences:
         return ""
-    lines = "\n".join(f"- {d}" for d in match.differences[:10])
+    lines = "\n".join(f"- {md_text(d)}" for d in match.differences[:10])
     if match.n_matched == 0:
         verdict = "None of the cases matches: no paired comparison was made, and their columns below are not comparable."
     else:
@@ -452,9 +466,9 @@ def _pope_section(pope: pd.DataFrame, keys: list[str], variants: dict[str, str])
     group_keys = [k for k in keys if k != "subset"]
     lines = ["## POPE", ""]
     if len(set(variants.values())) == 1:
-        lines += [f"Scored: {next(iter(variants.values()))}.", ""]
+        lines += [f"Scored: {md_text(next(iter(variants.values())))}.", ""]
     else:
-        lines += [f"Scored by {model or '(unnamed)'}: {variant}." for model, variant in variants.items()] + [""]
+        lines += [f"Scored by {md_text(model or '(unnamed)')}: {md_text(variant)}." for model, variant in variants.items()] + [""]
     lines += [
         "POPE's metrics on its source questions (not negated), \"yes\" the positive class; **mean** is the "
         "unweighted mean over random, popular and adversarial, as papers report it. An unreadable reply counts as "
@@ -607,7 +621,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df, statuses), ""]
     incomplete_models = {m for d, s in unfinished for m in df.loc[df["run"] == str(d), "model"].unique()}
     if unfinished:
-        lines = [f"- `{d}`: {status_words(s)}" for d, s in unfinished]
+        lines = [f"- {_md_code(d)}: {status_words(s)}" for d, s in unfinished]
         md[2:2] = ["## WARNING: incomplete runs", "",
                    "These runs did not score every case they set out to (reported with --allow-incomplete): their numbers "
                    "cover only the cases listed, and are not results of the run.", "", *lines, ""]  # fmt: skip
@@ -653,7 +667,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             warning = _content_warning(match, a, b)
             if warning:
                 # loud: at the top of report.md and on the console
-                md[2:2] = [f"## WARNING: {a} and {b} did not score the same data", "", warning, ""]
+                md[2:2] = [f"## WARNING: {md_text(a)} and {md_text(b)} did not score the same data", "", warning, ""]
                 doc["content_check"] = {"n_shared_ids": match.n_shared_ids, "n_matched": match.n_matched,
                                         "differences": match.differences}
                 (logger.error if not match.n_matched else logger.warning)("report: %s", warning.replace("\n", " "))
@@ -666,7 +680,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             if len(cmp):
                 cmp = _order_rows(cmp, keys)
                 md += [
-                    f"## Paired comparison: {a} vs {b} (symmetric accuracy)",
+                    f"## Paired comparison: {md_text(a)} vs {md_text(b)} (symmetric accuracy)",
                     "",
                     "Over the pairs scored for both models. Difference = first - second, with Newcombe's score "
                     f"interval for paired proportions and a percentile bootstrap over pairs ({compare_boot} "

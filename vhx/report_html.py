@@ -79,7 +79,9 @@ def summary_lines(scores: pd.DataFrame, keys: Sequence[str]) -> list[str]:
 
 
 def _inline(text: str) -> str:
-    out = html.escape(text)
+    # report.md writes names' & < > as entities (vhx.report_sources.md_text): decoded first, so the page
+    # shows them once escaped, not as "&amp;lt;"
+    out = html.escape(html.unescape(text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)
     out = re.sub(r"`([^`]+)`", r"<code>\1</code>", out)
     return re.sub(r"(?<![\w*])\*([^*]+)\*(?![\w*])", r"<i>\1</i>", out)

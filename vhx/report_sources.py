@@ -12,6 +12,7 @@ numbers behind them, which :func:`vhx.report.report` writes as CSV.
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Callable, Sequence
 
@@ -30,6 +31,16 @@ AMBER_ATTRIBUTE = ("attribute_state", "attribute_number", "attribute_action")
 AMBER_ORDER = ("existence", "attribute", *AMBER_ATTRIBUTE, "relation", "all")
 
 Table = Callable[[list[str], list[list[str]]], str]
+
+
+def md_text(text: object) -> str:
+    """``text`` (a model, dataset or split name, a path: anything a user chose) safe in report.md's prose.
+
+    Hub and GitHub viewers render the HTML a Markdown file holds, so a model named ``<img src=x
+    onerror=...>`` would become markup there: ``&``, ``<`` and ``>`` are written as entities (shown as
+    the characters), and a line break, which could start a heading or a table row, as a space.
+    """
+    return html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " ")
 
 
 def _num(v: object, digits: int = 3) -> str:
@@ -58,7 +69,7 @@ def hallusionbench_section(df: pd.DataFrame, table: Table) -> tuple[list[str], p
     partial = {str(r["model"]): int(r["n_questions"]) for _, r in hb[hb["category"] == "all"].iterrows()
                if int(r["n_questions"]) != HALLUSIONBENCH_SIZE}
     if partial:
-        lines += ["Over part of the release (" + ", ".join(f"{m}: {n:,} of {HALLUSIONBENCH_SIZE:,} questions" for m, n in partial.items())
+        lines += ["Over part of the release (" + ", ".join(f"{md_text(m)}: {n:,} of {HALLUSIONBENCH_SIZE:,} questions" for m, n in partial.items())
                   + "): questions the expansion could not negate (`--on-error skip`) are not in an expanded folder; "
                   "score the built folder (`vhx build hallusionbench`) for numbers comparable with papers'.", ""]
     counted = int(hb.loc[hb["category"] == "all", "n_unknown_counted_right"].sum())
