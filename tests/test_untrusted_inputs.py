@@ -215,13 +215,22 @@ def test_decompression_bomb_goes_through_the_error_policy(tmp_path):
 
 
 def _built_with_a_truncated_image(tmp_path: Path) -> Path:
-    """A Hub folder whose second image is a truncated JPEG (built with verify_images=False)."""
-    from vhx.hub import write_hub_folder
+    """A Hub folder whose second image is a truncated JPEG (built with verify_images=False), as a tool
+    other than vhx could write it: vhx's own writer refuses such a folder (test below)."""
+    from vhx import hub
 
     root = _release(tmp_path / "pope", "pope", ["a.png", "cut.jpg"])
     _truncated_jpeg(root / "cut.jpg")
     dsd, _ = load_source("pope", str(root), verify_images=False)
-    write_hub_folder(dsd, tmp_path / "hub", repo_id="vhx/cut")
+    with pytest.raises(DataError, match=r"image of case pope/random/2 \(split random\) does not decode whole"):
+        hub.write_hub_folder(dsd, tmp_path / "refused", repo_id="vhx/cut")
+    assert not (tmp_path / "refused").exists()
+    check = hub._check_images
+    hub._check_images = lambda *args, **kwargs: None  # the other tool does not check
+    try:
+        hub.write_hub_folder(dsd, tmp_path / "hub", repo_id="vhx/cut")
+    finally:
+        hub._check_images = check
     return tmp_path / "hub"
 
 
