@@ -255,7 +255,8 @@ def test_a_broken_builder_plugin_is_one_line_naming_it(tmp_path: Path, module_te
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: brokenbuild\nVersion: 0.1\n", encoding="utf-8")
     (info / "entry_points.txt").write_text(f"[vhx.builders]\nbroke = {entry}\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(site)}
-    out = subprocess.run([sys.executable, "-m", "vhx.cli", "build", "broke", "--data-dir", str(tmp_path), "--out", str(tmp_path / "o")],
+    (tmp_path / "data").mkdir()  # an output beside the input, not inside it (that is refused on its own)
+    out = subprocess.run([sys.executable, "-m", "vhx.cli", "build", "broke", "--data-dir", str(tmp_path / "data"), "--out", str(tmp_path / "o")],
                          capture_output=True, text=True, env=env)  # fmt: skip
     assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr[-800:]
     (line,) = out.stderr.strip().splitlines()
