@@ -53,8 +53,9 @@ def test_native_architectures_are_not_affected(tmp_path: Path):
 def test_cli_prints_one_line_and_no_traceback(tmp_path: Path, capsys: pytest.CaptureFixture):
     path = remote_code_checkpoint(tmp_path / "ckpt", AUTO_MAP)
     data = tmp_path / "data"
-    data.mkdir()
-    (data / "README.md").write_text("---\n---\n")
+    # a real folder: evaluate reads the data's shards before it loads the model
+    assert main(["build", "synthetic", "--out", str(data), "--num-images", "2"]) == 0
+    capsys.readouterr()
     code = main(["evaluate", str(data), "--model", str(path), "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err.strip()
     assert code == 2
