@@ -189,7 +189,7 @@ def test_a_write_refused_midway_is_said_in_the_same_words(scored, tmp_path, caps
     import vhx.hub
 
     folder, _ = scored
-    monkeypatch.setattr(vhx.cli, "_check_writable", lambda out: None)
+    monkeypatch.setattr(vhx.cli, "check_writable", lambda out: None)
 
     def read_only(ds, split, data_dir, max_bytes):
         raise OSError(errno.EROFS, "Read-only file system", str(data_dir / f"{split}-00000-of-00001.parquet"))

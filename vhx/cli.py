@@ -12,6 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from vhx.argtypes import converge_window, non_negative_float, non_negative_int, num_proc, positive_float, positive_int, share_0_1
+from vhx.cli_errors import (  # EXIT_SIGTERM: re-exported, the status callers of main() check
+    EXIT_SIGINT,
+    EXIT_SIGTERM,  # noqa: F401
+    UNWRITABLE,
+    Terminated,
+    cannot_write,
+    check_writable,
+    disk_full,
+    in_words,
+    on_sigterm,
+)
 from vhx.errors import VHXError
 from vhx.zoo import DEFAULT_MODEL as DEFAULT_RUN_MODEL  # what `vhx run` scores (and attacks) unless --model says otherwise
 
@@ -895,32 +906,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: Exit status after SIGTERM (128 + 15), as shells and schedulers (Slurm) expect.
-EXIT_SIGTERM = 143
-EXIT_SIGINT = 130
-
-
-class Terminated(BaseException):
-    """SIGTERM arrived: unwinds like Ctrl-C, so ``finally`` blocks and ``atexit`` clean up temporary files."""
-
-
-def _on_sigterm(signum: int, frame: Any) -> None:
-    raise Terminated(signum)
-
-
-def _in_words(exc: Exception) -> str:
-    """An error as one line: a file where a folder was wanted (``--out report.txt``) said in words, not as ``[Errno 17]``."""
-    if isinstance(exc, (FileExistsError, NotADirectoryError)) and exc.filename:
-        path = Path(os.fspath(exc.filename))
-        blocker = next((p for p in (path, *path.parents) if p.is_file()), None)
-        if blocker is not None:
-            return (f"{blocker} is a file, where a folder is needed (an output folder, or one above it): name a folder "
-                    "that does not exist yet or one vhx wrote, or move the file away")
-    if isinstance(exc, OSError) and exc.strerror and exc.filename:
-        return f"{exc.filename}: {exc.strerror.lower()}"
-    return str(exc)
-
-
 def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     """Parse the command line; an unknown option is reported by its command's own parser (its usage,
     not the top level's), with the closest option it has."""
@@ -939,74 +924,6 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
         words.append(f"{item} (did you mean {close[0]}?)" if close else item)
     command.error(f"unrecognized arguments: {' '.join(words)}")
     raise AssertionError("unreachable")  # argparse's error exits
-
-
-def _disk_full(exc: OSError, out: str | os.PathLike | None = None) -> str:
-    """The one line for a full disk: the path being written (the error's file, else the command's
-    output folder) and the free space of the filesystem that path is on."""
-    import shutil
-
-    where = exc.filename or out
-    if not where:
-        return "disk full while writing the output: free space and run the same command again (finished work is kept)"
-    # the file may be gone (removed on the way out) or not made yet: its nearest existing folder is on the same filesystem
-    probe = Path(os.path.abspath(os.fspath(where)))
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        room = f"; {shutil.disk_usage(probe).free:,} bytes free on its filesystem ({probe})"
-    except OSError:
-        room = ""
-    return f"disk full while writing {where}{room}: free space and run the same command again (finished work is kept)"
-
-
-#: errno values that mean "vhx may not write there": said in one line, as a full disk is.
-_UNWRITABLE = ("EROFS", "EACCES", "EPERM")
-
-
-def _cannot_write(exc: OSError, out: str | os.PathLike | None = None) -> str:
-    """The one line for a write refused by the system (a read-only filesystem, no permission): the
-    path and the reason, and which output it belongs to when it is a file vhx writes in or beside it."""
-    reason = (exc.strerror or os.strerror(exc.errno or 0)).lower()
-    where = os.fspath(exc.filename) if exc.filename else None
-    if out is None:
-        return f"{where}: {reason}" if where else reason
-    target = Path(os.path.abspath(os.fspath(out)))
-    if where is not None:
-        path = Path(os.path.abspath(where))
-        # the output itself, or what sits beside it named after it: its staging folder, its lock file
-        first = path.relative_to(target.parent).parts[0] if path != target.parent and path.is_relative_to(target.parent) else None
-        if first is None or not (first == target.name or first.startswith(f".{target.name}.")):
-            return f"{where}: {reason}"  # an input vhx could not read, say
-        if path != target:
-            return f"cannot write {out} ({where}: {reason}): choose an output folder you can write to"
-    return f"cannot write {out}: {reason}: choose an output folder you can write to"
-
-
-def _check_writable(out: str | os.PathLike) -> None:
-    """Refuse an output on a read-only filesystem or in a folder without write permission before any
-    work: the first write would fail only after the build, the expansion or the model load.
-
-    The nearest existing folder of ``out`` is asked (``os.access``, which also reports a read-only
-    mount to root); a file in the way is left to the write itself, which says so in words."""
-    import errno
-
-    target = Path(os.path.abspath(os.fspath(out)))
-    probe = target
-    try:
-        while not probe.exists() and probe != probe.parent:
-            probe = probe.parent
-        if probe.is_file():
-            if probe != target:
-                return
-            probe = probe.parent  # an output file is replaced through its folder
-        if os.access(probe, os.W_OK | os.X_OK):
-            return
-        read_only = bool(os.statvfs(probe).f_flag & getattr(os, "ST_RDONLY", 1))
-    except OSError:
-        return  # not decidable here: the write itself reports it
-    code = errno.EROFS if read_only else errno.EACCES
-    raise OSError(code, os.strerror(code), os.fspath(out))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -1036,7 +953,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # and temporary files removed on the way out
         for name in ("SIGTERM", "SIGHUP"):
             if hasattr(signal, name):
-                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), _on_sigterm)
+                previous[getattr(signal, name)] = signal.signal(getattr(signal, name), on_sigterm)
     try:
         from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -1044,16 +961,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.captureWarnings(True)
         with logging_redirect_tqdm():
             if getattr(args, "out", None):
-                _check_writable(args.out)
+                check_writable(args.out)
             return args.func(args)
     except (VHXError, FileExistsError, FileNotFoundError, NotADirectoryError) as exc:
-        print(f"vhx {args.command}: error: {_in_words(exc)}", file=sys.stderr)
+        print(f"vhx {args.command}: error: {in_words(exc)}", file=sys.stderr)
         return 2
     except OSError as exc:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            line = _disk_full(exc, getattr(args, "out", None))
-        elif exc.errno in {getattr(errno, name) for name in _UNWRITABLE if hasattr(errno, name)}:
-            line = _cannot_write(exc, getattr(args, "out", None))
+            line = disk_full(exc, getattr(args, "out", None))
+        elif exc.errno in {getattr(errno, name) for name in UNWRITABLE if hasattr(errno, name)}:
+            line = cannot_write(exc, getattr(args, "out", None))
         else:
             raise
         print(f"vhx {args.command}: error: {line}", file=sys.stderr)
