@@ -72,12 +72,14 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
             "(parquet under data/ + README.md card) that `datasets.load_dataset(OUT)` reads back."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="sources and their layouts: see `python -c \"import vhx.builders.pope as m; help(m)\"` (pope, mmvp, ...)",
+        epilog="`vhx build SOURCE --options` lists the --option keys of SOURCE with their defaults; the release layout "
+               "each source reads is in its module's help (`python -c \"import vhx.builders.pope as m; help(m)\"`)",
     )
     p.add_argument("source", choices=sorted([*BUILDERS, "synthetic", "synthetic-instruct"]),
                    help="which benchmark (synthetic-instruct: LLaVA-format instruction data on drawn scenes, not a Hub folder)")
     p.add_argument("--data-dir", help="folder of the release (not needed for synthetic)")
-    p.add_argument("--out", required=True, help="output Hub folder")
+    p.add_argument("--out", help="output Hub folder (required, except with --options)")
+    p.add_argument("--options", action="store_true", help="list SOURCE's --option keys, their defaults and what each does, and exit")
     p.add_argument("--repo-id", help="the dataset's name in its card (default vhx/<source>); the card's usage example loads the folder until `vhx push` names the repo")
     p.add_argument("--subsets", help="comma-separated subsets (splits) to build; default all found")
     p.add_argument("--on-error", choices=["raise", "skip"], default="raise", help="stop at the first bad row, or skip and report bad rows")
@@ -136,10 +138,38 @@ def build_source(args: argparse.Namespace) -> Any:
     return dsd
 
 
+def _print_builder_options(source: str) -> None:
+    from vhx.builders import builder_options
+
+    if source == "synthetic-instruct":
+        print("synthetic-instruct takes --num-images, --seed and --out only")
+        return
+    print(f"--option keys of `vhx build {source}` (--option KEY=VALUE; VALUE read as JSON where it can be):")
+    for name, default, doc in builder_options(source):
+        doc = doc.replace("``", "")
+        print(f"  {name} (default {default!r}): {doc}" if doc else f"  {name} (default {default!r})")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     """``vhx build``: builder -> Hub folder, then print its summary."""
     from vhx.locking import output_lock
+    from vhx.names import check_name
 
+    if args.options:
+        _print_builder_options(args.source)
+        return 0
+    if not args.out:
+        raise VHXError(f"`vhx build {args.source}` needs --out (the Hub folder to write)")
+    if args.source not in ("synthetic", "synthetic-instruct"):
+        from vhx.builders import check_options
+
+        check_options(args.source, dict(args.option))  # a mistyped key, at once, before the release is read
+        if args.data_dir:
+            check_name(args.data_dir, what="data folder")  # a typo, with the closest folder, before anything else
+    elif args.source == "synthetic":
+        from vhx.builders import check_options
+
+        check_options("synthetic", dict(args.option))
     if args.data_dir:
         refuse_input_as_output(args.data_dir, args.out, what="--data-dir")
     # one writer per output folder, from before the release is read: a second build refuses at once
@@ -378,6 +408,10 @@ def cmd_expand(args: argparse.Namespace) -> int:
     if not Path(args.source_folder).exists():
         check_name(args.source_folder, what="Hub dataset folder")
         raise VHXError(f"{args.source_folder}: no such folder (expand reads a Hub folder written by `vhx build`)")
+    if getattr(args, "attack", "none") not in (None, "", "none") and not getattr(args, "target_model", None):
+        # at once, not after the negation and the perturbations
+        raise VHXError(f"--attack {args.attack} needs --target-model (the model whose vision encoder the attack targets, "
+                       "e.g. --target-model vhx-mini or llava-hf/llava-1.5-7b-hf)")
     _check_model(getattr(args, "target_model", None))
     if not (Path(args.source_folder) / "README.md").is_file():
         raise VHXError(f"{args.source_folder}: not a Hub dataset folder (write one with `vhx build`)")

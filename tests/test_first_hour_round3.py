@@ -1,0 +1,81 @@
+"""Issue 50 (the first hour, round three): builder options are discoverable and a wrong key is one
+line; the README's custom-data example builds; an attack without a target and a mistyped data
+folder fail at once."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from vhx.builders import BUILDERS, builder_options
+from vhx.cli import main
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+SOURCES = sorted([*BUILDERS, "synthetic"])
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_a_wrong_option_key_is_one_line_with_the_closest_key(source: str, tmp_path: Path, capsys: pytest.CaptureFixture):
+    keys = [name for name, _, _ in builder_options(source)]
+    assert keys, source
+    wrong = keys[-1][:-1] + "x" if len(keys[-1]) > 3 else keys[-1] + "x"  # one letter off the last key
+    (tmp_path / "data").mkdir()
+    started = time.monotonic()
+    code = main(["build", source, "--data-dir", str(tmp_path / "data"), "--out", str(tmp_path / "out"), "--option", f"{wrong}=1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and time.monotonic() - started < 5
+    (line,) = err.splitlines()
+    assert f"unknown option '{wrong}' for {source}" in line and f"did you mean {keys[-1]}?" in line and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_build_options_lists_every_key_with_its_default(source: str, capsys: pytest.CaptureFixture):
+    assert main(["build", source, "--options"]) == 0
+    out = capsys.readouterr().out
+    for name, default, _ in builder_options(source):
+        assert f"  {name} (default {default!r})" in out
+
+
+def test_every_builder_documents_its_own_options():
+    # each key of the sources read from releases says what it does (a config docstring's Attributes)
+    for source in ("pope", "repope", "mme", "mmvp", "vhtest", "hallusionbench", "amber", "custom"):
+        undocumented = [name for name, _, doc in builder_options(source) if not doc]
+        assert not undocumented, (source, undocumented)
+
+
+def test_the_readmes_custom_example_builds(tmp_path: Path, capsys: pytest.CaptureFixture):
+    text = README.read_text(encoding="utf-8")
+    section = text.split("**Your own cases**", 1)[1].split("```", 2)[1]
+    records = [json.loads(m) for m in re.findall(r"(\{.*\})", section)]
+    assert len(records) == 2 and {"image", "question", "answer"} <= set(records[0])
+    root = tmp_path / "mine"
+    (root / "imgs").mkdir(parents=True)
+    Image.new("RGB", (8, 8), "black").save(root / "imgs" / "cat.jpg")
+    (root / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["build", "custom", "--data-dir", str(root), "--out", str(tmp_path / "hub")]) == 0
+    out = capsys.readouterr().out
+    assert "custom" in out and "colour" in out  # the second record's subset is a split of its own
+
+
+def test_an_attack_without_a_target_model_fails_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture):
+    assert main(["build", "synthetic", "--out", str(tmp_path / "s"), "--num-images", "2"]) == 0
+    capsys.readouterr()
+    started = time.monotonic()
+    assert main(["expand", str(tmp_path / "s"), "--out", str(tmp_path / "x"), "--attack", "ifgsm"]) == 2
+    assert time.monotonic() - started < 5
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "--attack ifgsm needs --target-model" in line and not (tmp_path / "x").exists()
+
+
+def test_a_mistyped_data_folder_is_named_with_the_closest_one(tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch):
+    (tmp_path / "mine").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["build", "custom", "--data-dir", "mnie", "--out", "out"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "mnie: no such data folder here; did you mean mine?" in line and not (tmp_path / "out").exists()
