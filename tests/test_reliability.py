@@ -211,11 +211,11 @@ def test_an_endpoint_that_never_answers_stops_after_five_connection_failures(tmp
     config = LLMConfig(model="m", base_url=f"http://127.0.0.1:{_closed_port()}/v1", timeout=2, backoff_base=0.01,
                        backoff_max=0.02, concurrency=2, cache_dir=tmp_path / "cache")
     negator = LLMNegator(config)
-    started = time.monotonic()
-    with pytest.raises(LLMError, match="5 connection failures in a row"):
+    with pytest.raises(LLMError, match="connection failures in a row"):
         negator.negate_batch([f"Is there a cat number {i}?" for i in range(200)])
-    assert time.monotonic() - started < 30
-    assert negator.stats.requests < 20  # not retries x 200 cases
+    # counted, not timed: the 5 failures, plus at most one request in flight on each other thread
+    # when the limit is met; nothing after it (not retries x 200 cases)
+    assert negator.stats.requests <= 5 + (config.concurrency - 1)
 
 
 def test_expand_with_an_unreachable_endpoint_is_one_line_exit_2(tmp_path, monkeypatch, capsys):

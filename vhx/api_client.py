@@ -427,6 +427,13 @@ class ApiClient:
         status: int | None = None
         wait: float | None = None
         for attempt in range(attempts):
+            with self._failure_lock:
+                given_up = self._connection_failures >= c.max_connection_failures
+            if given_up:
+                # another thread met the limit: no request more to a server that is down (the tasks
+                # still queued behind it would each cost one)
+                raise ApiFatalError(f"{c.endpoint}: {self._connection_failures} connection failures in a row; is the "
+                                    "server up and the base_url right? Stopping.")
             if attempt:
                 delay = self.backoff(attempt - 1, wait)
                 self.stats.add(retries=1)

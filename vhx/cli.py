@@ -451,7 +451,9 @@ def cmd_gallery(args: argparse.Namespace) -> int:
 def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, or openai:MODEL[@BASE_URL]")
-    g.add_argument("--mode", choices=["generate", "logits"], default="generate", help="generate a reply and parse it, or compare P(yes) and P(no) in one forward pass")
+    g.add_argument("--mode", choices=["generate", "logits"], default="generate",
+                   help="generate a reply and parse it (the default here, as the paper scores models), or compare P(yes) and "
+                        "P(no) in one forward pass (what `vhx run` uses: faster, and no reply to parse)")
     g.add_argument("--batch-size", type=positive_int, default=8, help="cases per batch")
     g.add_argument("--dtype", help="auto, float32, bfloat16, float16 (transformers)")
     g.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the accelerate process's device)")
@@ -537,8 +539,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     paths = score_and_report(data, args.model, _model_options(args), Path(args.out),
                              splits=args.splits.split(",") if args.splits else None, limit=args.limit,
                              by=tuple(args.by.split(",")))
-    print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    _print_report_summary(paths)
     return 0
+
+
+def _print_report_summary(paths: dict[str, Path]) -> None:
+    """What a scoring command ends with: the report's warnings in full, its findings in words, and where
+    the report is (report.md itself is ~100 lines: read it there)."""
+    text = Path(paths["markdown"]).read_text(encoding="utf-8")
+    for section in text.split("\n## ")[1:]:
+        if section.startswith("WARNING"):
+            print("## " + section.strip() + "\n")
+    _print_findings(paths)
 
 
 def _hub_dataset(repo_id: str) -> Any:
@@ -565,7 +577,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for kind, path in paths.items():
         print(f"{kind:<12} {path}")
     print()
-    print(Path(paths["markdown"]).read_text(encoding="utf-8"))
+    _print_report_summary(paths)
     return 0
 
 
