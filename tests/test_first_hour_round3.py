@@ -79,3 +79,23 @@ def test_a_mistyped_data_folder_is_named_with_the_closest_one(tmp_path: Path, ca
     assert main(["build", "custom", "--data-dir", "mnie", "--out", "out"]) == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert "mnie: no such data folder here; did you mean mine?" in line and not (tmp_path / "out").exists()
+
+
+def test_the_expand_summary_explains_its_columns_and_every_rule_it_shows(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from vhx.negation import NEGATION_TABLE_LEGEND
+    from vhx.negation import rules as r
+
+    assert main(["build", "synthetic", "--out", str(tmp_path / "s"), "--num-images", "8"]) == 0
+    capsys.readouterr()
+    assert main(["expand", str(tmp_path / "s"), "--out", str(tmp_path / "x"), "--perturb", "none"]) == 0
+    out = capsys.readouterr().out
+    table = out.split("rules (share of twins)", 1)[1].split("catch-all:", 1)[0]
+    shown = set(re.findall(r"([a-z_']+/[a-z]+|[a-z]+_to_no)", table))
+    assert shown and "catch-all:" in out and "framed:" in out and "flagged:" in out
+    legend = NEGATION_TABLE_LEGEND
+    for rule in shown:
+        assert rule in legend or rule.split("/")[0] + "/..." in legend, rule
+    # every rule the rule negator can name is explained, not only those this data shows
+    names = [v for k, v in vars(r).items() if k.startswith("RULE_") and isinstance(v, str)]
+    unexplained = [n for n in names if n not in legend and n.split("/")[0] + "/..." not in legend]
+    assert not unexplained, unexplained

@@ -337,8 +337,11 @@ def _expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_
     expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0,
                       num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options,
                       on_error=args.on_error, report=skipped, max_fallback=args.max_llm_fallback)
-    from vhx.negation import describe_negators, format_negation_summary, negation_summary, negator_counts
+    import textwrap
+
+    from vhx.negation import NEGATION_TABLE_LEGEND, describe_negators, format_negation_summary, negation_summary, negator_counts
     print(format_negation_summary(negation_summary(expanded["original"])))
+    print(textwrap.fill(NEGATION_TABLE_LEGEND, width=110))
     if len(skipped):
         print(skipped.summary(), file=sys.stderr)
     write_hub_folder(expanded, out, repo_id=repo_id, overwrite=args.overwrite,

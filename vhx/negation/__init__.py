@@ -98,6 +98,7 @@ __all__ = [
     "describe_negation",
     "describe_negators",
     "format_negation_summary",
+    "NEGATION_TABLE_LEGEND",
     "is_framed",
     "negate_dataset",
     "negation_summary",
@@ -319,6 +320,18 @@ def negation_summary(pairs: datasets.Dataset) -> list[dict[str, Any]]:
             entry["flagged"] += bool(review_flag(p))
     total = per.pop("total", None)
     return [*per.values(), *([total] if total else [])]
+
+
+#: What the columns and rule names of :func:`format_negation_summary` mean, printed under the table.
+NEGATION_TABLE_LEGEND = (
+    "catch-all: pairs on a builder's catch-all question; framed: twins worded \"Is it false that ...?\" (the paper "
+    "prompt's frame); flagged: pairs the review export lists first (a note from the negator; framed ones included). "
+    "Rules: a_to_no, an_to_no, any_to_no: \"a\"/\"an\"/\"any\" -> \"no\" (\"Is there no dog?\"); bare_to_no: \"no\" "
+    "before a noun without article; not/be, not/do, not/there, not/aux: \"not\" after the subject of an is / does / "
+    "there is / can question; n't/...: the contracted form; is_it_false/...: the frame; drop_not, drop_n't, no_to_a, "
+    "no_to_an, no_to_any, undo_is_it_false: a negated question loses its negation (\"Is there no dog?\" -> \"Is there a "
+    "dog?\"); true_to_false, false_to_true: \"Is it true that\" <-> \"Is it false that\"."
+)
 
 
 def format_negation_summary(rows: list[dict[str, Any]], top: int = 3) -> str:
