@@ -99,3 +99,27 @@ def test_the_expand_summary_explains_its_columns_and_every_rule_it_shows(tmp_pat
     names = [v for k, v in vars(r).items() if k.startswith("RULE_") and isinstance(v, str)]
     unexplained = [n for n in names if n not in legend and n.split("/")[0] + "/..." not in legend]
     assert not unexplained, unexplained
+
+
+def test_the_gallery_cell_of_an_attack_is_one_short_line_with_every_parameter_in_its_tooltip(tmp_path: Path):
+    import html as _html
+
+    from vhx.gallery import describe_params, summarize_params
+
+    params = {"branch": "min", "clean": "view", "early_stopping": False, "eps": 8 / 255, "final_similarity": 0.91234,
+              "init": 0.0, "iterate": "best", "method": "ifgsm", "min_improvement": 1e-4, "pad_square": False, "patience": 10,
+              "quantize": "round", "resolution": "image", "schedule": "constant", "seed": 0, "similarity": "feature",
+              "step": 0.5 / 255, "steps": 500, "steps_run": 41, "stop_similarity": 0.999, "stopped": "converged"}
+    text = json.dumps(params, sort_keys=True)
+    assert summarize_params(text) == "ifgsm, eps 8/255, 41 of 500 updates (converged), cos 0.912, min branch"
+    assert len(describe_params(text)) > 3 * len(summarize_params(text))
+    assert summarize_params('{"c":0.5}') == describe_params('{"c":0.5}') == "c=0.5"
+    # in the page: a perturbation's few parameters are shown whole
+    from vhx.gallery import write_gallery
+    from vhx.pipeline import expand
+    from vhx.synthetic import SyntheticConfig, generate_synthetic
+
+    out = expand(generate_synthetic(SyntheticConfig(num_images=2, image_size=64)), perturb=["brightness"])
+    page = write_gallery(out, tmp_path / "g.html", n=2)
+    body = Path(page).read_text(encoding="utf-8")
+    assert "<div class='meta'>c=0.5, rounding=truncate</div>" in body  # short already: shown whole, no tooltip

@@ -52,6 +52,24 @@ def describe_params(params_json: str) -> str:
     return ", ".join(parts) or "no transform"
 
 
+def summarize_params(params_json: str) -> str:
+    """One short line for a gallery cell: an attack's budget, updates and outcome ("ifgsm, eps 8/255,
+    100 of 500 updates (converged), cos 0.912"); other transforms as :func:`describe_params`."""
+    params = json.loads(params_json) if params_json else {}
+    if "method" not in params or "eps" not in params:
+        return describe_params(params_json)
+    parts = [str(params["method"]), f"eps {float(params['eps']) * 255:.3g}/255"]
+    if "steps" in params:
+        ran = f"{params['steps_run']} of " if "steps_run" in params else ""
+        stopped = f" ({params['stopped']})" if params.get("stopped") else ""
+        parts.append(f"{ran}{params['steps']} updates{stopped}")
+    if isinstance(params.get("final_similarity"), (int, float)):
+        parts.append(f"cos {params['final_similarity']:.3f}")
+    if params.get("branch"):
+        parts.append(f"{params['branch']} branch")
+    return ", ".join(parts)
+
+
 def base_id(case_id: str) -> str:
     """The id of a case without its image-transform suffix (links a case across splits)."""
     return case_id.split("@", 1)[0]
@@ -107,8 +125,11 @@ def write_gallery(
                 cells.append("<td class='meta'>not in this split</td>")
                 continue
             row = raw[s][j]
+            # the cell says the essentials; where that is not all (an attack has about twenty), the tooltip has every parameter
+            short, full = summarize_params(row["transform_params"]), describe_params(row["transform_params"])
+            tip = f" title='{html.escape(full, quote=True)}'" if full != short else ""
             cells.append(f"<td><img alt='{html.escape(s)}' src='{image_data_uri(row['image'])}'>"
-                         f"<div class='meta'>{html.escape(describe_params(row['transform_params']))}</div></td>")
+                         f"<div class='meta'{tip}>{html.escape(short)}</div></td>")
         body.append("<tr>" + "".join(cells) + "</tr>")
     page = (
         f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
