@@ -36,6 +36,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from vhx.builders.amber import KINDS as AMBER_KINDS  # both relation types are one kind
 from vhx.errors import DataError
 from vhx.llm import check_negation
 from vhx.negation import NEGATION_FORMS, RuleNegator, is_framed
@@ -68,15 +69,6 @@ def read_pope(paths: list[Path]) -> dict[str, list[str]]:
     return out
 
 
-#: AMBER's annotation types -> the kinds the table reports (both relation types are one kind).
-AMBER_KINDS = {
-    "discriminative-hallucination": "existence",
-    "discriminative-attribute-state": "attribute_state",
-    "discriminative-attribute-number": "attribute_number",
-    "discriminative-attribute-action": "attribute_action",
-    "discriminative-relation": "relation",
-    "relation": "relation",
-}
 
 
 def read_amber(queries: Path, annotations: Path | None = None) -> dict[str, list[str]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -222,3 +223,17 @@ def read_lines(path: Path) -> Iterator[tuple[int, str | DataError]]:
 def image_value(path: str | os.PathLike) -> dict[str, Any]:
     """What a builder yields for an image: the absolute path, embedded into parquet when published."""
     return {"path": str(Path(path).resolve()), "bytes": None}
+
+
+def read_json_array(path: Path) -> list[Any]:
+    """A JSON file holding an array; a :class:`DataError` naming the file and line otherwise."""
+    text = read_text(path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"malformed JSON ({exc.msg})", file=str(path), line=exc.lineno) from None
+    except RecursionError:
+        raise DataError("JSON nested too deeply", file=str(path)) from None
+    if not isinstance(data, list):
+        raise DataError(f"expected a JSON array of records, got a JSON {type(data).__name__}", file=str(path), line=1)
+    return data

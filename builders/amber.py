@@ -36,8 +36,7 @@ import datasets
 from vhx.errors import DataError
 from vhx.schema import make_case, normalize_answer, question_problem
 
-from ._base import VHBuilder, VHBuilderConfig, image_value
-from .hallusionbench import read_json_array
+from ._base import VHBuilder, VHBuilderConfig, image_value, read_json_array
 
 QUERY_FILE = "data/query/query_discriminative.json"
 ANNOTATION_FILE = "data/annotations.json"

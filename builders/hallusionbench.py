@@ -29,7 +29,6 @@ figure, or without one) can be computed from a case's id (:mod:`vhx.scoring.hall
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +40,7 @@ from vhx.errors import DataError
 from vhx.schema import NO_IMAGE, make_case, normalize_answer, question_problem
 from vhx.scoring.hallusionbench import HB_CATEGORIES, hb_source_id, hb_subset
 
-from ._base import VHBuilder, VHBuilderConfig, image_value, read_text
+from ._base import VHBuilder, VHBuilderConfig, image_value, read_json_array
 
 QUESTION_FILE = "HallusionBench.json"
 IMAGE_FOLDER = "hallusion_bench"
@@ -60,20 +59,6 @@ class HallusionBenchConfig(VHBuilderConfig):
 
     question_file: str | None = None
     image_dir: str | None = None
-
-
-def read_json_array(path: Path) -> list[Any]:
-    """A JSON file holding an array; a :class:`DataError` naming the file and line otherwise."""
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(f"malformed JSON ({exc.msg})", file=str(path), line=exc.lineno) from None
-    except RecursionError:
-        raise DataError("JSON nested too deeply", file=str(path)) from None
-    if not isinstance(data, list):
-        raise DataError(f"expected a JSON array of records, got a JSON {type(data).__name__}", file=str(path), line=1)
-    return data
 
 
 class HallusionBenchBuilder(VHBuilder):

@@ -95,8 +95,17 @@ from vhx.adversarial.attack import (
 from vhx.adversarial.pool import AttackItem
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
-from vhx.images import DECODE_ERRORS, bytes_digest, check_pixels, decode_error, strict_decoding, to_rgb
-from vhx.images import known_decodable, remember_decodable, undecodable
+from vhx.images import (
+    DECODE_ERRORS,
+    bytes_digest,
+    check_pixels,
+    decode_error,
+    known_decodable,
+    remember_decodable,
+    strict_decoding,
+    to_rgb,
+    undecodable,
+)
 from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array

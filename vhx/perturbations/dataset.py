@@ -27,8 +27,16 @@ from tqdm.auto import tqdm
 
 from vhx.errors import DataError, VHXError
 from vhx.errors import logger
-from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
-from vhx.images import image_problem, known_decodable, remember_decodable
+from vhx.images import (
+    DECODE_ERRORS,
+    check_pixels,
+    decode_error,
+    encoded_bytes,
+    image_problem,
+    known_decodable,
+    remember_decodable,
+    strict_decoding,
+)
 from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of, with_images
@@ -58,10 +66,6 @@ def default_image_dir() -> Path:
     return Path(datasets.config.HF_DATASETS_CACHE) / "vhx-perturbed"
 
 
-def _source_bytes(image: Mapping[str, Any]) -> bytes:
-    return image["bytes"] if image.get("bytes") is not None else Path(image["path"]).read_bytes()
-
-
 def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, jobs: Sequence[tuple[str, Mapping[str, Any], str]], *, seed: int, image_dir: str) -> list[str]:
     """Every perturbed file of one source image: ``jobs`` are ``(name, params, params_json)``.
 
@@ -70,7 +74,7 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, job
     for all the files it still lacks. Returns the files' paths, in the order of ``jobs``.
     """
     try:
-        raw = _source_bytes(image)
+        raw = encoded_bytes(image)
     except OSError as exc:
         raise decode_error(exc, case_id=first_case, image_id=image_id) from None
     digest = hashlib.sha256(raw).hexdigest()
