@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 # Tests never reach the Hub: fail fast instead of waiting on network timeouts.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -24,6 +25,10 @@ SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "samples"
 POPE_SUBSETS = ("random", "popular", "adversarial")
 
 
+#: The cause every test needing POPE's files skips with; its skips are reported at one place (below).
+POPE_MISSING = "needs POPE's real question files"
+
+
 def pope_samples_dir() -> Path:
     """The folder of the real POPE question files: ``VHX_POPE_QUESTIONS`` (any copy of POPE's
     ``output/coco/`` files), else the team's samples folder beside the checkout; or skip, saying how."""
@@ -31,11 +36,21 @@ def pope_samples_dir() -> Path:
     path = Path(override) if override else SAMPLES / "pope"
     if not (path / "coco_pope_random.json").is_file():
         pytest.skip(
-            "needs POPE's real question files: download coco_pope_random.json, coco_pope_popular.json and "
+            f"{POPE_MISSING}: download coco_pope_random.json, coco_pope_popular.json and "
             "coco_pope_adversarial.json from https://github.com/AoiDragon/POPE (folder output/coco) into one folder and "
             f"set VHX_POPE_QUESTIONS=/that/folder (looked in {path})"
         )
     return path
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    """A skip for want of POPE's files is reported at :func:`pope_samples_dir`, not at each test that needed them
+    (the test's line, or its fixture's): ``-rs`` folds skips of one place and reason into one line with their count."""
+    report = yield
+    if report.skipped and isinstance(report.longrepr, tuple) and POPE_MISSING in str(report.longrepr[2]):
+        report.longrepr = (__file__, pope_samples_dir.__code__.co_firstlineno, report.longrepr[2])
+    return report
 
 
 def read_pope_questions() -> dict[str, list[dict]]:

@@ -549,10 +549,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def _print_report_summary(paths: dict[str, Path]) -> None:
     """What a scoring command ends with: the report's warnings in full, its findings in words, and where
     the report is (report.md itself is ~100 lines: read it there)."""
+    from vhx.report_html import markdown_to_text
+
     text = Path(paths["markdown"]).read_text(encoding="utf-8")
     for section in text.split("\n## ")[1:]:
         if section.startswith("WARNING"):
-            print("## " + section.strip() + "\n")
+            print("## " + markdown_to_text(section.strip()) + "\n")  # plain words: no entities, escapes or backticks
     _print_findings(paths)
 
 

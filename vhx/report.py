@@ -297,7 +297,16 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
     q = float(np.average(scores["q_yes"].fillna(0), weights=weights)) if weights.sum() else 0.5
     curve = np.array([random_guess_expectation(p, q) for p in np.linspace(0, 1, 201)])
     guess = f"random guess, P(yes) = p ({q:.0%} of source questions are yes)"
-    ax.plot(curve[:, 0], curve[:, 1], color="grey", linestyle="--", label=guess)
+    # zoomed to where the points are when they all sit high: the random-guess curve (symmetric accuracy at
+    # most 0.25) may then lie wholly outside the panel, and is drawn and named only where it shows
+    bottom = _axis_floor(scores, ["accuracy_original", "symmetric_accuracy"])
+    low, high = bottom - 0.02 * (1 - bottom), 1 + 0.05 * (1 - bottom)
+    guess_shows = bool(((curve >= low) & (curve <= high)).all(axis=1).any())
+    if guess_shows:
+        ax.plot(curve[:, 0], curve[:, 1], color="grey", linestyle="--", label=guess)
+    else:
+        ax.text(0.98, 0.02, f"random guessing scores at most {curve[:, 1].max():.2f} symmetric accuracy:\nbelow this axis",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color="grey")
     ax.plot([0, 1], [0, 1], color="lightgrey", linestyle=":", label="symmetric accuracy = accuracy")
     # Colour names the group, marker the model, each once in a legend: text beside every point piled
     # the labels of coincident points (an untrained model scores the same on every split) on one spot.
@@ -331,19 +340,22 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
                     arrowprops={"arrowstyle": "-", "color": "grey", "lw": 0.6},
                     bbox={"boxstyle": "round", "fc": "white", "ec": "lightgrey", "alpha": 0.9})
         shown += 1
-    handles = [Line2D([], [], color="grey", linestyle="--"), Line2D([], [], color="lightgrey", linestyle=":")]
-    names = [guess, "symmetric accuracy = accuracy"]
+    handles = [Line2D([], [], color="lightgrey", linestyle=":")]
+    names = ["symmetric accuracy = accuracy"]
+    if guess_shows:
+        handles.insert(0, Line2D([], [], color="grey", linestyle="--"))
+        names.insert(0, guess)
     if len(models) > 1 or models[0]:
         handles += [Line2D([], [], marker=markers[i % len(markers)], color="black", linestyle="", markerfacecolor="white")
                     for i in range(len(models))]
         names += [m or "(unnamed)" for m in models]
-    fig.legend(handles, names, loc="outside lower center", fontsize="small", ncols=min(3, len(names)))
+    # as many columns as fit the figure's width (about 110 characters of legend text): a wider legend is cut at both sides
+    fig.legend(handles, names, loc="outside lower center", fontsize="small",
+               ncols=max(1, min(3, len(names), 110 // (max(len(n) for n in names) + 6))))
     group_handles = [Line2D([], [], marker="o", linestyle="", color=colour[label]) for label in labels]
     fig.legend(group_handles, labels, loc="outside right upper", fontsize="small", title=" / ".join(keys) or None)
-    # zoomed to where the points are when they all sit high (the random-guess curve then runs off the panel)
-    bottom = _axis_floor(scores, ["accuracy_original", "symmetric_accuracy"])
-    ax.set_xlim(bottom - 0.02 * (1 - bottom), 1 + 0.05 * (1 - bottom))
-    ax.set_ylim(bottom - 0.02 * (1 - bottom), 1 + 0.05 * (1 - bottom))
+    ax.set_xlim(low, high)
+    ax.set_ylim(low, high)
     ax.set_xlabel("accuracy (source questions)" + (f", axis from {bottom:g}" if bottom else ""))
     ax.set_ylabel("symmetric accuracy" + (f", axis from {bottom:g}" if bottom else ""))
     fig.savefig(path, dpi=110)
@@ -747,7 +759,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             logger.warning("matplotlib is not importable: the report has no plots (pip install matplotlib)")
         else:
             score_models = [m for m in models if m in set(scores["model"])]
-            from vhx.report_html import plot_yes_ratio_and_new_vh
+            from vhx.report_html import NEW_VH_OF_GENERATED, plot_yes_ratio_and_new_vh
 
             paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / "accuracy_vs_symmetric.png")
             paths["scatter_png"] = plot_accuracy_scatter(scores, keys, score_models, out / "accuracy_scatter.png")
@@ -760,6 +772,8 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
                 f"![accuracy vs symmetric accuracy]({paths['scatter_png'].name})",
                 "",
                 f"![yes-ratio and new VH cases per split]({paths['yes_vh_png'].name})",
+                "",
+                NEW_VH_OF_GENERATED,
                 "",
             ]
 

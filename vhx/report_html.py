@@ -87,6 +87,14 @@ def _inline(text: str) -> str:
     return re.sub(r"(?<![\w*])\*([^*]+)\*(?![\w*])", r"<i>\1</i>", out)
 
 
+def markdown_to_text(text: str) -> str:
+    """report.md's prose as a terminal shows it: names' ``&`` ``<`` ``>`` as themselves (report.md writes them as
+    entities), code spans without their backticks, ``\\|`` as ``|``, no ``**``; headings and list dashes kept."""
+    text = re.sub(r"(`+) ?(.*?) ?\1", r"\2", text)
+    text = text.replace("\\|", "|").replace("**", "")
+    return html.unescape(text)
+
+
 def _cells(row: str) -> list[str]:
     inner = row.strip()[1:-1] if row.strip().endswith("|") else row.strip()[1:]
     cells, cell, escaped = [], "", False
@@ -107,6 +115,39 @@ def _cells(row: str) -> list[str]:
 def _data_uri(path: Path) -> str:
     kind = "png" if path.suffix.lower() == ".png" else "jpeg"
     return f"data:image/{kind};base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+_ITEM = re.compile(r"([ \t]*)- (.*)")
+
+
+def _list_html(block: Sequence[str]) -> str:
+    """A Markdown list as nested ``<ul>``: an item indented deeper than the one above it opens a list inside
+    that item; an indented line that is no item continues the item above it (a wrapped line)."""
+    items: list[list[Any]] = []
+    for line in block:
+        m = _ITEM.fullmatch(line)
+        if m:
+            items.append([len(m.group(1).expandtabs(4)), m.group(2)])
+        else:
+            items[-1][1] += " " + line.strip()
+    out: list[str] = []
+    open_at: list[int] = []  # the indent of each open <ul>, outermost first
+    for indent, text in items:
+        if open_at and indent > open_at[-1]:
+            out.append("<ul>")  # inside the item above, still open
+            open_at.append(indent)
+        else:
+            while len(open_at) > 1 and indent <= open_at[-2]:  # back out to the list this item's indent belongs to
+                out.append("</li></ul>")
+                open_at.pop()
+            if open_at:
+                out.append("</li>")
+            else:
+                out.append("<ul>")
+                open_at.append(indent)
+        out.append(f"<li>{_inline(text)}")
+    out.append("</li></ul>" * len(open_at))
+    return "".join(out)
 
 
 def markdown_to_html(markdown: str, folder: Path) -> str:
@@ -133,15 +174,14 @@ def markdown_to_html(markdown: str, folder: Path) -> str:
             if image.is_file():
                 out.append(f"<img alt='{html.escape(m.group(1))}' src='{_data_uri(image)}'>")
         elif line.startswith("- "):
-            items = []
-            while i < len(lines) and lines[i].startswith("- "):
-                items.append(lines[i][2:])
+            block = [line]
+            i += 1
+            # the list runs to the first blank or unindented non-item line: its items (nested ones indented)
+            # and their wrapped lines (indented), as Markdown reads them
+            while i < len(lines) and lines[i].strip() and (lines[i].startswith(("- ", " ", "\t"))):
+                block.append(lines[i])
                 i += 1
-                # a bullet's wrapped lines (indented) belong to it, as Markdown reads them
-                while i < len(lines) and lines[i].startswith((" ", "\t")) and lines[i].strip():
-                    items[-1] += " " + lines[i].strip()
-                    i += 1
-            out.append("<ul>" + "".join(f"<li>{_inline(t)}</li>" for t in items) + "</ul>")
+            out.append(_list_html(block))
             continue
         elif line.strip():
             para = [line]
@@ -187,6 +227,16 @@ def write_report_html(markdown: str, scores: pd.DataFrame, keys: Sequence[str], 
     return path
 
 
+#: What the "k/N" above each "# new VH cases" bar counts (the plot's caption and report.md's, below the plot).
+NEW_VH_OF_GENERATED = (
+    "k/N above a \"# new VH cases\" bar: k generated cases answered with a definite wrong yes/no, of the N cases "
+    "generated in that group. A case is generated when it is negated or its image is transformed, so on the "
+    "original split N counts the negated questions only (its source questions are the benchmark's own, about half "
+    "its cases), while on a perturbed split every case counts, source question and negated twin alike (each is on "
+    "a transformed image): a perturbed split with as many cases as the original split has twice its N."
+)
+
+
 def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path, label: Any) -> Path:
     """Two panels per model: yes-ratio per group (95% Wilson interval, 0.5 marked) and # new VH cases per group."""
     from matplotlib.figure import Figure
@@ -220,8 +270,11 @@ def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: lis
             ax_vh.annotate(f"{int(value)}/{generated}" if generated else "n/a", (xi, value), ha="center", va="bottom", fontsize=7)
         ax_vh.set_xticks(x, ticks, rotation=30, ha="right")
         ax_vh.set_ylabel("cases")
-        ax_vh.set_title("# new VH cases (of generated)")
+        ax_vh.set_title("# new VH cases (k/N: of N generated cases)")
         ax_vh.set_ylim(0, max(1.0, float(np.nanmax(n_vh)) * 1.2 if len(n_vh) else 1.0))
         ax_vh.yaxis.set_major_locator(MaxNLocator(integer=True))
+    import textwrap
+
+    fig.supxlabel(textwrap.fill(NEW_VH_OF_GENERATED, int(fig.get_figwidth() * 17)), fontsize=7, ha="center")
     fig.savefig(path, dpi=110)
     return path

@@ -335,7 +335,7 @@ def _tables78(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str |
             cells[arm] = cell
         rows7.append({"label": dataset, "cells": cells})
     t7 = {"table": 7, "title": f"Symmetric accuracy of {model} before and after fine-tuning (held-out cases and their adversarial versions)",
-          "model": model, "arms": list(FINETUNE_ARMS), "rows": rows7}
+          "model": model, "arms": list(FINETUNE_ARMS), "rows": rows7, "splits": _arm_splits(study, model, runs)}
     mme_rows = {arm: mme for arm, (_, mme) in arm_rows.items()}
     t8 = None
     if all(r is not None for r in mme_rows.values()):
@@ -360,6 +360,25 @@ def _tables78(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str |
     return t7, t8
 
 
+def _arm_splits(study: Study, model: str, runs: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """Table 7 split by split (its rows pool them): each arm's symmetric accuracy on each held-out split, for the plot."""
+    from vhx.scoring import score
+
+    order = ("original", *COMMON, *ATTACKS)
+    rank = lambda split: next((i for i, s in enumerate(order) if split == s or split.endswith(f"_{s}")), len(order))  # noqa: E731
+    frames = {arm: score(rows, by=("split",)) for arm, rows in runs.items()}
+    sources = {arm: _arm_jobs(study, model, arm)[0] for arm in runs}
+    out = []
+    for split in sorted({s for rows in runs.values() for s in rows["split"].unique()}, key=lambda s: (rank(s), s)):
+        cells = {}
+        for arm, frame in frames.items():
+            # the run that scored the split: the job naming it, else the job of every other split
+            run = next((r for _, r, splits in sources[arm] if splits and split in splits), sources[arm][0][1])
+            cells[arm] = _cell(frame, split, "symmetric_accuracy", run)
+        out.append({"split": split, "cells": cells})
+    return out
+
+
 def _subtask_text(rows: pd.DataFrame | None) -> str:
     subtasks = sorted(rows["subset"].unique()) if rows is not None and "subset" in rows else []
     return f"{len(subtasks)} perception subtask(s) ({', '.join(subtasks)}), out of {200 * len(subtasks)}"
@@ -373,8 +392,8 @@ def _synthetic_mme(rows: pd.DataFrame | None) -> bool:
 # findings
 
 
-def _finding(claim: str, status: str, evidence: list[dict[str, Any]], rule: str) -> dict[str, Any]:
-    return {"claim": claim, "status": status, "rule": rule, "evidence": evidence}
+def _finding(claim: str, status: str, evidence: list[dict[str, Any]], rule: str, **more: Any) -> dict[str, Any]:
+    return {"claim": claim, "status": status, "rule": rule, "evidence": evidence, **more}
 
 
 def _interval_text(d: Mapping[str, Any]) -> str:
@@ -449,8 +468,9 @@ def _findings(study: Study, datasets_of: Mapping[str, str | None]) -> list[dict[
                             "held when the 95% Newcombe interval of the paired symmetric-accuracy difference lies above 0 for every "
                             "model and benchmark"))
 
-    # 5./6. fine-tuning
+    # 5./6. fine-tuning (the claims name the model fine-tuned)
     model = study.finetune_model
+    tuned = f"Fine-tuning {model}" if model else "Fine-tuning"
     arm_rows = {arm: _arm_rows(study, model, arm) if model else (None, None) for arm in FINETUNE_ARMS}
     arms = {arm: vh for arm, (vh, _) in arm_rows.items()}
     raise_evidence, beat_evidence = [], []
@@ -461,11 +481,12 @@ def _findings(study: Study, datasets_of: Mapping[str, str | None]) -> list[dict[
             raise_evidence.append({"split": split, **d, "text": f"{split}: expanded - before = {_interval_text(d)}"})
             d = _paired(pick["finetuned_expanded"], pick["finetuned_original"])
             beat_evidence.append({"split": split, **d, "text": f"{split}: expanded - original = {_interval_text(d)}"})
-    for claim, evidence in (("Fine-tuning on expanded cases raises symmetric accuracy", raise_evidence),
-                            ("Fine-tuning on expanded cases raises symmetric accuracy more than on the original cases", beat_evidence)):
+    for claim, evidence in ((f"{tuned} on expanded cases raises symmetric accuracy", raise_evidence),
+                            (f"{tuned} on expanded cases raises symmetric accuracy more than on the original cases", beat_evidence)):
         status = "not tested (no fine-tuning)" if not evidence else ("held" if all(e["ci"][0] > 0 for e in evidence) else "not held")
         out.append(_finding(claim, status, evidence,
-                            "held when the 95% Newcombe interval of the paired difference on the held-out cases lies above 0 in every held-out split"))
+                            "held when the 95% Newcombe interval of the paired difference on the held-out cases lies above 0 in every held-out split",
+                            model=model))
     mme = {arm: arm_rows[arm][1] for arm in ("before", "finetuned_expanded")}
     if all(r is not None for r in mme.values()):
         d = _mme_difference(mme["finetuned_expanded"], mme["before"], seed=cfg.seed)
@@ -479,12 +500,12 @@ def _findings(study: Study, datasets_of: Mapping[str, str | None]) -> list[dict[
     if stand_in:
         for e in evidence:
             e["text"] = f"general ability (synthetic stand-in, {_subtask_text(mme['before'])}): " + e["text"].replace("MME perception", "perception")
-    out.append(_finding("Fine-tuning on expanded cases keeps general ability" + (" (synthetic MME stand-in)" if stand_in else " (MME perception)"),
+    out.append(_finding(f"{tuned} on expanded cases keeps general ability" + (" (synthetic MME stand-in)" if stand_in else " (MME perception)"),
                         status, evidence,
                         f"held when the lower end of the 95% image-bootstrap interval of the change of MME perception stays above "
                         f"-{MME_MARGIN:.0%} of the score before"
                         + ("; the stand-in asks colour and position questions on other scenes, which no fine-tuning case asks"
-                           if stand_in else "")))
+                           if stand_in else ""), model=model))
     if cfg.quick:
         # at --quick's size an interval that covers the line says too few cases, not that the claim fails
         for f in out:
@@ -607,14 +628,17 @@ def _paper_block(paper: pd.DataFrame, table: int) -> list[str]:
 
 
 def tables_markdown(result: Mapping[str, Any]) -> str:
-    """``tables.md``: each table in the paper's layout, the paper's numbers beside and below, then the findings."""
-    paper = paper_numbers()
+    """``tables.md``: each table in the paper's layout, the paper's numbers beside and below, its plot
+    (:mod:`vhx.replicate.plots`, drawn by :func:`tables_html`) where it has one, then the findings."""
+    from vhx.replicate.plots import planned
+
+    paper, plots = paper_numbers(), planned(result)
     lines = ["# vhx replicate", ""]
     lines.append(f"Models: {', '.join(result['models'])}. Benchmarks: "
                  + ", ".join(f"{k} ({v['folder']})" for k, v in result["benchmarks"].items()) + ".")
     if result.get("quick"):
         lines.append("")
-        lines.append("`--quick`: two of vhx's small models on the embedded synthetic benchmark, attacks at a tenth of the paper's "
+        lines.append("`--quick`: vhx's small models on the embedded synthetic benchmark, attacks at a tenth of the paper's "
                      "updates, a short LoRA fine-tune and the offline stand-ins. The numbers show the method working end to "
                      "end; findings its size cannot decide say so. The paper's numbers are on real benchmarks and 7B models, so "
                      "they are shown below each table for reference, not beside ours.")
@@ -650,6 +674,9 @@ def tables_markdown(result: Mapping[str, Any]) -> str:
             for row in table["rows"]:
                 lines.append(f"| {row['label']} | " + " | ".join(_md_cell(row["cells"].get(a)) for a in arms) + " |")
             lines.append("")
+        if n in plots:
+            name, what = plots[n]
+            lines += [f"![{what}]({name})", ""]
         lines += ["<details><summary>The paper's Table %d</summary>" % n, "", *_paper_block(paper, n), "</details>", ""]
     lines += ["## Findings in detail", ""]
     for f in result["findings"]:
@@ -673,21 +700,51 @@ def findings_lines(findings: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def tables_html(result: Mapping[str, Any], markdown: str, folder: Path) -> str:
-    """``report.html``: the findings in a summary box, then the tables (the paper's own tables left to tables.md)."""
+    """``report.html`` from ``tables.md``'s Markdown: the findings once, in a box at the top; each table with
+    its plot (written into ``folder`` beside the page by :func:`vhx.replicate.plots.write_plots`, and embedded)
+    and the paper's own numbers below it; the findings in detail, evidence nested under each claim."""
     import html as _html
+    import re
 
+    from vhx.replicate.plots import write_plots
     from vhx.report_html import _CSS, markdown_to_html
 
-    kept, skipping = [], False
-    for line in markdown.splitlines()[1:]:  # the title is the page's own
-        if line.startswith("<details>"):
-            skipping = True
-        elif line.startswith("</details>"):
-            skipping = False
-        elif not skipping:
-            kept.append(line)
-    summary = "".join(f"<li>{_html.escape(line[2:].replace('**', ''))}</li>" for line in findings_lines(result.get("findings", [])))
-    body = (f"<h1>vhx replicate</h1><div class='summary'><b>Findings</b><ul>{summary}</ul></div>"
-            + markdown_to_html("\n".join(kept), folder))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx replicate</title><style>{_CSS}</style></head>"
-            f"<body>{body}</body></html>\n")
+    write_plots(result, folder)
+    lines, body, chunk = markdown.splitlines()[1:], ["<h1>vhx replicate</h1>"], []  # the title is the page's own
+
+    def flush() -> None:
+        if chunk:
+            body.append(markdown_to_html("\n".join(chunk), folder))
+            chunk.clear()
+
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line == "## Findings":  # the summary box is this section, not a copy of it
+            flush()
+            i += 1
+            while i < len(lines) and not lines[i].strip():
+                i += 1
+            items = []
+            while i < len(lines) and lines[i].startswith(("- ", " ")):
+                items.append(lines[i])
+                i += 1
+            body.append("<div class='summary'><b>Findings</b>" + markdown_to_html("\n".join(items), folder) + "</div>")
+            continue
+        if (m := re.fullmatch(r"<details><summary>(.*)</summary>", line)) is not None:
+            # the paper's numbers, shown below the table (open; a click folds them)
+            flush()
+            inner = []
+            i += 1
+            while i < len(lines) and lines[i] != "</details>":
+                inner.append(lines[i])
+                i += 1
+            body.append(f"<details open class='paper'><summary>{_html.escape(m.group(1))}</summary>"
+                        + markdown_to_html("\n".join(inner), folder) + "</details>")
+        else:
+            chunk.append(line)
+        i += 1
+    flush()
+    css = _CSS + ".paper{color:#444;font-size:.9em;border-left:3px solid #ddd;padding-left:.8em}.paper summary{cursor:pointer}"
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx replicate</title><style>{css}</style></head>"
+            f"<body>{''.join(body)}</body></html>\n")
