@@ -360,6 +360,7 @@ def predict_dataset(
     limit: int | None = None,
     progress: bool = True,
     state: Any = None,
+    bar_options: Mapping[str, Any] | None = None,
 ) -> Path:
     """Answer every case of ``data`` with ``model``; returns the path of ``predictions.jsonl``.
 
@@ -374,6 +375,9 @@ def predict_dataset(
         state: an ``accelerate.PartialState``-like object (``process_index``, ``num_processes``,
             ``is_main_process``, ``wait_for_everyone()``); default :func:`process_state`, which is
             a single process unless started with ``accelerate launch`` (GPUs) or ``torchrun``.
+        bar_options: tqdm arguments of that bar over its defaults (``desc``; ``position`` and
+            ``leave=False`` nest it under a caller's own bar, as ``vhx replicate``'s stages do);
+            ``progress`` still decides whether it shows.
 
     Raises:
         vhx.locking.LockBusy: another run is writing in ``out_dir`` (its main process holds
@@ -393,11 +397,13 @@ def predict_dataset(
         if is_main:
             # a second run on this folder would score every case again and lose a run.json record
             held.enter_context(exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"))
-        return _predict(data, model, out, splits=splits, batch_size=batch_size, limit=limit, progress=progress, state=state)
+        return _predict(data, model, out, splits=splits, batch_size=batch_size, limit=limit, progress=progress, state=state,
+                        bar_options=bar_options or {})
 
 
 def _predict(
-    data: Any, model: VHModel, out: Path, *, splits: Any, batch_size: int, limit: int | None, progress: bool, state: Any
+    data: Any, model: VHModel, out: Path, *, splits: Any, batch_size: int, limit: int | None, progress: bool, state: Any,
+    bar_options: Mapping[str, Any],
 ) -> Path:
     from tqdm.auto import tqdm
 
@@ -475,17 +481,20 @@ def _predict(
         _write_json(run_file, record)
 
     target = main_file if world == 1 else rank_file(out, rank)
-    bar = tqdm(
-        total=len(mine),
-        desc=f"scoring ({name})" if len(name) < 60 else "scoring",
-        unit="case",
-        disable=not progress or not getattr(state, "is_local_main_process", is_main),
-    )
+    bar = tqdm(**{
+        "total": len(mine),
+        "desc": f"scoring ({name})" if len(name) < 60 else "scoring",
+        "unit": "case",
+        **bar_options,
+        "disable": not progress or not getattr(state, "is_local_main_process", is_main),
+    })
     reader = _BatchReader(parts)
     reuse = getattr(model, "reuse_prefixes", None)
     try:
         with reuse() if callable(reuse) else contextlib.nullcontext():
             failed = _score_batches(model, name, _batches(mine, batch_size), reader, target, bar)
+        if bar.n and not bar.leave:
+            bar.refresh()  # a bar cleared on closing shows its last count first (a log keeps it)
     finally:
         bar.close()
 

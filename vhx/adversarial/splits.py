@@ -272,11 +272,13 @@ def row_triggers(
     out_dir: str | os.PathLike | None = None,
     batch_size: int = 8,
     progress: bool = True,
+    bar_options: Mapping[str, Any] | None = None,
 ) -> tuple[list[bool], str]:
     """Per row: does the target model answer it wrongly? Returns the flags and how they were decided.
 
     From ``vh_column`` (booleans) when given, else from ``scorer`` (a :class:`~vhx.models.VHModel`)
-    via :func:`vhx.predict.predict_dataset`: wrong or unparseable answer = triggers VH.
+    via :func:`vhx.predict.predict_dataset`: wrong or unparseable answer = triggers VH (``progress``
+    and ``bar_options``: its progress bar's).
     """
     if vh_column is not None:
         if vh_column not in pairs.column_names:
@@ -295,7 +297,7 @@ def row_triggers(
     with _work_dir(out_dir) as folder:
         target = Path(folder) / SCORES_DIR
         scored = pairs.cast_column("image", datasets.Image())
-        predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress)
+        predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress, bar_options=bar_options)
         preds = {r["id"]: r for r in read_predictions(target / PREDICTIONS_FILE) if r["model"] == scorer.name}
     flags = []
     for cid, answer in zip(pairs["id"], pairs["answer"]):
@@ -384,7 +386,8 @@ class _StepBar:
     about as long), so the ETA follows what the run is doing instead of the worst case.
     """
 
-    def __init__(self, jobs: Sequence[_Job], config: AttackConfig, *, desc: str, enabled: bool, slots: int = 1) -> None:
+    def __init__(self, jobs: Sequence[_Job], config: AttackConfig, *, desc: str, enabled: bool, slots: int = 1,
+                 bar_options: Mapping[str, Any] | None = None) -> None:
         from tqdm.auto import tqdm
 
         self.slots = slots
@@ -393,7 +396,8 @@ class _StepBar:
         self.taken: dict[str, list[int]] = {"min": [], "max": []}
         self.images = len(jobs)
         self.finished = 0
-        self.bar = tqdm(total=self._estimate(), desc=desc, unit="image-step", unit_scale=True, disable=not enabled)
+        self.bar = tqdm(**{"total": self._estimate(), "desc": desc, "unit": "image-step", "unit_scale": True, **(bar_options or {}),
+                           "disable": not enabled})
         self.bar.set_postfix_str(f"0/{self.images} images", refresh=False)
 
     def _estimate(self) -> int:
@@ -420,6 +424,11 @@ class _StepBar:
         self.bar.refresh()
 
     def close(self) -> None:
+        if self.images and self.finished == self.images:
+            # every image is done: the bar ends at its count, whatever the estimate said
+            self.bar.total = self.bar.n
+            if not self.bar.leave:
+                self.bar.refresh()  # a bar cleared on closing shows its last count first (a log keeps it)
         self.bar.close()
 
 
@@ -448,14 +457,16 @@ def run_attacks(
     progress: bool,
     desc: str,
     native_conv: bool = True,
+    bar_options: Mapping[str, Any] | None = None,
 ) -> int:
     """Attack every job, ``batch_size`` images at a time per (size, branch), writing each image to ``store`` as it finishes.
 
     ``native_conv``: on a CPU, native convolutions (:func:`~vhx.adversarial.attack.native_convolutions`);
-    the authors' preset keeps oneDNN's, as their loop ran.
+    the authors' preset keeps oneDNN's, as their loop ran. ``bar_options``: tqdm arguments of the
+    image-step bar (``position``, ``leave``).
     """
     done = 0
-    bar = _StepBar(jobs, config, desc=desc, enabled=progress, slots=batch_size)
+    bar = _StepBar(jobs, config, desc=desc, enabled=progress, slots=batch_size, bar_options=bar_options)
     try:
         for (_, branch), group in _groups(jobs).items():
             results = attack_stream(view, _items(view, cases, group, config), branch, config, slots=batch_size, amp=amp,
@@ -776,13 +787,16 @@ def adversarial_splits(
     qformer_instruction: str = "",
     target: str | None = None,
     method_options: Mapping[str, Mapping[str, Any]] | None = None,
+    bar_options: Mapping[str, Any] | None = None,
     **attack_options: Any,
 ) -> dict[str, datasets.Dataset]:
     """One split per method (``{"ifgsm": ..., "pgd": ...}``), loading and scoring the model once.
 
     Takes the arguments of :func:`adversarial_split` (``methods`` instead of ``method``; default:
     every method of :data:`~vhx.adversarial.attack.ATTACKS`), plus ``method_options``: settings for
-    one method only (``{"pgd": {"step": 1.0}}``), applied last.
+    one method only (``{"pgd": {"step": 1.0}}``), applied last, and ``bar_options``: tqdm arguments
+    of its progress bars, the scoring's and each method's image-step bar (``position`` and
+    ``leave=False`` nest them under a caller's bar, as ``vhx replicate``'s stages do).
     """
     from vhx.runtime import process_state
 
@@ -834,7 +848,7 @@ def adversarial_splits(
     if any(c.resolution == "processor" for c in configs.values()):
         view.check_processor_resolution()  # before any scoring or attack
     flags, vh_source = row_triggers(
-        pairs, vh_column=vh_column, scorer=scorer, out_dir=out_dir, batch_size=batch_size, progress=progress
+        pairs, vh_column=vh_column, scorer=scorer, out_dir=out_dir, batch_size=batch_size, progress=progress, bar_options=bar_options
     )
     branches, pair_flags = pair_branches(pairs, flags)
 
@@ -887,7 +901,7 @@ def adversarial_splits(
                 run_attacks(
                     view, cases, list(mine), config, store,
                     batch_size=batch_size, amp=amp, progress=progress and state.is_local_main_process,
-                    desc=f"{method} ({view.model_id})", native_conv=preset != "authors",
+                    desc=f"{method} ({view.model_id})", native_conv=preset != "authors", bar_options=bar_options,
                 )  # fmt: skip
             state.wait_for_everyone()
             store.load()

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -289,11 +290,58 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def train(config: FinetuneConfig) -> FinetuneResult:
+def step_bar_callback(desc: str = "training", **bar_options: Any) -> Any:
+    """A ``transformers.TrainerCallback`` that shows training as one tqdm bar of optimizer steps.
+
+    Its total is the run's ``max_steps`` (a resumed run starts at its checkpoint's step), its
+    postfix the last logged loss; only the main process shows it. ``bar_options`` are tqdm
+    arguments over its defaults (``position`` and ``leave=False`` nest it under a caller's bar, as
+    ``vhx replicate``'s finetune stage does, with the Trainer's own bar off: ``disable_tqdm``).
+    Call its ``close()`` where training may stop by an error (``on_train_end`` closes it otherwise).
+    """
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+
+    class StepBar(TrainerCallback):
+        def __init__(self) -> None:
+            self.bar: Any = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.is_world_process_zero and self.bar is None:
+                self.bar = tqdm(**{"total": state.max_steps, "initial": state.global_step, "desc": desc, "unit": "step", **bar_options})
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            loss = (logs or {}).get("loss")
+            if self.bar is not None and loss is not None:
+                try:
+                    self.bar.set_postfix_str(f"loss {float(loss):.4g}", refresh=False)
+                except (TypeError, ValueError):
+                    pass
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.bar is not None and not self.bar.leave:
+                self.bar.refresh()  # a bar cleared on closing shows its last count first (a log keeps it)
+            self.close()
+
+        def close(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+
+    return StepBar()
+
+
+def train(config: FinetuneConfig, *, callbacks: Sequence[Any] = ()) -> FinetuneResult:
     """Fine-tune ``config.model.model_name_or_path`` with LoRA on the training mix; see :mod:`vhx.finetune`.
 
     Resumes from a Trainer checkpoint with ``resume_from_checkpoint`` (``last`` or a path): the
     mix is rebuilt identically (seeded sampling, the rephrasings saved in ``rephrasings.json``).
+    ``callbacks``: ``transformers.TrainerCallback`` objects the trainer runs besides its own
+    (:func:`step_bar_callback`: a progress bar of optimizer steps).
     """
     import torch
     from trl import SFTTrainer
@@ -331,7 +379,8 @@ def train(config: FinetuneConfig) -> FinetuneResult:
         # SFTTrainer masks the loss with the processor's template when it has generation markers.
         template, template_name = training_chat_template(processor, config.vhx_training.chat_template)
         processor.chat_template = template
-    trainer = SFTTrainer(model=model, args=args, train_dataset=mix.dataset, processing_class=processor, peft_config=peft_config)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=mix.dataset, processing_class=processor, peft_config=peft_config,
+                         callbacks=list(callbacks) or None)
     trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)
     resume = _resume_arg(args.resume_from_checkpoint, out)
     result = trainer.train(resume_from_checkpoint=resume)
