@@ -48,8 +48,17 @@ from vhx.replicate.study import (
 logger = logging.getLogger(__name__)
 
 
-def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: Mapping[str, float], methods: Sequence[str]) -> None:
-    """Write the Hub folder ``out`` with ``methods``' splits of ``bench`` against ``model``."""
+def _inner(bar: Any, **extra: Any) -> dict[str, Any]:
+    """The arguments of a stage's inner bar (the attack's image-steps, the cases scored, the training's
+    steps) under the stage bar ``bar``: ``progress`` (it shows where the stage bar does: the main
+    process) and ``bar_options`` (the line below the stage bar, cleared when done: one stage bar and
+    one inner bar at a time)."""
+    return {"progress": not bar.disable, "bar_options": {"position": abs(getattr(bar, "pos", 0)) + 1, "leave": False, **extra}}
+
+
+def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: Mapping[str, float], methods: Sequence[str],
+                    bar: Any) -> None:
+    """Write the Hub folder ``out`` with ``methods``' splits of ``bench`` against ``model`` (its bars under the stage bar ``bar``)."""
     from vhx.hub import load_folder_by_reference, write_hub_folder
     from vhx.pipeline import expand
 
@@ -61,7 +70,7 @@ def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: M
         return
     state = _state()
     pairs = load_folder_by_reference(study.expanded(bench))["original"]
-    options = {**cfg.attack_options, **_attack_settings(settings), "out_dir": str(study.attack_cache(model, bench)), "progress": False}
+    options = {**cfg.attack_options, **_attack_settings(settings), "out_dir": str(study.attack_cache(model, bench)), **_inner(bar)}
     expanded = expand(pairs, perturb=None, attacks=list(methods), target_model=model, attack_options=options, seed=cfg.seed)
     if state.is_main_process:
         write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-{'-'.join(methods)}", overwrite=True,
@@ -72,7 +81,8 @@ def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: M
 
 
 def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any], *, splits: Sequence[str] | None = None,
-           root: Path | None = None) -> None:
+           root: Path | None = None, bar: Any, desc: str) -> None:
+    """Score ``data`` into ``run`` unless done with ``params``; its bar of cases, ``desc``, under the stage bar ``bar``."""
     from vhx.predict import predict_dataset
 
     if _done(run, params, root=root):
@@ -84,7 +94,7 @@ def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any
             shutil.rmtree(run)
         state.wait_for_everyone()
     predict_dataset(str(data), model_obj, run, splits=list(splits) if splits else None,
-                    batch_size=int(params.get("options", {}).get("batch_size", 8)), progress=False)
+                    batch_size=int(params.get("options", {}).get("batch_size", 8)), **_inner(bar, desc=desc))
     if state.is_main_process:
         _mark_done(run, params, root=root)
     state.wait_for_everyone()
@@ -161,15 +171,22 @@ def stage_attack(study: Study) -> None:
     units = [(m, b) for m in study.attackable() for b in cfg.benchmarks]
     with _stage_bar("attack", len(units)) as bar:
         for model, bench in units:
-            _expand_attacks(study, model, bench, study.attacked(model, bench), cfg.attack, ATTACKS)
+            bar.set_postfix_str(f"{model} on {benchmark_name(bench)}")
+            _expand_attacks(study, model, bench, study.attacked(model, bench), cfg.attack, ATTACKS, bar)
             _free()
             bar.update()
 
 
+def _scoring(label: str, data: Path, splits: Sequence[str] | None) -> str:
+    """An inner bar's words: ``scoring vhx-mini on synthetic/ifgsm,pgd``."""
+    return f"scoring {label} on {Path(data).name}" + (f"/{','.join(splits)}" if splits else "")
+
+
 def _score_jobs(study: Study, model: str, options: Mapping[str, Any], jobs: Sequence[tuple[Path, Path, Sequence[str] | None]],
-                loaded: Any = None) -> Any:
+                loaded: Any = None, *, bar: Any, label: str | None = None) -> Any:
     """Score ``model`` (with ``options``) on each ``(data, run, splits)`` not done yet; the model loads
-    once, on first need, and is returned for the next call."""
+    once, on first need, and is returned for the next call. Each job's bar of cases, under the stage
+    bar ``bar``, names ``label`` (default ``model``) and the data."""
     for data, run, splits in jobs:
         # the adapter, a folder of the study, is compared by where it lies in the study (a copy resumes)
         recorded = {k: Path(v) if k == "adapter" else v for k, v in options.items()}
@@ -178,7 +195,7 @@ def _score_jobs(study: Study, model: str, options: Mapping[str, Any], jobs: Sequ
         if not _done(run, params, root=study.out):
             if loaded is None:
                 loaded = _load(model, options)
-            _score(loaded, data, run, params, splits=splits, root=study.out)
+            _score(loaded, data, run, params, splits=splits, root=study.out, bar=bar, desc=_scoring(label or model, data, splits))
     return loaded
 
 
@@ -193,10 +210,12 @@ def stage_evaluate(study: Study) -> None:
         for model in cfg.models:
             loaded = None
             for bench in cfg.benchmarks:
-                loaded = _score_jobs(study, model, cfg.eval_options, _vh_jobs(study, model, bench), loaded)
+                bar.set_postfix_str(f"{model} on {benchmark_name(bench)}")
+                loaded = _score_jobs(study, model, cfg.eval_options, _vh_jobs(study, model, bench), loaded, bar=bar)
                 bar.update()
             if mme is not None:
-                loaded = _score_jobs(study, model, cfg.eval_options, [(mme, study.mme_run(model), None)], loaded)
+                bar.set_postfix_str(f"{model} on {mme.name}")
+                loaded = _score_jobs(study, model, cfg.eval_options, [(mme, study.mme_run(model), None)], loaded, bar=bar)
                 bar.update()
             del loaded
             _free()
@@ -219,6 +238,7 @@ def stage_ablation(study: Study) -> None:
     with _stage_bar("ablation", len(units)) as bar:
         loaded = None
         for key, value in units:
+            bar.set_postfix_str(_setting_name(key, value))
             if key in ("repetitions", "temperature"):
                 if not generate:
                     bar.update()
@@ -231,7 +251,8 @@ def stage_ablation(study: Study) -> None:
                     params = {"model": model, "data": study.attacked(model, bench), "data_files": _fingerprint(study.attacked(model, bench)),
                               "options": options}
                     if not _done(run, params, root=study.out):
-                        _score(_load(model, options), study.attacked(model, bench), run, params, splits=["ifgsm"], root=study.out)
+                        _score(_load(model, options), study.attacked(model, bench), run, params, splits=["ifgsm"], root=study.out,
+                               bar=bar, desc=f"scoring {model} on {benchmark_name(bench)}/ifgsm, temperature {temp:.1f}, seed {rep}")
                         _free()
                 bar.update()
                 continue
@@ -240,12 +261,13 @@ def stage_ablation(study: Study) -> None:
                 bar.update()
                 continue  # the default cell is the main I-FGSM split (Table 5's)
             folder = study.ablation(model, bench, _setting_name(key, value))
-            _expand_attacks(study, model, bench, folder / "data", settings, ("ifgsm",))
+            _expand_attacks(study, model, bench, folder / "data", settings, ("ifgsm",), bar)
             params = {"model": model, "data": folder / "data", "data_files": _fingerprint(folder / "data"), "options": cfg.eval_options}
             if not _done(folder / "run", params, root=study.out):
                 if loaded is None:
                     loaded = _load(model, cfg.eval_options)
-                _score(loaded, folder / "data", folder / "run", params, splits=["ifgsm"], root=study.out)
+                _score(loaded, folder / "data", folder / "run", params, splits=["ifgsm"], root=study.out, bar=bar,
+                       desc=f"scoring {model} on {benchmark_name(bench)}/ifgsm, {_setting_name(key, value)}")
             bar.update()
         del loaded
         _free()
@@ -270,13 +292,14 @@ def _override_given(study: Study, key: str) -> bool:
     return any(o.partition("=")[0].strip().lstrip("-") == key for o in study.config.finetune_overrides)
 
 
-def _finetune_sources(study: Study, model: str) -> list[Path]:
+def _finetune_sources(study: Study, model: str, bar: Any) -> list[Path]:
     """The VH folders the fine-tuning cases come from.
 
     On the embedded benchmark: cases on scenes of their own (the training stream, no benchmark seed
     draws from it), of :data:`FINETUNE_KINDS`, with every expansion kind (negated twins, the four
     common perturbations, I-FGSM and PGD against ``model``), so the study's whole benchmark is held
     out. Otherwise the benchmarks' own folders (the recipe samples cases and holds out the rest).
+    The attacks' bars show under the stage bar ``bar``.
     """
     if not study.separate_finetune_scenes:
         out = []
@@ -298,7 +321,7 @@ def _finetune_sources(study: Study, model: str) -> list[Path]:
               **{k: v for k, v in cfg.attack_options.items() if k not in ("device", "batch_size")}}
     state = _state()
     if not _done(folder, params, root=study.out):
-        options = {**cfg.attack_options, **_attack_settings(cfg.attack), "out_dir": str(folder.parent / "synthetic.cache"), "progress": False}
+        options = {**cfg.attack_options, **_attack_settings(cfg.attack), "out_dir": str(folder.parent / "synthetic.cache"), **_inner(bar)}
         expanded = expand(generate_synthetic(synth), negator=negator, perturb=list(COMMON), attacks=list(ATTACKS), target_model=model,
                           attack_options=options, seed=cfg.seed)
         if state.is_main_process:
@@ -322,7 +345,7 @@ def _finetune_sources(study: Study, model: str) -> list[Path]:
 def stage_finetune(study: Study) -> None:
     """LoRA on original vs expanded cases (the paper's section 5.4), then the three arms scored."""
     from vhx.finetune import load_config, train
-    from vhx.finetune.training import RECORD_FILE, resolve_base_model, training_pair_ids
+    from vhx.finetune.training import RECORD_FILE, resolve_base_model, step_bar_callback, training_pair_ids
     from vhx.finetune.config import recipe_path
 
     cfg, model = study.config, study.finetune_model
@@ -330,18 +353,27 @@ def stage_finetune(study: Study) -> None:
         logger.warning("finetune: every model is an API model; Tables 7 and 8 are left out")
         return
     with _stage_bar("finetune", 3 + len(FINETUNE_ARMS)) as bar:
-        sources = _finetune_sources(study, model)
+        bar.set_postfix_str("training cases")
+        sources = _finetune_sources(study, model, bar)
         bar.update()
         separate = study.separate_finetune_scenes
         extra = ([f"instruct_data={study.instruct_data}"] if separate and not _override_given(study, "instruct_data") else [])
         for arm, mode in (("finetuned_original", "baseline"), ("finetuned_expanded", "expanded")):
+            bar.set_postfix_str(arm)
             out = study.adapter(model, arm)
             if not (out / RECORD_FILE).is_file():
+                # the Trainer's own bar is off (disable_tqdm; its log lines go to train.log): the stage's inner bar counts the steps
                 flags = _flags([*extra, *cfg.finetune_overrides, f"model_name_or_path={model}", f"output_dir={out}", f"mode={mode}",
-                                f"seed={cfg.seed}", f"write_heldout={'false' if separate else 'true'}", "report_to=none"])
+                                f"seed={cfg.seed}", f"write_heldout={'false' if separate else 'true'}", "report_to=none",
+                                "disable_tqdm=true"])
                 config = load_config(recipe_path(cfg.finetune_config), *flags, "--vh_datasets", *[str(s) for s in sources])
-                with _quiet_training(out):
-                    train(config)
+                inner = _inner(bar, desc=f"training {model} ({arm})")
+                steps = step_bar_callback(**{**inner["bar_options"], "disable": not inner["progress"]})
+                try:
+                    with _quiet_training(out):
+                        train(config, callbacks=[steps])
+                finally:
+                    steps.close()
                 _free()
             bar.update()
         first, second = (training_pair_ids(study.adapter(model, a)) for a in ("finetuned_original", "finetuned_expanded"))
@@ -354,22 +386,23 @@ def stage_finetune(study: Study) -> None:
                            "fine-tuned models are scored on MME only and the VH rows of Table 7 are not tested")
         base = resolve_base_model(model)
         for arm in FINETUNE_ARMS:
+            bar.set_postfix_str(f"scoring {arm}")
             jobs, mme_run = _arm_jobs(study, model, arm)
             if mme_run is not None:
                 jobs = [*jobs, (study.mme, mme_run, None)]  # type: ignore[list-item]
             if arm == "before" and separate:
-                _score_jobs(study, model, cfg.eval_options, jobs)  # the evaluate stage's runs: done unless it was skipped
+                _score_jobs(study, model, cfg.eval_options, jobs, bar=bar)  # the evaluate stage's runs: done unless it was skipped
             else:
                 adapter = None if arm == "before" else str(study.adapter(model, arm))
                 options = {**cfg.eval_options, **({"adapter": adapter} if adapter else {})}
-                _score_jobs(study, base, options, jobs)
+                _score_jobs(study, base, options, jobs, bar=bar, label=model if arm == "before" else f"{model} ({arm})")
             _free()
             bar.update()
 
 
 @contextlib.contextmanager
 def _quiet_training(out: Path) -> Iterator[None]:
-    """The trainer's per-step logs go to ``out/train.log`` instead of the terminal (one bar per stage there)."""
+    """The trainer's per-step logs go to ``out/train.log`` instead of the terminal (the stage bar and its bar of steps there)."""
     import sys
 
     out.mkdir(parents=True, exist_ok=True)
@@ -427,7 +460,8 @@ def replicate(config: ReplicateConfig) -> dict[str, Path]:
                            "(or leave the stage out: --stages build,expand,attack,evaluate,ablation,tables)")
     study = Study(config)
     config.out.mkdir(parents=True, exist_ok=True)
-    # one bar per stage: datasets' and transformers' own bars are off meanwhile
+    # a bar per stage and one inner bar of its work (image-steps, cases, training steps) below it: datasets' and
+    # transformers' own bars are off meanwhile
     bars_on = transformers.utils.logging.is_progress_bar_enabled()
     datasets_bars_on = datasets.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()
