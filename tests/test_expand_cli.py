@@ -167,10 +167,11 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert tail[-1] == f"report: {out / 'run' / 'report' / 'report.html'} (and report.md beside it)"
     assert "Findings:" in tail and re.search(r"symmetric accuracy (falls|stays) from [01]\.\d{3} on the original images to [01]\.\d{3} under \w+", text)
     assert "pairs each case with its negation" not in text
-    # the attack stops each non-VH image once converged, and says so before and after
-    assert re.search(r"\[2/4\] .*attacks \(ifgsm, each non-VH image stopping once converged: its last 10 updates brought less than "
-                     r"5% of its cosine's fall; --converge-window none runs all 500\)", text)
-    assert re.search(r"^updates: ifgsm: non-VH images \d+ updates on average \(budget 500, \d+ images\), \d+ stopped once converged", text, flags=re.M)
+    # the attack is --preset fast (the APGD schedule, 50 updates), and says so before and after
+    assert re.search(r"\[2/4\] .*attacks \(ifgsm, --preset fast: the APGD step schedule, 50 updates per non-VH image, stronger than "
+                     r"the paper's 500 constant steps and recorded as schedule 'apgd'; --preset paper runs the paper's\)", text)
+    assert re.search(r"^updates: ifgsm: non-VH images 50 updates on average \(budget 50, \d+ images\), no convergence stopping.*"
+                     r"Attacked with the APGD step schedule", text, flags=re.M)
     # the step counter counts to its real number of steps, in order
     assert re.findall(r"^\[(\d)/(\d)\]", text, flags=re.M) == [("1", "4"), ("2", "4"), ("3", "4"), ("4", "4")]
     # datasets' own bars (Map, Generating ... split, Creating parquet) are off during the job, and back on after
@@ -183,8 +184,8 @@ def test_main_command_end_to_end(tmp_path: Path, capsys):
     assert set(expanded["ifgsm"]["target_model"]) == {"vhx-mini"}
     params = [json.loads(p) for p in expanded["ifgsm"]["transform_params"]]
     nonvh = [p for p in params if p["branch"] == "min"]
-    assert nonvh and all(p["converge_window"] == 10 and p["steps_run"] <= 500 for p in nonvh)
-    assert any(p["stopped"] == "converged" and p["steps_run"] < 500 for p in nonvh)
+    assert nonvh and all(p["schedule"] == "apgd" and p["steps"] == p["steps_run"] == 50 and "converge_window" not in p for p in nonvh)
+    assert all(p["checkpoints"] == [11, 21, 30, 38, 45] and p["step"] == pytest.approx(16 / 255) for p in nonvh)
     assert any("image-step" in line and "images]" in line for line in captured.err.replace("\r", "\n").splitlines())
     n_cases = len(expanded["original"])
     predictions = (out / "run" / "predictions.jsonl").read_text().splitlines()

@@ -19,14 +19,16 @@ DEFAULT_CONVERGE_TOL = 0.05
 
 #: How the similarity of two token matrices is taken (see :func:`vhx.adversarial.attack.similarity`).
 SIMILARITIES: tuple[str, ...] = ("feature", "token", "authors")
-SCHEDULES: tuple[str, ...] = ("constant", "cosine")
+SCHEDULES: tuple[str, ...] = ("constant", "cosine", "apgd")
 GRAD_NORMS: tuple[str, ...] = ("linf", "none")
 FIRST_STEPS: tuple[str, ...] = ("random", "gradient")
 ITERATES: tuple[str, ...] = ("best", "final")
 QUANTIZERS: tuple[str, ...] = ("round", "truncate")
 RESOLUTIONS: tuple[str, ...] = ("image", "processor")
 CLEAN_PATHS: tuple[str, ...] = ("view", "processor")
-PRESETS: tuple[str, ...] = ("paper", "authors")
+PRESETS: tuple[str, ...] = ("paper", "authors", "fast")
+#: Updates of the non-VH branch under ``--preset fast`` (the APGD schedule reaches the paper's 500-update strength well within them).
+FAST_STEPS = 50
 #: What a view returns: ``"connector"`` (the projected visual tokens the LLM receives, the paper's
 #: M_E o M_C) or ``"encoder"`` (the vision encoder's output before the connector: the authors'
 #: InstructBLIP script attacks ``ln_vision(visual_encoder(x))``, the ViT output before the Q-Former).

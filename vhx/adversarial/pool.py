@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from vhx.adversarial.apgd import ApgdSchedule
 from vhx.adversarial.choices import AttackError
 
 #: How an image's attack ended (``ImageResult.stopped``).
@@ -102,7 +103,10 @@ class _Rows:
     its place, and a new one is written after the last row, so no step copies the whole pool.
     """
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, extra: dict[str, Any] | None = None) -> None:
+        # extra: a schedule's own per-image tensors (name -> "image" or a scalar dtype), e.g. APGD's step sizes
+        object.__setattr__(self, "_extra", dict(extra or {}))
+        object.__setattr__(self, "_names", _STATE + tuple(self._extra))
         self.slots = slots
         self.n = 0
         self._full: dict[str, torch.Tensor | None] = {}
@@ -120,15 +124,20 @@ class _Rows:
         # iterate (NaN before the first); reference / stale: last s that counted as an improvement and
         # the updates since (VH branch); t: updates done
         full = self.__dict__.get("_full", {})
-        if name in _STATE:
+        if name in self.__dict__.get("_names", _STATE):
             tensor = full.get(name)
             return None if tensor is None else tensor[: self.n]
         raise AttributeError(name)
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name in _STATE:
+        if name in self.__dict__.get("_names", _STATE):
             raise AttributeError(f"_Rows.{name} is a view of its storage: write with set({name!r}, ...) or in place")
         super().__setattr__(name, value)
+
+    @property
+    def storage(self) -> dict[str, torch.Tensor | None]:
+        """Every per-image tensor at full size (``slots`` rows), for a schedule starting its new rows."""
+        return self._full
 
     def set(self, name: str, value: torch.Tensor) -> None:
         """Overwrite the live rows of one per-image tensor."""
@@ -149,6 +158,9 @@ class _Rows:
                 "stale": torch.empty(rows, dtype=torch.long, device=device),
                 "t": torch.empty(rows, dtype=torch.long, device=device),
             }
+            for name, kind in self._extra.items():
+                shape = (rows, *x.shape[1:]) if kind == "image" else (rows,)
+                self._full[name] = torch.empty(shape, dtype=x.dtype if kind == "image" else kind, device=device)
         new = slice(self.n, self.n + k)
         full = self._full
         full["x"][new] = x
@@ -171,7 +183,7 @@ class _Rows:
         for i in sorted(rows, reverse=True):
             last = self.n - 1
             if i != last:
-                for name in _STATE:
+                for name in self._names:
                     tensor = self._full.get(name)
                     if tensor is not None and name != "buffer":
                         tensor[i] = tensor[last]
@@ -204,9 +216,10 @@ def run_pool(
     total = config.steps_for(branch)
     random_first = not maximize and config.first_step_for() == "random"
     window = config.converge_window if not maximize else None
+    schedule = ApgdSchedule(config, branch, total) if config.schedule == "apgd" else None
     source = iter(items)
     waiting = True
-    rows = _Rows(slots)
+    rows = _Rows(slots, schedule.state if schedule is not None else None)
     shape: tuple[int, ...] | None = None
 
     while True:
@@ -214,7 +227,10 @@ def run_pool(
             new = list(itertools.islice(source, slots - len(rows)))
             waiting = len(new) == slots - len(rows)
             if new:
+                before = len(rows)
                 shape = _admit(attack, rows, new, branch, shape)
+                if schedule is not None:
+                    schedule.admit(rows, slice(before, len(rows)))
         if not len(rows):
             return
         ts = rows.t.tolist()
@@ -262,7 +278,12 @@ def run_pool(
                 (grad,) = torch.autograd.grad(objective.sum(), a)
             del emb, s, objective, a
             with torch.no_grad():
-                _update(attack, rows, grad, ts, going, total, random_first)
+                if schedule is not None:
+                    schedule.restart(rows, grad, values, better, total)
+                    schedule.step(attack, rows, first_directions(attack, rows, attack.direction(grad), ts, random_first))
+                    count_updates(rows, going)
+                else:
+                    _update(attack, rows, grad, ts, going, total, random_first)
         if on_step is not None:
             on_step(len(going))
         done = [i for i, reason in enumerate(stopped) if reason is not None]
@@ -316,15 +337,7 @@ def _update(attack: Any, rows: _Rows, grad: torch.Tensor, ts: list[int], going: 
     Rows that stopped are updated too (they leave the pool right after and their kept iterate is
     already saved): one pass over the whole batch is cheaper than gathering the rows that go on.
     """
-    move = attack.direction(grad)
-    firsts = [i for i, t in enumerate(ts) if t == 0] if random_first else []
-    if firsts:
-        ids = [rows.ids[i] for i in firsts]
-        shape = rows.x.shape[1:]
-        if len(firsts) == len(ts):
-            move = attack.random_first_direction(shape, ids)
-        else:
-            move[firsts] = attack.random_first_direction(shape, ids).to(move.dtype)  # the loop owns the direction
+    move = first_directions(attack, rows, attack.direction(grad), ts, random_first)
     # rows that stopped at their budget (t == total) are updated too but leave: any step size does for them
     steps = [attack.step_size(min(t, total - 1), total) for t in ts]
     if len(set(steps)) == 1:
@@ -337,6 +350,24 @@ def _update(attack: Any, rows: _Rows, grad: torch.Tensor, ts: list[int], going: 
     torch.mul(move, gamma, out=buffer)
     rows.adv.sub_(buffer)
     attack.project(rows.x, rows.adv, scratch=buffer)
+    count_updates(rows, going)
+
+
+def first_directions(attack: Any, rows: _Rows, move: torch.Tensor, ts: list[int], random_first: bool) -> torch.Tensor:
+    """``move`` with the rows at their first update given a seeded random sign instead (``first_step="random"``)."""
+    firsts = [i for i, t in enumerate(ts) if t == 0] if random_first else []
+    if not firsts:
+        return move
+    ids = [rows.ids[i] for i in firsts]
+    shape = rows.x.shape[1:]
+    if len(firsts) == len(ts):
+        return attack.random_first_direction(shape, ids)
+    move[firsts] = attack.random_first_direction(shape, ids).to(move.dtype)  # the loop owns the direction
+    return move
+
+
+def count_updates(rows: _Rows, going: list[int]) -> None:
+    """One more update done by each row of ``going`` (the rows that stopped leave with their count)."""
     step = torch.zeros_like(rows.t)
     step[going] = 1
     rows.t.add_(step)
