@@ -332,11 +332,14 @@ def test_converge_window_zero_is_off_in_replicate_as_in_expand(monkeypatch, caps
     from vhx.replicate import QUICK_ATTACK
     from vhx.replicate.study import attack_plan
 
-    assert _replicate_attack(monkeypatch)["converge_window"] == QUICK_ATTACK["converge_window"] == 20
+    assert _replicate_attack(monkeypatch)["converge_window"] == QUICK_ATTACK["converge_window"] == 0
     for value in ("0", "none"):
-        assert _replicate_attack(monkeypatch, "--converge-window", value)["converge_window"] == 0  # off, not the --quick default
+        assert _replicate_attack(monkeypatch, "--converge-window", value)["converge_window"] == 0  # off
     assert _replicate_attack(monkeypatch, "--converge-window", "5")["converge_window"] == 5
-    assert "--converge-window 0 or none runs every update, as in `vhx expand`" in attack_plan(QUICK_ATTACK)
+    assert "--converge-window 0 or none runs every update, as in `vhx expand`" in attack_plan({**QUICK_ATTACK, "converge_window": 20})
+    # --preset paper turns --quick's APGD schedule off; --preset fast turns it on with its 50 updates
+    assert _replicate_attack(monkeypatch)["schedule"] == 1
+    assert _replicate_attack(monkeypatch, "--preset", "paper")["schedule"] == 0
     for parser_help in (build_parser()._subparsers._group_actions[0].choices[c].format_help() for c in ("expand", "replicate")):
         assert "0 or 'none': off" in " ".join(parser_help.split())
 

@@ -247,16 +247,41 @@ def test_convergence_stopping_in_the_study_settings() -> None:
     import vhx.replicate as rep
     from vhx.replicate.study import _attack_settings, ablation_settings, same_attack
 
-    assert rep.QUICK_ATTACK["converge_window"] == 20 and not rep.PAPER_ATTACK_DEFAULTS["converge_window"]
+    converging = {**rep.ZOO_ATTACK, "converge_window": 20}
+    assert not rep.PAPER_ATTACK_DEFAULTS["converge_window"] and not rep.QUICK_ATTACK["converge_window"]
     assert "converge_window" in rep.ABLATABLE and "converge_window" not in rep.PAPER_ABLATION  # the paper had no such row
     # off is absent from the attack options, so studies run before it existed keep their attack folders
     assert "converge_window" not in _attack_settings(rep.PAPER_ATTACK_DEFAULTS)
-    assert _attack_settings(rep.QUICK_ATTACK)["converge_window"] == 20
+    assert _attack_settings(converging)["converge_window"] == 20
     legacy = {k: v for k, v in rep.PAPER_ATTACK_DEFAULTS.items() if k != "converge_window"}
-    assert same_attack(legacy, rep.PAPER_ATTACK_DEFAULTS) and not same_attack(rep.QUICK_ATTACK, {**rep.QUICK_ATTACK, "converge_window": 0})
+    assert same_attack(legacy, rep.PAPER_ATTACK_DEFAULTS) and not same_attack(converging, {**converging, "converge_window": 0})
     # the rows of the non-VH iteration count run every update they name
-    assert ablation_settings(rep.QUICK_ATTACK, "steps_nonvh", 90)["converge_window"] == 0
-    assert ablation_settings(rep.QUICK_ATTACK, "eps", 4)["converge_window"] == 20
+    assert ablation_settings(converging, "steps_nonvh", 90)["converge_window"] == 0
+    assert ablation_settings(converging, "eps", 4)["converge_window"] == 20
+
+
+def test_the_schedule_row_compares_the_fast_attack_with_the_papers_500_updates() -> None:
+    import vhx.replicate as rep
+    from vhx.replicate.study import _attack_settings, _setting_name, ablation_settings, attack_plan, same_attack
+
+    # --quick attacks as `vhx run` does (APGD, 50 updates); the paper's defaults and the zoo's stay the paper's schedule
+    assert rep.QUICK_ATTACK["schedule"] == 1 and _attack_settings(rep.QUICK_ATTACK)["schedule"] == "apgd"
+    assert _attack_settings(rep.QUICK_ATTACK)["steps_nonvh"] == 50
+    assert "schedule" not in _attack_settings(rep.PAPER_ATTACK_DEFAULTS) and "schedule" not in _attack_settings(rep.ZOO_ATTACK)
+    assert "APGD step schedule" in attack_plan(rep.QUICK_ATTACK) and "APGD" not in attack_plan(rep.ZOO_ATTACK)
+    # every default ablation has the row; the paper's grid itself does not
+    for grid in (rep.QUICK_ABLATION, rep.ZOO_ABLATION, rep.DEFAULT_ABLATION):
+        assert grid["schedule"] == (0, 1)
+    assert "schedule" not in rep.PAPER_ABLATION and rep.ABLATION_PARTS["schedule"] == "w"
+    for attack in (rep.QUICK_ATTACK, rep.ZOO_ATTACK, rep.PAPER_ATTACK_DEFAULTS):
+        paper = _attack_settings(ablation_settings(attack, "schedule", 0))
+        fast = _attack_settings(ablation_settings(attack, "schedule", 1))
+        assert paper["steps_nonvh"] == 500 and "schedule" not in paper and "converge_window" not in paper
+        assert fast["steps_nonvh"] == 50 and fast["schedule"] == "apgd" and "converge_window" not in fast
+    # in --quick the fast cell is the main attack (not run twice); the paper's cell is a run of its own
+    assert same_attack(ablation_settings(rep.QUICK_ATTACK, "schedule", 1), rep.QUICK_ATTACK)
+    assert not same_attack(ablation_settings(rep.QUICK_ATTACK, "schedule", 0), rep.QUICK_ATTACK)
+    assert (_setting_name("schedule", 0), _setting_name("schedule", 1)) == ("schedule=constant", "schedule=apgd")
 
 
 def test_synthetic_training_stream_draws_scenes_no_benchmark_draws() -> None:

@@ -741,7 +741,8 @@ def _add_replicate(sub: argparse._SubParsersAction) -> None:
     _add_negation_form(p)
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
     g = p.add_argument_group("attacks (defaults: the paper's with --models; the zoo a fifth of its updates; --quick a tenth)")
-    g.add_argument("--preset", choices=["paper", "authors"], default="paper", help="attack preset, as in `vhx expand`")
+    g.add_argument("--preset", choices=["paper", "authors", "fast"],
+                   help="attack preset, as in `vhx expand` (default paper; --quick: fast, the APGD schedule at 50 updates)")
     g.add_argument("--eps", type=positive_fraction, help="L-inf radius, e.g. 8/255")
     g.add_argument("--step", type=positive_fraction, help="step size, e.g. 0.5/255")
     g.add_argument("--steps-vh", type=positive_int, help="updates on pairs the target gets wrong (paper 100)")
@@ -783,8 +784,9 @@ def _ablation_option(items: Sequence[str], base: dict[str, tuple[float, ...]]) -
 
 def cmd_replicate(args: argparse.Namespace) -> int:
     """``vhx replicate``: the paper's tables from one command."""
+    from vhx.adversarial.choices import FAST_STEPS
     from vhx.replicate import (
-        PAPER_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ZOO_ABLATION, ZOO_ATTACK, ReplicateConfig,
+        DEFAULT_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ZOO_ABLATION, ZOO_ATTACK, ReplicateConfig,
         quick_config, replicate, zoo_config,
     )
 
@@ -798,14 +800,20 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     for key in ("steps_vh", "steps_nonvh"):
         if getattr(args, key) is not None:
             attack[key] = getattr(args, key)
+    if args.preset is not None:
+        # the schedule is a setting of the study (Table 6's row w varies it), not only of the attacks' preset
+        attack["schedule"] = int(args.preset == "fast")
+        if args.preset == "fast" and args.steps_nonvh is None:
+            attack["steps_nonvh"] = FAST_STEPS
     if hasattr(args, "converge_window"):  # absent unless typed: None (0 or none) is a value of its own, off
         attack["converge_window"] = args.converge_window or 0
-    attack_options = {k: v for k, v in (("preset", args.preset), ("batch_size", args.attack_batch_size), ("device", args.device)) if v is not None}
+    preset = "paper" if args.preset in (None, "fast") else args.preset
+    attack_options = {k: v for k, v in (("preset", preset), ("batch_size", args.attack_batch_size), ("device", args.device)) if v is not None}
     eval_options = {k: v for k, v in (("mode", args.mode), ("batch_size", args.batch_size), ("dtype", args.dtype), ("device", args.device)) if v is not None}
     fields: dict[str, Any] = dict(
         benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()], stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()),
         mme=args.mme, seed=args.seed, attack=attack, attack_options=attack_options, eval_options=eval_options,
-        ablation=_ablation_option(args.ablation, QUICK_ABLATION if args.quick else ZOO_ABLATION if zoo else PAPER_ABLATION),
+        ablation=_ablation_option(args.ablation, QUICK_ABLATION if args.quick else ZOO_ABLATION if zoo else DEFAULT_ABLATION),
         negator=make_negator(args),
     )
     if args.finetune_model:

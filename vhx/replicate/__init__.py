@@ -38,6 +38,7 @@ from vhx.replicate.study import (
     ABLATION_TITLES,
     ATTACKS,
     COMMON,
+    DEFAULT_ABLATION,
     FINETUNE_ARMS,
     FINETUNE_KINDS,
     GENERAL_KINDS,
@@ -67,7 +68,7 @@ from vhx.replicate.study import (
 from vhx.replicate.tables import build_tables, findings_lines, tables_html, tables_markdown
 
 __all__ = [
-    "ABLATABLE", "ABLATION_PARTS", "ABLATION_TITLES", "ATTACKS", "COMMON", "FINETUNE_ARMS", "FINETUNE_KINDS", "GENERAL_KINDS", "LABELS",
+    "ABLATABLE", "ABLATION_PARTS", "ABLATION_TITLES", "ATTACKS", "COMMON", "DEFAULT_ABLATION", "FINETUNE_ARMS", "FINETUNE_KINDS", "GENERAL_KINDS", "LABELS",
     "MME_MARGIN", "PAPER_ABLATION", "PAPER_ATTACK_DEFAULTS", "PAPER_DATASETS", "PAPER_MODELS", "QUICK_ABLATION", "QUICK_ATTACK",
     "STAGES", "STAGE_FUNCTIONS", "ZOO_ABLATION", "ZOO_ATTACK", "ZOO_FINETUNE_CONFIG", "ZOO_FINETUNE_MODEL", "ZOO_NUM_IMAGES",
     "ReplicateConfig", "Study", "ablation_units", "benchmark_name", "build_tables", "findings_lines", "model_slug", "paper_model",

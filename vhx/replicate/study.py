@@ -60,26 +60,34 @@ PAPER_ABLATION: dict[str, tuple[float, ...]] = {
     "temperature": (0.0, 0.2, 0.4, 0.6, 0.8, 1.0),
 }
 PAPER_ATTACK_DEFAULTS = {"eps": 8, "step": 0.5, "steps_vh": 100, "steps_nonvh": 500, "converge_window": 0}
-#: Settings the ablation can vary: Table 6's, and vhx's convergence stopping of the non-VH branch
-#: (``converge_window``; 0: off, every update runs), which the paper did not have.
-ABLATABLE: tuple[str, ...] = (*PAPER_ABLATION, "converge_window")
+#: Settings the ablation can vary: Table 6's, and two of vhx's that the paper did not have: convergence
+#: stopping of the non-VH branch (``converge_window``; 0: off, every update runs) and the step schedule
+#: (``schedule``: 0 the paper's constant step for its 500 updates, 1 the APGD schedule for
+#: :data:`~vhx.adversarial.choices.FAST_STEPS`, ``--preset fast``).
+ABLATABLE: tuple[str, ...] = (*PAPER_ABLATION, "converge_window", "schedule")
+#: vhx's own row of every default ablation: its fast attack against the paper's I-FGSM at 500 updates.
+SCHEDULE_ABLATION: dict[str, tuple[float, ...]] = {"schedule": (0, 1)}
+#: The ablation of a study with --models: Table 6's grid and vhx's schedule row.
+DEFAULT_ABLATION: dict[str, tuple[float, ...]] = {**PAPER_ABLATION, **SCHEDULE_ABLATION}
 PAPER_SAMPLING_TEMPERATURE = 0.2  # LLaVA-1.5's default decoding, the paper's Table 6(u) default
 ABLATION_PARTS = {"eps": "p", "step": "q", "steps_vh": "r", "steps_nonvh": "s", "repetitions": "t", "temperature": "u",
-                  "converge_window": "v"}
+                  "converge_window": "v", "schedule": "w"}
 ABLATION_TITLES = {
     "eps": "L-inf bound eps (x/255)", "step": "step size gamma (x/255)", "steps_vh": "iterations, hallucinated cases",
     "steps_nonvh": "iterations, non-hallucinated cases", "repetitions": "repetitions of the evaluation",
     "converge_window": "convergence stopping window, non-hallucinated cases (vhx's; 0: off)",
+    "schedule": "step schedule, non-hallucinated cases (vhx's): the paper's constant step for 500 updates, or APGD for 50 (--preset fast)",
     "temperature": "decoding temperature",
 }
 
-#: ``--quick``: the same study scaled to a 2-core CPU (updates a tenth of the paper's, each non-VH image
-#: stopping once converged, as `vhx run` does).
-QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 10, "steps_nonvh": 50, "converge_window": 20}
+#: ``--quick``: the same study scaled to a 2-core CPU: a tenth of the paper's updates under the APGD schedule
+#: (``--preset fast``, as `vhx run` attacks), which reaches the strength of the paper's 500 constant steps.
+QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 10, "steps_nonvh": 50, "converge_window": 0, "schedule": 1}
 QUICK_ABLATION: dict[str, tuple[float, ...]] = {
     "eps": (4, 8, 16),
     "steps_nonvh": (10, 50, 90),
     "temperature": (0.0, 0.2, 1.0),
+    **SCHEDULE_ABLATION,
 }
 QUICK_FINETUNE_OVERRIDES = ("max_steps=40", "instruct_examples=16", "save_steps=20")
 #: The default study offline (no ``--models``, no ``--quick``): the miniature zoo (:data:`vhx.zoo.ZOO`) on
@@ -93,6 +101,7 @@ ZOO_ABLATION: dict[str, tuple[float, ...]] = {
     "steps_nonvh": (20, 100, 300),
     "converge_window": (0, 20),
     "temperature": (0.0, 0.2, 1.0),
+    **SCHEDULE_ABLATION,
 }
 #: The zoo's member the fine-tuning stage fixes (it has a bias to fix) and the recipe it uses.
 ZOO_FINETUNE_MODEL = "vhx-mini-yes"
@@ -128,7 +137,7 @@ class ReplicateConfig:
     negator: Any = None
     attack: dict[str, float] = field(default_factory=lambda: dict(PAPER_ATTACK_DEFAULTS))
     attack_options: dict[str, Any] = field(default_factory=dict)
-    ablation: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(PAPER_ABLATION))
+    ablation: dict[str, tuple[float, ...]] = field(default_factory=lambda: dict(DEFAULT_ABLATION))
     eval_options: dict[str, Any] = field(default_factory=dict)
     finetune_config: str = "llava15_lora"
     finetune_overrides: tuple[str, ...] = ()
@@ -471,13 +480,20 @@ def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
     if values.get("converge_window"):
         # only when on: attack folders written before convergence stopping keep their settings
         out["converge_window"] = int(values["converge_window"])
+    if values.get("schedule"):
+        out["schedule"] = "apgd"  # only when on, for the same reason
     return out
 
 
 def attack_plan(values: Mapping[str, float]) -> str:
     """One line on the study's attacks, printed before they run (convergence stopping named when on)."""
-    text = (f"attacks (I-FGSM, PGD): eps {values['eps']:g}/255, step {values['step']:g}/255, {int(values['steps_nonvh'])} updates "
-            f"on non-VH pairs, at most {int(values['steps_vh'])} on VH pairs")
+    if values.get("schedule"):
+        text = (f"attacks (I-FGSM, PGD) with the APGD step schedule (--preset fast: per-image steps from 2 eps, not the paper's "
+                f"constant {values['step']:g}/255): eps {values['eps']:g}/255, {int(values['steps_nonvh'])} updates on non-VH pairs, at "
+                f"most {int(values['steps_vh'])} on VH pairs; Table 6's row (w) compares it with the paper's 500 constant steps")
+    else:
+        text = (f"attacks (I-FGSM, PGD): eps {values['eps']:g}/255, step {values['step']:g}/255, {int(values['steps_nonvh'])} updates "
+                f"on non-VH pairs, at most {int(values['steps_vh'])} on VH pairs")
     if values.get("converge_window"):
         from vhx.adversarial.choices import DEFAULT_CONVERGE_TOL
 
@@ -500,10 +516,17 @@ def ablation_settings(attack: Mapping[str, float], key: str, value: float) -> di
     settings = {**attack, key: value}
     if key == "steps_nonvh":
         settings["converge_window"] = 0
+    if key == "schedule":
+        # the paper's I-FGSM as it ran (500 constant steps), or vhx's fast attack at its budget; every update runs
+        from vhx.adversarial.choices import FAST_STEPS
+
+        settings.update(converge_window=0, steps_nonvh=FAST_STEPS if value else PAPER_ATTACK_DEFAULTS["steps_nonvh"])
     return settings
 
 
 def _setting_name(key: str, value: float) -> str:
+    if key == "schedule":
+        return "schedule=apgd" if value else "schedule=constant"
     if key in ("eps", "step"):
         return f"{key}={value:g}/255"
     if key == "temperature":
