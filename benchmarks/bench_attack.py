@@ -27,6 +27,13 @@ measurements, each a ratio (absolute times describe only the machine; the script
    default), bfloat16 and float16, and float32 weights under bfloat16 autocast; each as fp32 / other
    (above 1: faster than float32).
 
+4. **Time to the paper's strength, per attack.** The bar is the mean cosine of the authors' loop after
+   its 500 steps (part 2's run), on each yardstick. Each attack (the paper's constant step, the same
+   with convergence stopping, ``--preset fast``'s APGD schedule for I-FGSM and for PGD) runs at each
+   budget of a grid; its cost is the time of the smallest budget whose saved images reach the bar,
+   and the ratio is the authors' time to reach it (their time per step times the first step at which
+   their curve does) over that cost.
+
 Run: ``python benchmarks/bench_attack.py`` (about 3 minutes on 2 cores); ``--json FILE`` writes the
 numbers.
 """
@@ -53,7 +60,7 @@ from PIL import Image  # noqa: E402
 
 from bench_adversarial import expand2square, to_tensor  # noqa: E402
 from vhx.adversarial import load_view, native_convolutions  # noqa: E402
-from vhx.adversarial.attack import AttackConfig, attack_stream, similarity, step_sizes  # noqa: E402
+from vhx.adversarial.attack import AttackConfig, attack_stream, preset_options, similarity, step_sizes  # noqa: E402
 from vhx.adversarial.pool import AttackItem  # noqa: E402
 from vhx.adversarial.processing import size_dict  # noqa: E402
 
@@ -261,6 +268,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"   {kind} cosine: {name} reaches {cosine:.4f}; the authors' loop {when}, {needed / seconds:.2f}x vhx's time")
         out["authors"]["yardsticks"][kind] = row
 
+    # 4. time to the paper's strength, for each attack (the authors' 500-step cosine is the bar)
+    out["to_paper_strength"] = to_paper_strength(view, few, curves, authors_time, args.slots)
+
     # 3. precision on a CPU
     precisions: dict[str, float] = {}
     for name, dtype, amp in (("float32", torch.float32, False), ("bfloat16", torch.bfloat16, False),
@@ -275,6 +285,56 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out, f, indent=2)
+    return out
+
+
+#: The attacks of part 4 and the budgets each is run at (the smallest that reaches the bar is its cost).
+BUDGET_GRIDS: dict[str, tuple[Callable[[int], AttackConfig], tuple[int, ...]]] = {
+    "I-FGSM, --preset paper (constant 0.5/255)": (lambda n: AttackConfig(steps_nonvh=n), (100, 250, 500)),
+    "I-FGSM, --preset paper + convergence stopping (window 10)": (lambda n: AttackConfig(steps_nonvh=n, converge_window=10), (500,)),
+    "I-FGSM, --preset fast (APGD schedule)": (lambda n: AttackConfig(**{**preset_options("fast", "ifgsm"), "steps_nonvh": n}),
+                                             (10, 15, 20, 30, 40, 50)),
+    "PGD, --preset fast (APGD schedule)": (lambda n: AttackConfig(**{**preset_options("fast", "pgd"), "method": "pgd", "steps_nonvh": n}),
+                                          (10, 20, 30, 50)),
+}
+
+
+def to_paper_strength(view: Any, images: list[Image.Image], curves: dict[str, dict[int, float]], authors_time: float,
+                      slots: int) -> dict[str, Any]:
+    """Part 4: for each attack, the smallest budget whose saved images reach the authors' 500-step cosine, its time, and the ratio.
+
+    The bar, per yardstick, is the mean cosine of the authors' loop after its 500 steps (the paper's I-FGSM as its
+    authors ran it); the authors' time to reach it is their time per step times the first step their curve reaches it.
+    An attack's cost is a whole run at the smallest budget of its grid that reaches the bar (a run at a smaller budget
+    is a different run for APGD, whose checkpoints scale with the budget).
+    """
+    out: dict[str, Any] = {}
+    per_step = authors_time / 500
+    for kind in YARDSTICKS:
+        curve = curves[kind]
+        bar = curve[500]
+        reach = next(k for k, v in sorted(curve.items()) if v <= bar)
+        out[kind] = {"bar": bar, "authors_steps": reach, "authors_seconds": per_step * reach, "attacks": {}}
+    for name, (make, budgets) in BUDGET_GRIDS.items():
+        runs = []
+        for n in budgets:
+            seconds, steps, results = run_pool(view, images, make(n), slots)
+            runs.append({"budget": n, "seconds": seconds, "updates_per_image": steps / len(images), "cosines": saved_cosines(view, images, results)})
+        for kind in YARDSTICKS:
+            row = out[kind]
+            hit = next((r for r in runs if r["cosines"][kind] <= row["bar"]), None)
+            entry: dict[str, Any] = {"runs": runs}
+            if hit is None:
+                entry.update(reached=False, best=min(r["cosines"][kind] for r in runs))
+                text = f"not reached (best {entry['best']:.4f} at budget {budgets[-1]})"
+            else:
+                entry.update(reached=True, budget=hit["budget"], updates_per_image=hit["updates_per_image"], seconds=hit["seconds"],
+                             ratio=row["authors_seconds"] / hit["seconds"])  # fmt: skip
+                text = (f"reached at budget {hit['budget']} ({hit['updates_per_image']:.0f} updates per image) in {hit['seconds']:.2f} s: "
+                        f"{entry['ratio']:.1f}x less time than the authors' loop")
+            row["attacks"][name] = entry
+            print(f"4. {kind} cosine, bar {row['bar']:.4f} (the authors' loop: step {row['authors_steps']}, "
+                  f"{row['authors_seconds']:.2f} s): {name}: {text}")
     return out
 
 

@@ -138,14 +138,27 @@ class ApgdSchedule:
         rows.set("period", torch.where(check, (rows.period - self.decrease).clamp_min(self.floor), rows.period))
 
     def step(self, attack: Any, rows: Any, move: torch.Tensor) -> None:
-        """Move every row along ``move`` (the method's direction) by its own step, with momentum, in place."""
+        """Move every row along ``move`` (the method's direction, owned by the loop) by its own step, with momentum, in place.
+
+        ``z = P(a - eta * d)``, then ``a <- P(a + alpha (z - a) + (1 - alpha) (a - a_prev))``, in this order of
+        operations (the plain formula's), written into ``move``, ``rows.buffer`` and the iterates themselves: no
+        image-sized tensor is allocated (a step of 32 images of 336 px took 3x the time of a constant step with them).
+        """
         shape = (-1, *([1] * (rows.adv.dim() - 1)))
-        a = rows.adv
-        z = attack.project(rows.x, a - rows.eta.view(shape) * move)
-        alpha = torch.where(rows.t == 0, 1.0, MOMENTUM).to(a.dtype).view(shape)
-        stepped = attack.project(rows.x, a + alpha * (z - a) + (1 - alpha) * (a - rows.prev))
-        rows.prev.copy_(a)
-        rows.adv.copy_(stepped)
+        a, prev, buffer = rows.adv, rows.prev, rows.buffer
+        z = move
+        z.mul_(rows.eta.view(shape))
+        torch.sub(a, z, out=z)  # a - eta * d
+        attack.project(rows.x, z, scratch=buffer)
+        first = rows.t == 0
+        alpha: float | torch.Tensor = MOMENTUM
+        if bool(first.any()):
+            alpha = torch.where(first, 1.0, MOMENTUM).to(a.dtype).view(shape)
+        z.sub_(a).mul_(alpha)  # alpha (z - a)
+        torch.sub(a, prev, out=buffer).mul_(1 - alpha)  # (1 - alpha) (a - a_prev)
+        prev.copy_(a)
+        a.add_(z).add_(buffer)
+        attack.project(rows.x, a, scratch=buffer)
 
 
 def describe(config: Any, branch: str) -> dict[str, Any]:
