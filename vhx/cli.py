@@ -1005,7 +1005,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     import threading
 
     from vhx.plugins import load_plugins
+    from vhx.runtime import pin_cpu_kernels
 
+    pin_cpu_kernels()  # before any torch operation: the same numbers on every x86 machine (vhx.runtime.PINNED_KERNELS)
     try:
         load_plugins()  # installed plug-ins join the registries before --help and the choices are built
     except VHXError as exc:

@@ -258,6 +258,16 @@ def _now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _kernels() -> dict[str, Any]:
+    """The torch build, its CPU kernels and threads: what the numbers were computed with (:func:`vhx.runtime.pin_cpu_kernels`)."""
+    import os
+
+    import torch
+
+    return {"version": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
+            "mkl_cbwr": os.environ.get("MKL_CBWR")}
+
+
 def _write_json(path: Path, payload: Mapping[str, Any]) -> None:
     atomic_write_text(path, json.dumps(payload, indent=2, ensure_ascii=False, default=str) + "\n")
 
@@ -469,6 +479,7 @@ def _predict(
             "limit": limit,
             "batch_size": batch_size,
             "vhx_version": __version__,
+            "torch": _kernels(),
             "world_size": world,
             "cases": total,
             "already_done": total - len(todo),

@@ -11,7 +11,45 @@ from __future__ import annotations
 import os
 from typing import Any
 
-__all__ = ["available_cores", "has_accelerator", "force_cpu", "process_state", "default_device", "launched_world_size", "worker_initializer"]
+__all__ = ["available_cores", "has_accelerator", "force_cpu", "process_state", "default_device", "launched_world_size", "worker_initializer",
+           "pin_cpu_kernels", "PINNED_KERNELS"]
+
+#: The CPU code paths the command line pins on x86-64 machines with AVX2 (unless the variable is set already).
+#: PyTorch picks its vectorised kernels by the CPU at run time (AVX-512 on AMD Zen 4 and recent Intel,
+#: AVX2 on Zen 2/3): their reductions round differently, which moved `vhx run`'s attacked images and
+#: their scores between two 2-core AMD EPYC machines. Pinned to AVX2, every such machine computes the
+#: same bits. MKL's conditional numerical reproducibility is pinned to AVX2 for the same reason
+#: (MKL takes AVX-512 paths on Intel CPUs, AVX2 on AMD). Thread count does not change the attack's
+#: result on vhx-mini (1 and 2 threads: the same images, bit for bit).
+PINNED_KERNELS: dict[str, str] = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
+
+
+def _has_avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    return "avx2" in line.split()
+    except OSError:
+        pass
+    return False
+
+
+def pin_cpu_kernels() -> dict[str, str]:
+    """Pin the CPU kernels of :data:`PINNED_KERNELS` on an x86-64 CPU with AVX2; returns what was set.
+
+    Call it before torch runs its first operation (the command line does, first thing): the kernels
+    are chosen then, once per process. A variable the user set is left as it is (``ATEN_CPU_CAPABILITY=default``
+    gives torch its own choice back). Elsewhere (no AVX2, ARM) nothing is set.
+    """
+    if not _has_avx2():
+        return {}
+    pinned = {}
+    for name, value in PINNED_KERNELS.items():
+        if name not in os.environ:
+            os.environ[name] = value
+            pinned[name] = value
+    return pinned
 
 
 def available_cores() -> int:
