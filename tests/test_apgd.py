@@ -57,7 +57,7 @@ def _reference(view, pixels: torch.Tensor, image_id: str, n: int, eps: float, ma
         return float(s.detach()[0]), g
 
     def project(v: torch.Tensor) -> torch.Tensor:
-        return (x + (v - x).clamp(-eps, eps)).clamp(0.0, 1.0)
+        return torch.clamp(torch.min(torch.max(v, x - eps), x + eps), 0.0, 1.0)  # AutoAttack's projection
 
     checks = set(checkpoints(n))
     a, prev = x.clone(), x.clone()
@@ -84,9 +84,10 @@ def _reference(view, pixels: torch.Tensor, image_id: str, n: int, eps: float, ma
                 a, g = best_a.clone(), best_g.clone()
             reduced, best_at_check, last_check = halve, best_j, t
         d = first_move(x.shape[1:], image_id, 0).unsqueeze(0) if t == 0 and not maximize else g.sign()
-        z = project(a - eta * d)
+        z = project(torch.addcmul(a, torch.tensor(eta), d, value=-1.0))
         alpha = 1.0 if t == 0 else 0.75
-        a, prev = project(a + alpha * (z - a) + (1 - alpha) * (a - prev)), a
+        # a + alpha (z - a) + (1 - alpha) (a - a_prev), each product added in one rounding (as torch's add with alpha)
+        a, prev = project(a.add(z - a, alpha=alpha).add(a - prev, alpha=1 - alpha)), a
     saved = quantize(x, best_a, eps, "round")[0].permute(1, 2, 0).to(torch.uint8).numpy()
     return sims, saved
 

@@ -674,7 +674,8 @@ def _run(args: argparse.Namespace) -> int:
                     f"{args.converge_tol or DEFAULT_CONVERGE_TOL:.0%} of its cosine's fall; --converge-window none runs all {args.steps_nonvh or 500}")
     print(f"[2/4] expanding: {args.negator} negation + image perturbations ({args.perturb or 'none'})"
           + (f" + attacks ({args.attack}{stopping})" if attacking else ""))
-    expand_args = argparse.Namespace(**{**vars(args), "out": str(root / "synthetic-expanded")})
+    # the attack decides each pair's branch by the answers the run scores (logits by default), not by generating
+    expand_args = argparse.Namespace(**{**vars(args), "out": str(root / "synthetic-expanded"), "scorer_mode": args.mode})
     expand_and_write(dsd, expand_args, negator=make_negator(args), repo_id="vhx/synthetic-expanded")
     _print_stats(root / "synthetic-expanded")
     if args.model is None:

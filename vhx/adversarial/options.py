@@ -131,7 +131,7 @@ def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, A
     extra = {"preset": getattr(args, "preset", "paper"), "target": getattr(args, "attack_target", None),
              "qformer_instruction": getattr(args, "qformer_instruction", None), "vh_column": args.vh_column,
              "batch_size": args.attack_batch_size, "device": args.attack_device,
-             "dtype": getattr(args, "attack_dtype", None)}  # fmt: skip
+             "dtype": getattr(args, "attack_dtype", None), "scorer_mode": getattr(args, "scorer_mode", None)}  # fmt: skip
     options.update({k: v for k, v in extra.items() if v is not None})
     options["out_dir"] = args.attack_dir or str(out / "attacks")
     return options

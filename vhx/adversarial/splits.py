@@ -579,8 +579,11 @@ def _resolve(
     view_options: Mapping[str, Any],
     dtype: Any = None,
     preset: str = "paper",
+    scorer_mode: str | None = None,
 ) -> tuple[VisionView, Any]:
     """The view to attack through and the scorer to decide branches with (may be None).
+
+    ``scorer_mode``: how a scorer loaded here answers (``"generate"``, the default, or ``"logits"``).
 
     ``dtype`` is the precision asked for (None: :func:`default_attack_dtype`). A
     :class:`VisionView` is attacked as it is. A model loaded for scoring (an ``HFModel``, or the one
@@ -606,6 +609,8 @@ def _resolve(
         from vhx.models import load_model
 
         load_options = {"dtype": dtype} if dtype is not None else {}
+        if scorer_mode is not None:
+            load_options["mode"] = scorer_mode
         hf = load_model(os.fspath(model_path_or_view), device=str(target), **load_options)
         view = view_from_model(_vision_model(hf.model, precision), hf.processor, model_id=model_id, **view_options)
         return view, hf
@@ -788,6 +793,7 @@ def adversarial_splits(
     target: str | None = None,
     method_options: Mapping[str, Mapping[str, Any]] | None = None,
     bar_options: Mapping[str, Any] | None = None,
+    scorer_mode: str | None = None,
     **attack_options: Any,
 ) -> dict[str, datasets.Dataset]:
     """One split per method (``{"ifgsm": ..., "pgd": ...}``), loading and scoring the model once.
@@ -796,7 +802,10 @@ def adversarial_splits(
     every method of :data:`~vhx.adversarial.attack.ATTACKS`), plus ``method_options``: settings for
     one method only (``{"pgd": {"step": 1.0}}``), applied last, and ``bar_options``: tqdm arguments
     of its progress bars, the scoring's and each method's image-step bar (``position`` and
-    ``leave=False`` nest them under a caller's bar, as ``vhx replicate``'s stages do).
+    ``leave=False`` nest them under a caller's bar, as ``vhx replicate``'s stages do), and
+    ``scorer_mode``: the mode of the scorer loaded from a model path to decide the branches
+    (default generate; ``vhx run`` passes the mode it scores in, so a pair's branch follows the
+    answers its report counts).
     """
     from vhx.runtime import process_state
 
@@ -835,6 +844,7 @@ def adversarial_splits(
         preset=preset,
         model_id=model_id,
         view_options={"qformer_instruction": qformer_instruction} if qformer_instruction else {},
+        scorer_mode=scorer_mode,
     )
     view.set_target(target or preset_view_options(preset, view.arch).get("target", "connector"))
     if preset == "authors":
