@@ -166,6 +166,7 @@ def test_tables_are_read_back_from_the_predictions(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from vhx.cli import main
+    from vhx.hub import load_folder
 
     out = tmp_path / "study"
     # --quick at 4 scenes, a two-value grid per Table 6 setting and a LoRA of 8 steps on 8 of the fine-tuning
@@ -196,12 +197,20 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert table7["model"] == "vhx-mini-yes" and [r["label"] for r in table7["rows"]] == ["synthetic"]
     before = table7["rows"][0]["cells"]["before"]
     assert before["n"] == 4 * 4 * 7 and Path(before["source"]) == out / "runs" / "vhx-mini-yes" / "synthetic"
-    assert "each non-VH image stops once converged (its last 20 updates brought less than 5%" in printed
-    # Table 6's row (v): --quick's attack stops once converged (window 20), the ablation also runs it without
+    assert "attacks (I-FGSM, PGD) with the APGD step schedule (--preset fast" in printed
+    # Table 6's row (v): --quick's attack runs every update (window 0, the main run), the ablation also stops once converged
     part_v = next(p for p in result["tables"][3]["parts"] if p["parameter"] == "converge_window")
     assert part_v["part"] == "v" and [c["setting"] for c in part_v["cells"]] == ["converge_window=0", "converge_window=20"]
     assert all(c["cell"] is not None for c in part_v["cells"])
-    assert part_v["cells"][0]["cell"]["source"] != part_v["cells"][1]["cell"]["source"]  # 20 is the main I-FGSM run, 0 one of its own
+    assert part_v["cells"][0]["cell"]["source"] != part_v["cells"][1]["cell"]["source"]  # 0 is the main I-FGSM run, 20 one of its own
+    # row (w): the paper's constant step for 500 updates (a run of its own) against --quick's APGD attack (the main run)
+    part_w = next(p for p in result["tables"][3]["parts"] if p["parameter"] == "schedule")
+    assert part_w["part"] == "w" and [c["setting"] for c in part_w["cells"]] == ["schedule=constant", "schedule=apgd"]
+    paper_cell, fast_cell = (c["cell"] for c in part_w["cells"])
+    assert Path(fast_cell["source"]) == out / "runs" / "vhx-mini" / "synthetic-adversarial"
+    paper_params = [json.loads(r["transform_params"]) for r in load_folder(Path(paper_cell["source"]).parent / "data")["ifgsm"]]
+    assert {p["steps"] for p in paper_params if p["branch"] == "min"} == {500} and {p["schedule"] for p in paper_params} == {"constant"}
+    assert "## Table 6" in markdown and "step schedule" in markdown
     assert len(result["findings"]) == 7
     # every finding is decided or says that --quick's size cannot decide it
     assert all(f["status"] == "held" or f["status"].startswith("not decided at --quick's size") for f in result["findings"]), result["findings"]
@@ -209,7 +218,6 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     study = Study(ReplicateConfig(out=out, models=result["models"]))
     assert (study.adapter("vhx-mini-yes", "finetuned_expanded") / "adapter_model.safetensors").is_file()
     # the training cases: training-stream scenes of their own, with every expansion kind; no image of the benchmark
-    from vhx.hub import load_folder
 
     train, bench = load_folder(out / "finetune" / "data" / "synthetic"), load_folder(out / "expanded" / "synthetic")
     assert set(train) == {"original", "gaussian_noise", "brightness", "defocus_blur", "jpeg_compression", "ifgsm", "pgd"}
