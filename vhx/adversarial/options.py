@@ -35,7 +35,7 @@ def add_attack_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--attack", default="none", help="'none' (default), 'ifgsm', 'pgd' or 'ifgsm,pgd': one split each")
     g.add_argument("--target-model", help="Hub id or folder of the attacked model (LLaVA-1.5/NeXT/OneVision, InstructBLIP, Qwen2-VL)")
     g.add_argument("--preset", choices=PRESETS, default="paper",
-                   help="'paper' (default): the paper's settings, vhx's choices where it is silent; 'fast': the paper's "
+                   help="'paper' (the default of `vhx expand`): the paper's settings, vhx's choices where it is silent; 'fast': the paper's "
                         "settings with the APGD step schedule (Croce and Hein 2020) and 50 updates instead of 500: stronger "
                         "than the paper's attack in a tenth of the time, recorded as schedule 'apgd' (the default of `vhx run`); 'authors': what the "
                         "authors' scripts do (cosine schedule over 500, 499/99 updates, no early stopping, final iterate, "
