@@ -12,10 +12,12 @@
   :func:`attack_stream`, the batched attack with both branches (minimise / maximise the
   similarity), quantised 8-bit output; one :class:`Attack` subclass per method (:class:`IFGSM`,
   :class:`PGD`) in the :data:`ATTACKS` registry (:func:`register_attack`); :func:`preset_options`
-  for the ``paper`` and ``authors`` presets.
+  for the ``paper``, ``authors`` and ``fast`` presets.
 * :mod:`vhx.adversarial.pool`: :func:`run_pool`, the loop itself: a pool of slots in which each
   image steps until it stops (budget, early stopping, convergence stopping) and hands its slot to
   the next.
+* :mod:`vhx.adversarial.apgd`: the APGD step schedule (``schedule="apgd"``, ``preset="fast"``):
+  per-image step sizes with momentum and halvings at checkpoints (Croce and Hein 2020), as pool state.
 * :mod:`vhx.adversarial.splits`: :func:`adversarial_split`, the ``ifgsm`` / ``pgd`` split of an
   ``original`` split of pairs against one target model: shared, batched, resumable, shardable.
 * :mod:`vhx.adversarial.convergence`: :func:`plot_convergence`, the similarity per update of every
@@ -27,6 +29,7 @@ Example::
 
     ifgsm = adversarial_split(pairs, "llava-hf/llava-1.5-7b-hf", method="ifgsm", out_dir="adv/llava")
     authors = adversarial_split(pairs, "llava-hf/llava-1.5-7b-hf", method="pgd", preset="authors", out_dir="adv/authors")
+    fast = adversarial_split(pairs, "llava-hf/llava-1.5-7b-hf", method="ifgsm", preset="fast", out_dir="adv/llava")  # APGD, 50 updates
 """
 
 from __future__ import annotations
