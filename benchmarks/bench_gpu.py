@@ -67,6 +67,7 @@ import json
 import os
 import platform
 import resource
+import sys
 import tempfile
 import time
 import traceback
@@ -76,6 +77,7 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -137,14 +139,9 @@ def device_name(device: torch.device) -> str:
     """The GPU's name, or the CPU's model name from /proc/cpuinfo."""
     if device.type == "cuda":
         return torch.cuda.get_device_name(device)
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+    from bench_attack import cpu_name  # the one reader of the CPU's model name among the benchmarks
+
+    return cpu_name()
 
 
 def peak_tflops(name: str, device: torch.device) -> float | None:

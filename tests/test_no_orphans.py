@@ -51,10 +51,17 @@ def _env(root: Path) -> dict[str, str]:
     return {**os.environ, "VHX_CACHE": str(root / "cache"), "HF_DATASETS_CACHE": str(root / "hf-datasets")}
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C as a shell gives it: a test run in the background (``cmd &`` without job control) inherits an
+    ignored SIGINT, and Python keeps an ignored SIGINT ignored, so the expand would never see it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start_expand(source: Path, out: Path) -> tuple[subprocess.Popen, list[int]]:
     env = _env(out.parent)
     proc = subprocess.Popen([sys.executable, "-m", "vhx.cli", "expand", str(source), "--out", str(out), "--perturb", "defocus_blur",
-                             "--review", "0", "--gallery", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             "--review", "0", "--gallery", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=_as_from_a_terminal)
     deadline = time.monotonic() + 120
     workers: list[int] = []
     while time.monotonic() < deadline and proc.poll() is None:
