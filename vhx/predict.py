@@ -260,8 +260,6 @@ def _now() -> str:
 
 def _kernels() -> dict[str, Any]:
     """The torch build, its CPU kernels and threads: what the numbers were computed with (:func:`vhx.runtime.pin_cpu_kernels`)."""
-    import os
-
     import torch
 
     return {"version": torch.__version__, "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),

@@ -83,8 +83,7 @@ class ApgdSchedule:
     }
 
     def __init__(self, config: Any, branch: str, total: int) -> None:
-        if config.iterate != "best":
-            raise ValueError("schedule='apgd' restarts from the best iterate: it needs iterate='best'")
+        # config.iterate is "best" (AttackConfig refuses apgd otherwise): restarts go to the kept iterate
         self.maximize = branch == "max"
         self.eps = float(config.eps)
         self.eta0 = initial_step(self.eps)

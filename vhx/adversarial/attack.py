@@ -112,6 +112,7 @@ from vhx.adversarial.choices import (  # noqa: F401  (re-exported: the names bel
     SCHEDULES,
     SIMILARITIES,
 )
+from vhx.adversarial.apgd import describe as describe_apgd
 from vhx.adversarial.views import AUTHORS_AXIS
 
 if TYPE_CHECKING:
@@ -310,9 +311,7 @@ class AttackConfig:
             out["eta_min"] = self.eta_min
             out["cosine_t_max"] = self.cosine_t_max or self.steps_for(branch)
         elif self.schedule == "apgd":
-            from vhx.adversarial.apgd import describe
-
-            out.update(describe(self, branch))  # its own first step (2 eps), momentum and checkpoints; ``step`` is not read
+            out.update(describe_apgd(self, branch))  # its own first step (2 eps), momentum and checkpoints; ``step`` is not read
         for name in ATTACKS[self.method].options:
             out[name] = getattr(self, name)
         if branch == "min":
@@ -452,12 +451,10 @@ def similarity(clean: torch.Tensor, adv: torch.Tensor, kind: str = "feature", ar
 def step_sizes(config: AttackConfig, total: int) -> tuple[float, ...]:
     """gamma_t of the updates t = 0 .. total - 1: constant, or torch's ``CosineAnnealingLR``.
 
-    The ``apgd`` schedule has no fixed sequence (each image adapts its own, :mod:`vhx.adversarial.apgd`): its first step is given.
+    The ``apgd`` schedule has no fixed sequence: each image adapts its own (:class:`~vhx.adversarial.apgd.ApgdSchedule`).
     """
     if config.schedule == "apgd":
-        from vhx.adversarial.apgd import initial_step
-
-        return (initial_step(config.eps),) * max(total, 0)
+        raise AttackError("schedule='apgd' adapts each image's step as it runs: it has no fixed sequence of step sizes")
     if config.schedule == "constant" or total <= 0:
         return (config.step,) * max(total, 0)
     dummy = torch.zeros(1, requires_grad=True)
@@ -475,7 +472,7 @@ def step_size(config: AttackConfig, t: int, total: int) -> float:
     """gamma_t of update ``t`` (0-based) out of ``total``."""
     if config.schedule == "constant" or total <= 0:
         return config.step
-    return step_sizes(config, total)[max(t, 0)]
+    return step_sizes(config, total)[t]
 
 
 def image_generator(image_id: str, seed: int) -> torch.Generator:

@@ -75,7 +75,6 @@ def _updates(attacks: Any) -> dict[str, dict[str, Any]]:
             "window": mine[0].get("converge_window"),
             "tol": mine[0].get("converge_tol"),
             "schedule": mine[0].get("schedule", "constant"),
-            "method": mine[0].get("method"),
         }
     return out
 
