@@ -523,6 +523,11 @@ def test_a_thought_marked_by_special_tokens_stays_marked_in_the_reply(tmp_path: 
     assert parse_yes_no(reply) == "no" and "</think>" in reply and tok.eos_token not in reply
     # what skipping every special token would have read: the thought's "Yes"
     assert parse_yes_no(tok.batch_decode([ids], skip_special_tokens=True)[0]) == "yes"
+    # Kimi-VL-Thinking's markers
+    tok.add_special_tokens({"additional_special_tokens": ["◁think▷", "◁/think▷"]})
+    ids = tok("◁think▷No dog here?◁/think▷Yes", add_special_tokens=False)["input_ids"]
+    (reply,) = model.decode_replies([ids + [tok.eos_token_id]])
+    assert parse_yes_no(reply) == "yes" and "◁/think▷" in reply
 
 
 def test_an_api_reasoning_reply_keeps_its_thought_apart():

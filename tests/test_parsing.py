@@ -93,6 +93,10 @@ THOUGHT_TABLE = [
     ("<reasoning>No, probably.</reasoning>\nYes", "yes"),
     ("<|begin_of_thought|>yes?<|end_of_thought|>\nNo", "no"),
     ("<|begin_of_thought|>no?<|end_of_thought|>\nYes", "yes"),
+    ("◁think▷Yes, a dog is there.◁/think▷No", "no"),  # Kimi-VL-Thinking
+    ("◁think▷No dog?◁/think▷\n\nYes.", "yes"),
+    ("<seed:think>Yes, maybe.</seed:think>\nNo", "no"),  # Seed
+    ("<seed:think>No.</seed:think>Yes", "yes"),
     ("<think>\n\n</think>\n\nYes", "yes"),  # empty thought (thinking switched off)
     # only the closing tag: the opening <think> was part of the prompt
     ("Let me look. Yes, a dog is there.\n</think>\n\nNo", "no"),
@@ -104,6 +108,8 @@ THOUGHT_TABLE = [
     ("<think>\nNo", "unknown"),
     ("<thinking>Yes", "unknown"),
     ("<|begin_of_thought|>Yes", "unknown"),
+    ("◁think▷Yes, there is", "unknown"),
+    ("<seed:think>No", "unknown"),
     ("<think>a</think>Yes <think>but", "unknown"),  # a second thought, cut off
     # nothing after the thought
     ("<think>Yes.</think>", "unknown"),

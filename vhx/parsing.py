@@ -4,12 +4,14 @@ Rules of :func:`parse_yes_no`, applied in order:
 
 1. ``None``, empty or whitespace-only text is ``unknown`` (reason ``"empty reply"``).
 2. Thoughts never decide the answer. The closing tags ``</think>``, ``</thinking>``,
-   ``</reasoning>`` and ``<|end_of_thought|>`` (any case, spaces allowed inside ``<``/``>``) end a
+   ``</reasoning>``, ``<|end_of_thought|>``, Seed's ``</seed:think>`` and Kimi-VL-Thinking's
+   ``◁/think▷`` (any case, spaces allowed inside the brackets) end a
    thought, and everything up to the *last* closing tag is thought, whether or not its opening tag
    is there: the chat templates of Qwen3 and DeepSeek-R1 put the opening ``<think>`` into the
    prompt, so the reply holds only ``</think>``. Only the text after it is read. If that text is
    empty, the reply is ``unknown`` (``"nothing after thinking"``). If it holds an opening tag
-   (``<think>``, ``<thinking>``, ``<reasoning>``, ``<|begin_of_thought|>``) the reply was cut off
+   (``<think>``, ``<thinking>``, ``<reasoning>``, ``<|begin_of_thought|>``, ``<seed:think>``,
+   ``◁think▷``) the reply was cut off
    inside a thought by the token budget: ``unknown`` (``"cut off while thinking"``), even when the
    thought says "Yes".
 3. Answer tags: if the text holds ``<answer>`` (R1 style) or ``<|begin_of_solution|>``, only the
@@ -79,9 +81,12 @@ _WORD_CONT = re.compile(r"^[-'’][^\W\d_]")
 
 # Each pattern starts with a literal character, so the scans stay linear on long replies.
 _THOUGHT_CLOSE = re.compile(
-    r"<\s*/\s*(?:think|thinking|reasoning)\s*>|<\|end_of_thought\|>", re.IGNORECASE
+    r"<\s*/\s*(?:seed:)?(?:think|thinking|reasoning)\s*>|<\|end_of_thought\|>|◁\s*/\s*think\s*▷",
+    re.IGNORECASE,
 )
-_THOUGHT_OPEN = re.compile(r"<\s*(?:think|thinking|reasoning)\s*>|<\|begin_of_thought\|>", re.IGNORECASE)
+_THOUGHT_OPEN = re.compile(
+    r"<\s*(?:seed:)?(?:think|thinking|reasoning)\s*>|<\|begin_of_thought\|>|◁\s*think\s*▷", re.IGNORECASE
+)
 _ANSWER_OPEN = re.compile(r"<\s*answer\s*>|<\|begin_of_solution\|>", re.IGNORECASE)
 _ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>|<\|end_of_solution\|>", re.IGNORECASE)
 # Up to two brace levels inside the box (\boxed{\textbf{\text{Yes}}}). The alternatives start with
@@ -89,6 +94,12 @@ _ANSWER_CLOSE = re.compile(r"<\s*/\s*answer\s*>|<\|end_of_solution\|>", re.IGNOR
 _BOXED = re.compile(r"\\boxed\s*\{((?:[^{}]|\{(?:[^{}]|\{[^{}]*\})*\})*)\}")
 _BOX_TOKEN = re.compile(r"<\|(begin|end)_of_box\|>", re.IGNORECASE)
 _LATEX_NOISE = re.compile(r"\\[A-Za-z]+|[{}$]")
+# Every marker the rules read (thought, answer and box tags): a model's decoder must keep them in
+# the reply even where its tokenizer calls them special tokens (vhx.models.hf.decode_replies).
+MARKER = re.compile(
+    "|".join(f"(?:{p.pattern})" for p in (_THOUGHT_CLOSE, _THOUGHT_OPEN, _ANSWER_OPEN, _ANSWER_CLOSE, _BOX_TOKEN)),
+    re.IGNORECASE,
+)
 _ANNOUNCED = re.compile(
     r"\banswer(?:\s+to\s+(?:the|this|that|your)\s+question)?[*_]*\s*"
     r"(?:is\b|would\s+be\b|will\s+be\b|should\s+be\b|[:：])"

@@ -68,6 +68,7 @@ from vhx.images import to_rgb
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
 from vhx.models.loading import load_pretrained
 from vhx.models.processors import load_processor  # noqa: F401  (re-exported for callers of the old home)
+from vhx.parsing import MARKER as PARSE_MARKER
 from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
 
 logger = logging.getLogger("vhx")
@@ -81,7 +82,6 @@ DEFAULT_MAX_NEW_TOKENS = 16
 THINKING_MAX_NEW_TOKENS = 4096
 _THOUGHT_TAGS = ("<think>", "</think>", "<|begin_of_thought|>")
 #: Special tokens kept in a decoded reply: they mark what is thought and what is the answer (vhx.parsing).
-_KEPT_MARKER = re.compile(r"</?(?:think|thinking|reasoning|answer)>|<\|(?:begin|end)_of_(?:thought|solution|box)\|>", re.IGNORECASE)
 
 # Architectures whose processor inserts the image placeholders itself (query tokens before the text).
 _PROCESSOR_INSERTS_IMAGE = {"instructblip", "instructblipvideo", "blip-2", "fuyu", "kosmos-2"}
@@ -526,9 +526,9 @@ class HFModel:
         """The generated replies as text, special tokens dropped except the thought, answer and box
         markers (``<think>``, ``</think>``, ``<|begin_of_box|>``, ...): some tokenizers make those
         special, and without them a thought would read as the answer."""
-        special = [t for t in getattr(self.tokenizer, "all_special_tokens", []) or [] if t and not _KEPT_MARKER.fullmatch(t)]
+        special = [t for t in getattr(self.tokenizer, "all_special_tokens", []) or [] if t and not PARSE_MARKER.fullmatch(t)]
         added = getattr(self.tokenizer, "added_tokens_decoder", {}) or {}
-        special += [t.content for t in added.values() if getattr(t, "special", False) and not _KEPT_MARKER.fullmatch(t.content)]
+        special += [t.content for t in added.values() if getattr(t, "special", False) and not PARSE_MARKER.fullmatch(t.content)]
         key = tuple(sorted(set(special), key=len, reverse=True))
         if getattr(self, "_drop_special", (None, None))[0] != key:
             self._drop_special = (key, re.compile("|".join(map(re.escape, key))) if key else None)
