@@ -72,7 +72,7 @@ def test_expand_on_error_skip_drops_unnegatable_cases_and_reports_them(synthetic
     from vhx.errors import SkipReport
 
     dsd = _with_unnegatable(synthetic)
-    with pytest.raises(DataError, match=r"row 1: field 'question': .*What color is the circle"):
+    with pytest.raises(DataError, match=r"row 1 \(synthetic/color/\S+\): field 'question': .*What color is the circle"):
         expand(dsd)
     report = SkipReport()
     out = expand(dsd, perturb=["brightness"], on_error="skip", report=report, num_proc=num_proc)
@@ -91,7 +91,7 @@ def test_cli_expand_on_error_skip_reports_on_stderr(synthetic: datasets.DatasetD
     src = tmp_path / "src"
     write_hub_folder(_with_unnegatable(synthetic), src, repo_id="vhx/t")
     assert main(["expand", str(src), "--out", str(tmp_path / "a"), "--perturb", "none", "--review", "0", "--gallery", "0"]) != 0
-    assert "row 1: field 'question'" in capsys.readouterr().err
+    assert f"row 1 ({synthetic['color'][1]['id']}): field 'question'" in capsys.readouterr().err
     assert main(["expand", str(src), "--out", str(tmp_path / "b"), "--perturb", "none", "--review", "0", "--gallery", "2", "--on-error", "skip"]) == 0
     err = capsys.readouterr().err
     assert "skipped 2 row(s)" in err and "What color is the circle" in err

@@ -16,6 +16,7 @@ from vhx.mini import resolve_model
 from vhx.parsing import parse_yes_no
 from vhx.pipeline import expand
 from vhx.report import report
+from vhx.predict import case_digest
 from vhx.schema import PREDICTION_FIELDS
 from vhx.scoring import evaluate_metrics
 from vhx.synthetic import SyntheticConfig, generate_synthetic
@@ -118,7 +119,7 @@ def _vhx_rows(samples: list[dict], split: str, model: str) -> list[dict]:
         row = {k: doc[k] for k in ("id", "pair_id")}
         row["split"] = split
         row.update({k: doc[k] for k in ("source", "subset", "image_id", "negated", "transform", "target_model", "answer")})
-        row.update(model=model, raw=reply, pred=pred, correct=pred == doc["answer"], p_yes=None)
+        row.update(model=model, raw=reply, pred=pred, correct=pred == doc["answer"], p_yes=None, case=case_digest(doc))
         rows.append(row)
     assert [tuple(r) for r in rows] == [PREDICTION_FIELDS] * len(rows)
     return rows

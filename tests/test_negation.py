@@ -534,7 +534,7 @@ def test_negate_dataset_rejects_negated_rows_and_bad_questions():
         negate_dataset(_source_ds(negated=True), RuleNegator())
     bad = list(QUESTIONS)
     bad[4] = ("What colour is the car?", "yes")
-    with pytest.raises(DataError, match=r"row 4: field 'question': not a yes/no question"):
+    with pytest.raises(DataError, match=r"row 4 \(\S+/4\): field 'question': not a yes/no question"):
         negate_dataset(_source_ds(bad), RuleNegator(), batch_size=3)
     with pytest.raises(DataError, match="lacks column"):
         negate_dataset(_source_ds().remove_columns("pair_id"), RuleNegator())

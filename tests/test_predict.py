@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import threading
 from collections import Counter
@@ -31,7 +32,7 @@ from vhx.schema import FEATURES, make_case
 
 EXPECTED_KEYS = [
     "id", "pair_id", "split", "source", "subset", "image_id", "negated", "transform",
-    "target_model", "answer", "model", "raw", "pred", "correct", "p_yes",
+    "target_model", "answer", "model", "raw", "pred", "correct", "p_yes", "case",
 ]  # fmt: skip
 
 
@@ -330,6 +331,18 @@ def test_merge_is_idempotent(tmp_path):
     assert [r["id"] for r in read_predictions(tmp_path / "predictions.jsonl")] == ["a", "b"]
 
 
+def test_merge_keeps_a_rank_row_that_scored_a_case_again(tmp_path):
+    from vhx.scoring import load_predictions
+
+    row = {k: None for k in EXPECTED_KEYS} | {"id": "a", "model": "m", "split": "s", "pred": "yes", "case": "old"}
+    (tmp_path / "predictions.jsonl").write_text(json.dumps(row) + "\n")
+    rank_file(tmp_path, 0).write_text(json.dumps(row | {"pred": "no", "case": "new"}) + "\n")
+    assert merge_rank_files(tmp_path) == 1
+    assert load_predictions(tmp_path).set_index("id").loc["a", "pred"] == "no"  # the later row wins
+    rank_file(tmp_path, 0).write_text(json.dumps(row | {"pred": "no", "case": "new"}) + "\n")
+    assert merge_rank_files(tmp_path) == 0  # a repeated merge adds nothing
+
+
 def test_end_to_end_with_a_tiny_llava_in_both_modes(dsd, tmp_path):
     from vhx.models import load_model
     from vhx.tiny_models import build_tiny_model
@@ -404,10 +417,25 @@ def test_resume_refuses_other_cases_under_the_same_ids(dsd, tmp_path):
     again = FakeModel()
     predict_dataset(str(tmp_path / "hub"), again, out, progress=False)
     assert again.calls == []
-    # same ids, another question: stale predictions must not be reused silently
-    changed = dsd["original"].map(lambda row: {"question": row["question"] + " Really?"})
+    # same ids, another question for two cases: those two are scored again, the others kept
+    changed = dsd["original"].map(lambda row, i: {"question": row["question"] + (" Really?" if i in (1, 4) else "")}, with_indices=True)
+    again = FakeModel()
+    predict_dataset(datasets.DatasetDict({"original": changed}), again, out, progress=False)
+    assert sorted(again.questions) == sorted(changed[i]["question"] for i in (1, 4))
+    latest = {r["id"]: r for r in rows_of(out / "predictions.jsonl")}
+    assert all(latest[r["id"]]["case"] == hashlib.sha256(
+        "".join(str(r[k]) + "\0" for k in ("question", "answer", "image_id", "transform_params")).encode()).hexdigest()[:16]
+        for r in changed.remove_columns("image"))
+    # rows of an older vhx record no case digest: other cases under their ids are refused whole
+    old_rows = [{k: v for k, v in r.items() if k != "case"} for r in rows_of(out / "predictions.jsonl")]
+    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old_rows))
     with pytest.raises(VHXError, match="split 'original' were made on other cases"):
-        predict_dataset(datasets.DatasetDict({"original": changed}), FakeModel(), out, progress=False)
+        predict_dataset(datasets.DatasetDict({"original": dsd["original"]}), FakeModel(), out, progress=False)
+    # a case the split no longer has: its old row would be scored with the run, so refused whole too
+    predict_dataset(dsd, FakeModel(), tmp_path / "run2", progress=False)
+    fewer = dsd["original"].select(range(1, len(dsd["original"])))
+    with pytest.raises(VHXError, match="split 'original' were made on other cases"):
+        predict_dataset(datasets.DatasetDict({"original": fewer}), FakeModel(), tmp_path / "run2", progress=False)
 
 
 # --------------------------------------------------------------------------------------- grouping by image

@@ -151,3 +151,48 @@ def test_a_replaced_image_is_scored_again_into_the_same_run(tmp_path: Path, caps
     assert "1 cases scored again: 1 of their images changed" in capsys.readouterr().err
     preds = load_predictions(tmp_path / "run").set_index("id")["pred"]
     assert preds["custom/custom/1"] == "no"  # the blue image's answer, not the red one's
+
+
+def test_a_changed_label_is_scored_again_case_by_case(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """A label corrected under the same case id (an answer fixed in the source) is scored again, with a
+    line; the other cases keep their predictions."""
+    from vhx.builders import load_source
+    from vhx.hub import write_hub_folder
+    from vhx.predict import predict_dataset
+    from vhx.scoring import load_predictions
+
+    model = ColourModel()
+    _custom_release(tmp_path / "data", "red")
+    dsd, _ = load_source("custom", str(tmp_path / "data"))
+    predict_dataset(dsd, model, tmp_path / "run", progress=False)
+    rows = [json.loads(line) for line in (tmp_path / "data" / "cases.jsonl").read_text().splitlines()]
+    rows[1]["answer"] = "yes"  # relabelled
+    (tmp_path / "data" / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    dsd, _ = load_source("custom", str(tmp_path / "data"))
+    write_hub_folder(dsd, tmp_path / "hub", repo_id="vhx/x")
+    before = model.asked
+    predict_dataset(str(tmp_path / "hub"), model, tmp_path / "run", progress=False)
+    assert model.asked - before == 1
+    assert "1 cases scored again: their question, answer or transform" in capsys.readouterr().err
+    preds = load_predictions(tmp_path / "run").set_index("id")
+    assert preds.loc["custom/custom/2", "answer"] == "yes" and preds.loc["custom/custom/2", "correct"]  # was wrong on "no"
+
+
+def test_branch_scores_of_an_older_vhx_on_other_cases_are_scored_afresh(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """The attack's own scores (which pick each pair's branch) written by an older vhx, whose rows hold
+    no case digest, on cases since changed: dropped and scored again, not a refusal."""
+    from vhx.adversarial.splits import SCORES_DIR, row_triggers
+    from vhx.builders import load_source
+    from vhx.pipeline import expand
+
+    model = ColourModel()
+    _custom_release(tmp_path / "data", "red")
+    pairs = expand(load_source("custom", str(tmp_path / "data"))[0])["original"]
+    flags, _ = row_triggers(pairs, scorer=model, out_dir=tmp_path / "attacks", progress=False)
+    scores = tmp_path / "attacks" / SCORES_DIR / "predictions.jsonl"
+    old = [{k: v for k, v in json.loads(line).items() if k != "case"} for line in scores.read_text().splitlines()]
+    scores.write_text("".join(json.dumps(r) + "\n" for r in old))
+    relabelled = pairs.map(lambda r: {"answer": {"yes": "no", "no": "yes"}[r["answer"]]})
+    again, _ = row_triggers(relabelled, scorer=model, out_dir=tmp_path / "attacks", progress=False)
+    assert "earlier scores were made on other cases under the same ids; scoring them again" in capsys.readouterr().err
+    assert again == [not f for f in flags]  # every answer flipped, every flag with it

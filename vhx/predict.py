@@ -116,6 +116,31 @@ def content_digest(ds: datasets.Dataset) -> str:
     return digest.hexdigest()[:16]
 
 
+#: What one case's prediction depends on besides its image bytes; a prediction row records a digest of
+#: them ("case"), so a resumed run scores again exactly the cases that changed under the same id.
+CASE_CONTENT: tuple[str, ...] = ("question", "answer", "image_id", "transform_params")
+
+
+def case_digest(case: Mapping[str, Any]) -> str:
+    """Digest of one case's :data:`CASE_CONTENT` (16 hex digits)."""
+    digest = hashlib.sha256()
+    for key in CASE_CONTENT:
+        digest.update(str(case.get(key)).encode("utf-8") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def case_digests(ds: datasets.Dataset, n: int | None = None) -> dict[str, str]:
+    """``{case id: case_digest}`` over the first ``n`` cases of ``ds`` (read without the images)."""
+    columns = ["id", *(c for c in CASE_CONTENT if c in ds.column_names)]
+    out: dict[str, str] = {}
+    rows = len(ds) if n is None else min(n, len(ds))
+    for start in range(0, rows, 10_000):
+        batch = ds.select_columns(columns)[start : min(start + 10_000, rows)]
+        for j, cid in enumerate(batch["id"]):
+            out[str(cid)] = case_digest({c: batch[c][j] for c in columns})
+    return out
+
+
 def image_digests(ds: datasets.Dataset, n: int | None = None) -> dict[str, str]:
     """``{image_id: digest of its encoded bytes}`` over the first ``n`` cases of ``ds`` (one read per image)."""
     from vhx.images import bytes_digest
@@ -166,6 +191,11 @@ def _describe(data: Any, parts: Mapping[str, datasets.Dataset]) -> dict[str, Any
     }
 
 
+class OtherCasesError(VHXError):
+    """A run folder's earlier predictions were made on other cases under the same ids, and their rows
+    do not record each case's content, so they cannot be resumed case by case."""
+
+
 def _check_same_cases(run_file: Path, model: str, description: Mapping[str, Any], done_splits: set[str]) -> None:
     """Refuse to resume a run whose earlier predictions were made on other cases under the same ids."""
     if not run_file.is_file() or not done_splits:
@@ -181,7 +211,7 @@ def _check_same_cases(run_file: Path, model: str, description: Mapping[str, Any]
         now = description["content"]
         for split in sorted(done_splits & set(now)):
             if split in before and before[split] != now[split]:
-                raise VHXError(
+                raise OtherCasesError(
                     f"{run_file.parent}: the predictions of {model!r} on split {split!r} were made on other cases "
                     f"(content {before[split]} != {now[split]}); use a new output folder or "
                     "delete its predictions to start over"
@@ -229,15 +259,17 @@ def merge_rank_files(out_dir: str | os.PathLike) -> int:
     delete the rank files; returns the number of rows added. Safe to repeat after a crash."""
     out_dir = Path(out_dir)
     main = out_dir / PREDICTIONS_FILE
-    seen = {_key(r) for r in read_predictions(main, repair=True)}
+    # the latest row of each key: a rank's row that differs from it (a case scored again because its
+    # image or content changed) is appended, so it wins; one equal to it (a merge repeated) is not
+    seen = {_key(r): r for r in read_predictions(main, repair=True)}
     added = 0
     files = sorted(out_dir.glob("predictions.rank*.jsonl"), key=_rank_of)
     for path in files:
         new = []
         for row in read_predictions(path):
             k = _key(row)
-            if k not in seen:
-                seen.add(k)
+            if seen.get(k) != row:
+                seen[k] = row
                 new.append(row)
         append_jsonl(main, new, fsync=True)
         added += len(new)
@@ -278,6 +310,7 @@ def _row(case: Mapping[str, Any], split: str, model_name: str, p: Prediction) ->
     for k in ("source", "subset", "image_id", "negated", "transform", "target_model", "answer"):
         row[k] = case[k]
     row.update(model=model_name, raw=p.raw, pred=p.pred, correct=p.pred == case["answer"], p_yes=p.p_yes)
+    row["case"] = case_digest(case)
     return row
 
 
@@ -433,9 +466,18 @@ def _predict(
         read_predictions(main_file, repair=True)
     state.wait_for_everyone()
 
-    done = {_key(r) for r in read_predictions(main_file) if r["model"] == name}
+    # the case digest each earlier prediction recorded (None for rows of versions before it was recorded)
+    recorded_cases = {_key(r): r.get("case") for r in read_predictions(main_file) if r["model"] == name}
+    done = set(recorded_cases)
     description = _describe(data, parts)
-    _check_same_cases(out / RUN_FILE, name, description, {split for _, split, _ in done})
+    cases_now = {split: case_digests(ds) for split, ds in parts.items()} if done else {}
+    # A split whose earlier rows each recorded their case, all of them cases the split still has, is
+    # resumed case by case (a changed case is scored again); any other changed split is refused whole.
+    by_case = {
+        split for split in cases_now
+        if all(d is not None and cid in cases_now[split] for (_, s, cid), d in recorded_cases.items() if s == split)
+    }
+    _check_same_cases(out / RUN_FILE, name, description, {split for _, split, _ in done} - by_case)
     todo: list[tuple[str, int]] = []
     image_ids: dict[str, list[Any]] = {}
     total = 0
@@ -443,21 +485,28 @@ def _predict(
     digests = {split: image_digests(ds, None if limit is None else min(limit, len(ds))) for split, ds in parts.items()}
     recorded = _recorded_digests(out / RUN_FILE, name) if done else {}
     changed = {k for k, d in recorded.items() if digests.get(k[0], {}).get(k[1], d) != d}
-    redone = 0
+    redone = redone_images = 0
     for split, ds in parts.items():
         n = len(ds) if limit is None else min(limit, len(ds))
         total += n
         columns = ds.select_columns(["id", "image_id"])[:n]
         image_ids[split] = columns["image_id"]
         for i, (cid, image_id) in enumerate(zip(columns["id"], columns["image_id"])):
-            if (name, split, str(cid)) not in done:
+            key = (name, split, str(cid))
+            if key not in done:
                 todo.append((split, i))
             elif (split, image_id) in changed:
                 todo.append((split, i))
+                redone_images += 1
+            elif split in by_case and recorded_cases[key] != cases_now[split][str(cid)]:
+                todo.append((split, i))
                 redone += 1
+    if redone_images and is_main:
+        print(f"{out}: {redone_images:,} cases scored again: {len({i for _, i in changed}):,} of their images changed since they "
+              "were scored (same image_id, other bytes)", file=sys.stderr)
     if redone and is_main:
-        print(f"{out}: {redone:,} cases scored again: {len({i for _, i in changed}):,} of their images changed since they were "
-              "scored (same image_id, other bytes)", file=sys.stderr)
+        print(f"{out}: {redone:,} cases scored again: their question, answer or transform (an attack run again, "
+              "for one) changed since they were scored (same case id)", file=sys.stderr)
     todo = group_by_image(todo, image_ids)
     mine = shard_cases(todo, rank, world)
 

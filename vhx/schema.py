@@ -72,9 +72,12 @@ FIELD_DOCS: dict[str, str] = {
 }
 
 #: The keys of every row of a run's ``predictions.jsonl`` (written by vhx.predict, read by vhx.scoring).
+#: ``case`` is a digest of the case's question, answer, image_id and transform_params
+#: (vhx.predict.case_digest): a resumed run scores again a case whose digest changed. Scoring does
+#: not need it, so rows written by other tools may leave it out.
 PREDICTION_FIELDS: tuple[str, ...] = (
     "id", "pair_id", "split", "source", "subset", "image_id", "negated", "transform", "target_model",
-    "answer", "model", "raw", "pred", "correct", "p_yes",
+    "answer", "model", "raw", "pred", "correct", "p_yes", "case",
 )
 PREDICTIONS_FILE = "predictions.jsonl"
 #: The longest question a case may ask (characters). Benchmark questions are tens to hundreds of

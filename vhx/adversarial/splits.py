@@ -292,12 +292,20 @@ def row_triggers(
         return flags, f"column:{vh_column}"
     if scorer is None:
         raise VHXError("cannot tell which cases trigger VH: pass vh_column=, a scorer=, or a model path / HFModel")
-    from vhx.predict import PREDICTIONS_FILE, predict_dataset, read_predictions
+    from vhx.predict import PREDICTIONS_FILE, RUN_FILE, OtherCasesError, predict_dataset, read_predictions
 
     with _work_dir(out_dir) as folder:
         target = Path(folder) / SCORES_DIR
         scored = pairs.cast_column("image", datasets.Image())
-        predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress, bar_options=bar_options)
+        try:
+            predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress, bar_options=bar_options)
+        except OtherCasesError:
+            # These scores only pick each pair's branch: scores of other cases written by an older vhx
+            # (rows without their case's digest) are dropped and the cases scored afresh.
+            print(f"{target}: earlier scores were made on other cases under the same ids; scoring them again", file=sys.stderr)
+            for name in (PREDICTIONS_FILE, RUN_FILE):
+                (target / name).unlink(missing_ok=True)
+            predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress, bar_options=bar_options)
         preds = {r["id"]: r for r in read_predictions(target / PREDICTIONS_FILE) if r["model"] == scorer.name}
     flags = []
     for cid, answer in zip(pairs["id"], pairs["answer"]):

@@ -80,7 +80,7 @@ DEFAULT_MAX_NEW_TOKENS = 16
 #: tokenizer or chat template knows ``<think>``): a thought of a few hundred to a few thousand
 #: tokens comes before the answer, and a thought cut off by the budget leaves no answer to read.
 THINKING_MAX_NEW_TOKENS = 4096
-_THOUGHT_TAGS = ("<think>", "</think>", "<|begin_of_thought|>")
+_THOUGHT_TAGS = ("<think>", "</think>", "<|begin_of_thought|>", "<seed:think>", "◁think▷")
 #: Special tokens kept in a decoded reply: they mark what is thought and what is the answer (vhx.parsing).
 
 # Architectures whose processor inserts the image placeholders itself (query tokens before the text).

@@ -118,13 +118,19 @@ class _PairMapper:
         # (a map output, so it survives num_proc workers) and is dropped by negate_dataset.
         self.skip = skip
 
-    def _negate_rows(self, questions: list[str], indices: list[int]) -> list[NegationResult | DataError]:
+    def _negate_rows(
+        self, questions: list[str], indices: list[int], ids: list[str] | None = None
+    ) -> list[NegationResult | DataError]:
         n = len(indices)
         try:
             results: list[Any] = self.negator.negate_batch(questions)
         except DataError as exc:
             if not self.skip:
-                row = indices[exc.row] if isinstance(exc.row, int) and 0 <= exc.row < n else exc.row
+                row = exc.row
+                if isinstance(exc.row, int) and 0 <= exc.row < n:
+                    # The case's id names its split and source row; a bare index into one split does not
+                    # (the same "N (id)" as the skip report's).
+                    row = f"{indices[exc.row]} ({ids[exc.row]})" if ids else indices[exc.row]
                 hint = " (`--on-error skip` / on_error=\"skip\" drops the cases the rules cannot negate and lists each with its reason)"
                 raise DataError(exc.reason + hint, row=row, field=exc.field or "question") from None
             results = []
@@ -142,7 +148,7 @@ class _PairMapper:
         for j in range(n):
             if batch["negated"][j]:
                 raise DataError("row is already negated; negate_dataset takes original cases", row=indices[j], field="negated")
-        results = self._negate_rows(list(batch["question"]), indices)
+        results = self._negate_rows(list(batch["question"]), indices, batch.get("id"))
         out: dict[str, list[Any]] = {key: [] for key in batch}
         if self.skip:
             out[SKIP_COLUMN] = []
