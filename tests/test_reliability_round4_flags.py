@@ -107,6 +107,27 @@ def test_a_shard_damaged_inside_is_named_when_its_rows_are_read(tmp_path):
     assert err.value.file == str(shard)
 
 
+def test_evaluate_on_a_shard_damaged_inside_leaves_no_folder_behind(tmp_path, capsys):
+    """Found only when its rows are read, after the run folder was made and locked: one line naming the
+    file, and the folder made for the run (holding nothing but its lock) removed."""
+    folder = tmp_path / "hub"
+    write_hub_folder(_small(), folder)
+    shard = sorted((folder / "data").glob("*.parquet"))[0]
+    data = bytearray(shard.read_bytes())
+    data[4:68] = b"\xff" * 64
+    shard.write_bytes(bytes(data))
+    out = tmp_path / "run"
+    assert main(["evaluate", str(folder), "--model", "vhx-mini", "--mode", "logits", "--out", str(out)]) == 2
+    lines = _vhx_lines(capsys.readouterr().err)
+    assert len(lines) == 1 and f"{shard}: cannot read this parquet file" in lines[0]
+    assert not out.exists()
+    # a folder that was there before the run is left as it was
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["evaluate", str(folder), "--model", "vhx-mini", "--mode", "logits", "--out", str(out)]) == 2
+    assert sorted(p.name for p in out.iterdir() if p.name != ".vhx.lock") == ["notes.txt"]
+
+
 # ---------------------------------------------------------------------------------------- an output that cannot be written
 
 
