@@ -19,11 +19,12 @@ import importlib.util
 import inspect
 import shutil
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import datasets
 
-from vhx.errors import VHXError, logger
+from vhx.errors import DataError, VHXError, logger
 
 from ._hub_copy import HUB_COPIES, resolve_data_dir
 
@@ -151,6 +152,23 @@ class BuilderOptionError(VHXError, ValueError):
     """An ``--option`` key the builder does not have."""
 
 
+def _file_as_data_dir(cls: type, data_dir: str, config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A release file given as ``data_dir`` (``HallusionBench.json``, a ``.jsonl``): its folder, with the
+    file as the builder's one ``*_file`` option. A builder with several file options (AMBER's queries
+    and annotations) or none is told which folder to pass instead."""
+    path = Path(str(data_dir)).expanduser()
+    if not path.is_file():
+        return data_dir, config
+    config_class = getattr(cls, "BUILDER_CONFIG_CLASS", None)
+    names = [f.name for f in dataclasses.fields(config_class) if f.name.endswith("_file")] if config_class else []
+    if len(names) == 1 and not config.get(names[0]):
+        return str(path.parent), {**config, names[0]: str(path.resolve())}
+    options = f"; name a file of another name with --option {names[0]}=..." if names else ""
+    source = getattr(cls, "SOURCE", cls.__name__)
+    raise DataError(f"data_dir is a file, not a folder: pass the folder of the {source} release (this file lies in "
+                    f"{path.parent}){options}", file=str(path))
+
+
 def load_source(
     source: str,
     data_dir: str,
@@ -169,6 +187,7 @@ def load_source(
     """
     cls = get_builder_class(source)
     check_options(source, config)
+    data_dir, config = _file_as_data_dir(cls, data_dir, config)
     if source in HUB_COPIES:
         # a Hub id ("lmms-lab/MME") is read from its local snapshot
         data_dir = resolve_data_dir(data_dir)

@@ -166,7 +166,12 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
         status = self.image_problem(path)
         if status is None:
             return True
-        self.fail(DataError(f"{status.reason}: {path}", file=file, line=line, field="image"))
+        reason = f"{status.reason}: {path}"
+        if status.reason == "image not found" and hasattr(self.config, "image_dir") and not self.config.image_dir:
+            # most releases ship their images apart (COCO, a zip on a drive): say where they were looked for
+            reason += (f" (no image_dir= was given, so images were looked for under {Path(path).parent}; name the folder "
+                       "of the release's images with --option image_dir=...)")
+        self.fail(DataError(reason, file=file, line=line, field="image"))
         return False
 
     def image_problem(self, path: str | os.PathLike) -> DataError | None:

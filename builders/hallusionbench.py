@@ -165,8 +165,9 @@ class HallusionBenchBuilder(VHBuilder):
             if not self.image_ok(image_path, **where):
                 return None
             image = image_value(image_path)
-            relative = image_path.relative_to(image_dir) if image_path.is_relative_to(image_dir) else Path(image_path.name)
-            image_id = f"{self.SOURCE}:{relative.with_suffix('').as_posix()}"
+            # the release's own name (VD/illusion/0_0), whichever folder image_dir names
+            name = filename.strip().replace("\\", "/").removeprefix("./").removeprefix(f"{IMAGE_FOLDER}/")
+            image_id = f"{self.SOURCE}:{Path(name).with_suffix('').as_posix()}"
         extra = {k: v for k, v in record.items() if k not in ("question", "gt_answer")}
         return make_case(
             source=self.SOURCE, subset=subset, source_id=hb_source_id(ids["set_id"], ids["figure_id"], ids["question_id"]),

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from collections import defaultdict
 from pathlib import Path
 
@@ -545,3 +546,31 @@ def test_an_api_reasoning_reply_keeps_its_thought_apart():
     assert parse_yes_no(cut) == "unknown" and unknown_reason(cut) == "cut off while thinking"
     (plain,) = reply_texts(completion("Yes", None))
     assert plain == "Yes"
+
+
+def test_a_release_file_given_as_data_dir(tmp_path: Path):
+    """HallusionBench.json itself as data_dir reads as its folder; AMBER, with two files, is told which folder to pass."""
+    write_hallusionbench_release(tmp_path / "hb")
+    whole, _ = load_source("hallusionbench", str(tmp_path / "hb"))
+    file, _ = load_source("hallusionbench", str(tmp_path / "hb" / "HallusionBench.json"))
+    assert {s: len(d) for s, d in file.items()} == {s: len(d) for s, d in whole.items()}
+    write_amber_release(tmp_path / "amber")
+    query = tmp_path / "amber" / "data" / "query" / "query_discriminative.json"
+    with pytest.raises(DataError, match=r"data_dir is a file, not a folder: pass the folder of the amber release .*query_file="):
+        load_source("amber", str(query))
+
+
+def test_hallusionbench_image_ids_are_the_releases_names_whichever_folder_image_dir_names(tmp_path: Path):
+    write_hallusionbench_release(tmp_path / "hb")
+    ids = []
+    for image_dir in (tmp_path / "hb", tmp_path / "hb" / "hallusion_bench"):
+        dsd, _ = load_source("hallusionbench", str(tmp_path / "hb"), image_dir=str(image_dir))
+        ids.append(sorted({i for s in dsd.values() for i in s["image_id"]}))
+    assert ids[0] == ids[1] and not any("hallusion_bench/" in i for i in ids[0])
+
+
+def test_images_not_found_without_image_dir_say_where_they_were_looked_for(tmp_path: Path):
+    write_amber_release(tmp_path / "amber")
+    shutil.rmtree(tmp_path / "amber" / "image")
+    with pytest.raises(DataError, match=r"image not found: .*AMBER_\d+\.jpg \(no image_dir= was given, so images were looked for under "):
+        load_source("amber", str(tmp_path / "amber"))
