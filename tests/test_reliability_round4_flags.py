@@ -295,6 +295,35 @@ def test_the_installed_command_refuses_a_bad_flag_in_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+STEP_WITH_APGD = [
+    ["expand", "{src}", "--out", "{out}", "--attack", "ifgsm", "--preset", "fast", "--step", "0.002"],
+    ["expand", "{src}", "--out", "{out}", "--attack", "pgd", "--schedule", "apgd", "--step-pgd", "0.5"],
+    ["run", "--out", "{out}", "--step", "0.002"],  # vhx run attacks with --preset fast by default
+]
+
+
+@pytest.mark.parametrize("argv", STEP_WITH_APGD, ids=[" ".join(a[:1] + a[-4:]) for a in STEP_WITH_APGD])
+def test_a_step_size_the_apgd_schedule_would_ignore_is_refused(tmp_path, capsys, argv):
+    out, src = tmp_path / "out", tmp_path / "src"
+    with pytest.raises(SystemExit) as exit_:
+        main([a.format(out=out, src=src) for a in argv])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1 and "usage:" not in err
+    assert "sets a constant step size, but the APGD step schedule" in err and "would be ignored" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_step_size_with_constant_steps_is_taken():
+    from vhx.adversarial.options import step_with_adaptive_schedule
+    from vhx.cli import build_parser
+
+    parser = build_parser()
+    for argv in (["run", "--out", "o", "--preset", "paper", "--step", "0.002"], ["run", "--out", "o", "--attack", "none", "--step", "0.002"],
+                 ["expand", "s", "--out", "o", "--attack", "ifgsm", "--step", "0.002"],
+                 ["expand", "s", "--out", "o", "--attack", "ifgsm", "--preset", "fast", "--schedule", "constant", "--step", "0.002"]):
+        assert step_with_adaptive_schedule(parser.parse_args(argv)) is None, argv
+
+
 def test_an_unknown_option_still_shows_the_usage(capsys):
     with pytest.raises(SystemExit):
         main(["expand", "src", "--out", "o", "--galery", "3"])

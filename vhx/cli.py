@@ -980,9 +980,14 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     import difflib
 
     args, extra = parser.parse_known_args(argv)
-    if not extra:
-        return args
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    if not extra:
+        from vhx.adversarial.options import step_with_adaptive_schedule
+
+        if args.command in ("expand", "run") and (problem := step_with_adaptive_schedule(args)):
+            command = action.choices[args.command]
+            command.exit(2, f"{command.prog}: error: {problem}\n")  # a bad flag: one line, as _Parser says them
+        return args
     command = action.choices[args.command]
     options = [o for a in command._actions for o in a.option_strings if o.startswith("--")]
     words = []
