@@ -311,3 +311,25 @@ def test_a_study_marker_of_the_older_format_is_taken_and_rewritten_by_content(tm
     assert _done(run, params, root=study)
     (data / "README.md").write_text("another card")
     assert not _done(run, {**params, "data_files": _fingerprint(data)}, root=study)  # other content: redone
+
+
+def test_a_report_into_a_used_folder_leaves_none_of_the_earlier_reports_files(tmp_path: Path):
+    """Two models give a comparison (compare.csv); a later report of one model into the same folder
+    must not leave that comparison beside it. Files vhx did not write stay."""
+    from test_predict import FakeModel, make_dsd
+
+    from vhx.predict import predict_dataset
+    from vhx.report import REPORT_MANIFEST, report
+
+    dsd = make_dsd()
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run, name in zip(runs, ("model-a", "model-b")):
+        predict_dataset(dsd, FakeModel(name=name), run, batch_size=4, progress=False)
+    out = tmp_path / "report"
+    first = report(runs, out)
+    assert "compare_csv" in first and (out / "compare.csv").exists()
+    (out / "notes.txt").write_text("mine")
+    second = report(runs[:1], out)
+    assert "compare_csv" not in second and not (out / "compare.csv").exists()
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in out.iterdir()) == sorted({p.name for p in second.values()} | {"notes.txt", REPORT_MANIFEST})

@@ -19,6 +19,7 @@ MME rows (``source == "mme"``) have no negated twins; they go to the MME table o
 from __future__ import annotations
 
 import hashlib
+import contextlib
 import json
 import logging
 import math
@@ -615,8 +616,32 @@ def report(
     out = Path(out_dir)
     # one writer per report folder: two reports at once would leave report.md of one beside the CSVs and plots of the other
     with output_lock(out, what=f"the report folder {out}"):
-        return _write_report(out, dirs, statuses, unfinished, keys, confidence=confidence, bootstrap=bootstrap,
-                             compare_boot=compare_boot, seed=seed, allow_unpaired=allow_unpaired, plots=plots)
+        earlier = _report_files(out)
+        paths = _write_report(out, dirs, statuses, unfinished, keys, confidence=confidence, bootstrap=bootstrap,
+                              compare_boot=compare_boot, seed=seed, allow_unpaired=allow_unpaired, plots=plots)
+        # A section an earlier report into this folder had and this one lacks (compare.csv, pope.csv, a plot)
+        # must not stay beside it as if it were this report's: its files are removed, and only vhx's own.
+        written = {p.name for p in paths.values() if Path(p).parent == out}
+        for name in sorted(earlier - written):
+            with contextlib.suppress(OSError):
+                (out / name).unlink()
+        (out / REPORT_MANIFEST).write_text(json.dumps(sorted(written)) + "\n", encoding="utf-8")
+        return paths
+
+
+#: The files the last report wrote into its folder (their names, a JSON list), so the next one into the
+#: same folder removes those it does not write again.
+REPORT_MANIFEST = ".vhx-report-files.json"
+
+
+def _report_files(out: Path) -> set[str]:
+    """The names the last report into ``out`` wrote (none when it recorded none)."""
+    try:
+        names = json.loads((out / REPORT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    # plain names only: the manifest is vhx's, but a file in the folder must not steer deletions outside it
+    return {n for n in names if isinstance(n, str) and n and Path(n).name == n and n not in (".", "..")} if isinstance(names, list) else set()
 
 
 def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], unfinished: list[tuple[Path, dict[str, Any]]],
