@@ -435,21 +435,22 @@ def predict_dataset(
     out = Path(out_dir)
     made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    try:
-        with contextlib.ExitStack() as held:
-            if is_main:
-                # a second run on this folder would score every case again and lose a run.json record
-                held.enter_context(exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"))
+    with contextlib.ExitStack() as held:
+        if is_main:
+            # a second run on this folder would score every case again and lose a run.json record
+            held.enter_context(exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"))
+        try:
             return _predict(data, model, out, splits=splits, batch_size=batch_size, limit=limit, progress=progress, state=state,
                             bar_options=bar_options or {})
-    except BaseException:
-        # A run that failed before writing anything (a shard damaged inside, found only when read)
-        # leaves no folder holding just its lock file behind.
-        if is_main and made and {p.name for p in out.iterdir()} <= {LOCK_FILE}:
-            with contextlib.suppress(OSError):
-                (out / LOCK_FILE).unlink(missing_ok=True)
-                out.rmdir()
-        raise
+        except BaseException:
+            # A run that failed before writing anything (a shard damaged inside, found only when read)
+            # leaves no folder holding just its lock file behind. Done while the lock is held: a run
+            # refused by it never touches the folder of the run that holds it.
+            if is_main and made and {p.name for p in out.iterdir()} <= {LOCK_FILE}:
+                with contextlib.suppress(OSError):
+                    (out / LOCK_FILE).unlink(missing_ok=True)
+                    out.rmdir()
+            raise
 
 
 def _predict(
