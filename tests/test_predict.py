@@ -535,3 +535,51 @@ def test_group_by_image_is_stable_and_keeps_splits_apart():
     assert group_by_image([], image_ids) == []
     # images are ordered by their first row in the split, done or not
     assert group_by_image([("a", 1), ("a", 2), ("a", 3)], image_ids) == [("a", 2), ("a", 1), ("a", 3)]
+
+
+def test_scoring_a_folder_takes_the_attacks_branch_scores_of_the_same_model(tmp_path, capsys):
+    """`vhx expand --attack` asked the target every original case (FOLDER/attacks/scores); scoring the
+    folder with that model and the same options asks only the other splits."""
+    from vhx.hub import write_hub_folder
+    from vhx.predict import BRANCH_SCORES
+    from vhx.scoring import load_predictions
+
+    dsd = make_dsd()
+    folder = tmp_path / "hub"
+    write_hub_folder(dsd, folder)
+    predict_dataset(dsd["original"], FakeModel(), folder / BRANCH_SCORES, progress=False)  # what the attack stage leaves
+    model = FakeModel()
+    predict_dataset(str(folder), model, tmp_path / "run", progress=False)
+    assert sorted(model.questions) == sorted(dsd["brightness"]["question"])
+    assert "12 cases of the original split answered by the attack's branch scores" in capsys.readouterr().err
+    preds = load_predictions(tmp_path / "run")
+    assert len(preds) == 20 and set(preds.loc[preds["split"] == "original", "model"]) == {"fake-model"}
+    reference = load_predictions(predict_dataset(dsd, FakeModel(), tmp_path / "ref", progress=False).parent)
+    assert preds.set_index("id")["pred"].sort_index().equals(reference.set_index("id")["pred"].sort_index())
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["reused"]["cases"] == 12
+
+    other = FakeModel()
+    other.options = {"kind": "other"}  # another setting: its answers may differ, so it is asked everything
+    predict_dataset(str(folder), other, tmp_path / "run2", progress=False)
+    assert len(other.questions) == 20
+    limited = FakeModel()
+    predict_dataset(str(folder), limited, tmp_path / "run3", limit=4, progress=False)
+    assert len(limited.questions) == 4 and len(rows_of(tmp_path / "run3" / "predictions.jsonl")) == 8  # no row past the limit
+
+    # a case changed since the attack scored it is asked; the others are taken
+    changed = dsd["original"].map(lambda row, i: {"question": row["question"] + (" Really?" if i == 3 else "")}, with_indices=True)
+    write_hub_folder(datasets.DatasetDict({"original": changed, "brightness": dsd["brightness"]}), tmp_path / "hub2")
+    import shutil
+
+    shutil.copytree(folder / "attacks", tmp_path / "hub2" / "attacks")
+    again = FakeModel()
+    predict_dataset(str(tmp_path / "hub2"), again, tmp_path / "run4", progress=False)
+    assert sorted(again.questions) == sorted([changed[3]["question"], *dsd["brightness"]["question"]])
+
+    # an image replaced under its image_id since: its cases are asked (case 0 and its twin)
+    recoloured = dsd["original"].map(lambda row: {"image": _image(True, 99) if row["image_id"] == "synthetic:0" else row["image"]})
+    write_hub_folder(datasets.DatasetDict({"original": recoloured, "brightness": dsd["brightness"]}), tmp_path / "hub3")
+    shutil.copytree(folder / "attacks", tmp_path / "hub3" / "attacks")
+    third = FakeModel()
+    predict_dataset(str(tmp_path / "hub3"), third, tmp_path / "run5", progress=False)
+    assert sorted(third.questions) == sorted([*dsd["original"]["question"][:2], *dsd["brightness"]["question"]])

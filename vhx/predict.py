@@ -181,6 +181,57 @@ def _recorded_digests(run_file: Path, model: str) -> dict[tuple[str, str], str]:
     return out
 
 
+#: Where ``vhx expand --attack`` keeps the answers of the target model on the ``original`` split that
+#: picked each pair's attack branch (vhx.adversarial.splits: ``attacks/`` + ``SCORES_DIR``).
+BRANCH_SCORES = Path("attacks") / "scores"
+
+
+def reuse_branch_scores(
+    data: Any, parts: Mapping[str, datasets.Dataset], model: VHModel, main_file: Path, *, limit: int | None = None
+) -> dict[str, Any]:
+    """Take the answers the attack stage already got from this very model on the ``original`` split.
+
+    ``vhx expand --attack`` asks the target model every case of the ``original`` split to pick each
+    pair's branch, and keeps the answers in ``FOLDER/attacks/scores``. Scoring that folder with the
+    same model (same options: checkpoint, mode, prompt, precision, batch size, ...) would ask them
+    again; instead each such row not yet in ``main_file`` is appended as this run's, when its case
+    digest and its image's digest equal the case's now. Returns ``{"from", "cases"}`` (empty when
+    nothing was taken).
+    """
+    if not isinstance(data, (str, os.PathLike)) or "original" not in parts:
+        return {}
+    scores = Path(data) / BRANCH_SCORES
+    try:
+        record = json.loads((scores / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    options = dict(getattr(model, "options", {}) or {})
+    if not isinstance(record, dict) or not options or record.get("options") != options or not record.get("finished"):
+        return {}
+    source = parts["original"]
+    n = len(source) if limit is None else min(limit, len(source))
+    wanted = case_digests(source, n)
+    images_now = image_digests(source, n)
+    images_then: dict[str, str] = {}
+    for digests in (record.get("images") or {}).values():
+        images_then.update(digests or {})
+    have = {_key(r) for r in read_predictions(main_file) if r["model"] == model.name}
+    rows = []
+    for row in read_predictions(scores / PREDICTIONS_FILE):
+        cid = str(row["id"])
+        if (row["model"] != record.get("model") or wanted.get(cid) is None or row.get("case") != wanted[cid]
+                or (model.name, "original", cid) in have or images_then.get(row["image_id"]) != images_now.get(row["image_id"])):
+            continue
+        have.add((model.name, "original", cid))
+        rows.append({**row, "split": "original", "model": model.name})
+    if not rows:
+        return {}
+    append_jsonl(main_file, rows, fsync=True)
+    print(f"{main_file.parent}: {len(rows):,} cases of the original split answered by the attack's branch scores of the same "
+          f"model and options ({scores}): not asked again", file=sys.stderr)
+    return {"from": str(scores), "cases": len(rows)}
+
+
 def _describe(data: Any, parts: Mapping[str, datasets.Dataset]) -> dict[str, Any]:
     source = str(data) if isinstance(data, (str, os.PathLike)) else type(data).__name__
     return {
@@ -470,11 +521,13 @@ def _predict(
     started = _now()
     # a planted link is refused before it is read, as before it would be written
     refuse_links(main_file, out / RUN_FILE, *sorted(out.glob("predictions.rank*.jsonl")))
+    reused: dict[str, Any] = {}
     if is_main:
         # Leftovers of an interrupted run: cut line repaired, unmerged shares merged, before anyone
         # decides what is left to do.
         merge_rank_files(out)
         read_predictions(main_file, repair=True)
+        reused = reuse_branch_scores(data, parts, model, main_file, limit=limit)
     state.wait_for_everyone()
 
     # the case digest each earlier prediction recorded (None for rows of versions before it was recorded)
@@ -541,6 +594,8 @@ def _predict(
             "world_size": world,
             "cases": total,
             "already_done": total - len(todo),
+            # cases of the original split answered by the attack's branch scores (reuse_branch_scores)
+            **({"reused": reused} if reused else {}),
             # what each image_id was when scored: a replaced image is scored again on resume
             "images": digests,
             "started": started,
