@@ -434,7 +434,7 @@ def test_llm_total_failure_fails_the_expansion(tmp_path, silent_endpoint, monkey
 def test_cli_expand_llm_total_failure_exits_non_zero_and_card_counts_negators(tmp_path, silent_endpoint, monkeypatch, capsys):
     import dataclasses
 
-    import vhx.cli as cli
+    import vhx.cli_common as cli  # where the expand's negator takes its LLM settings
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
     real = cli._llm_config

@@ -1,4 +1,7 @@
-"""The ``vhx`` command line: build benchmarks, inspect and publish Hub folders, run the whole job."""
+"""The ``vhx`` command line: the parser, ``main`` and the commands that build benchmarks, expand, score,
+report, inspect and publish Hub folders. ``vhx run`` and ``vhx replicate`` live in :mod:`vhx.cli_jobs`,
+what several commands share in :mod:`vhx.cli_common`, how a command ends (exit statuses, signals, the
+one-line errors) in :mod:`vhx.cli_errors`."""
 
 from __future__ import annotations
 
@@ -11,7 +14,20 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vhx.argtypes import converge_window, non_negative_float, non_negative_int, num_proc, positive_float, positive_int, share_0_1
+from vhx.argtypes import non_negative_int, positive_int, share_0_1
+from vhx.cli_common import (  # score_and_report and _model_options: also called as vhx.cli's
+    _add_expand_options,
+    _add_llm_options,
+    _add_model_options,
+    _check_model,
+    _llm_config,
+    _model_options,
+    _print_report_summary,
+    _print_stats,
+    expand_and_write,
+    make_negator,
+    score_and_report,
+)
 from vhx.cli_errors import (  # EXIT_SIGTERM: re-exported, the status callers of main() check
     EXIT_SIGINT,
     EXIT_SIGTERM,  # noqa: F401
@@ -24,7 +40,6 @@ from vhx.cli_errors import (  # EXIT_SIGTERM: re-exported, the status callers of
     on_sigterm,
 )
 from vhx.errors import VHXError
-from vhx.zoo import DEFAULT_MODEL as DEFAULT_RUN_MODEL  # what `vhx run` scores (and attacks) unless --model says otherwise
 
 EPILOG = """\
 examples:
@@ -221,39 +236,6 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
-    from vhx.adversarial.outcomes import unmoved_warning, updates_note
-    from vhx.hub import read_folder_sources, read_folder_stats, source_description
-
-    stats = read_folder_stats(folder)
-    for source in read_folder_sources(folder):
-        print(f"source {source_description(source)}")
-    header = f"{'split':<24} {'rows':>8} {'pairs':>8} {'images':>8} {'negated':>8} {'yes-ratio':>10}"
-    print(header)
-    print("-" * len(header))
-    for split, s in stats.items():
-        yes = f"{s['yes_ratio']:.3f}" if "yes_ratio" in s else "-"
-        print(f"{split:<24} {s['rows']:>8} {s.get('pairs', '-'):>8} {s.get('images', '-'):>8} {s.get('negated', '-'):>8} {yes:>10}")
-    total = sum(s["rows"] for s in stats.values())
-    print(f"{'total':<24} {total:>8}")
-    from vhx.hub import no_image_note
-
-    no_image = sum(s.get("no_image", 0) for s in stats.values())
-    if no_image:
-        print(no_image_note(no_image))
-    for split, s in stats.items():
-        note = updates_note(split, s)
-        if note:
-            print(f"updates: {note}")
-    for split, s in stats.items():
-        warning = unmoved_warning(split, s)
-        if warning:
-            print(f"warning: {warning}")
-    if advice and stats and all(s.get("negated", 1) == 0 for s in stats.values()):
-        print(f"no negated twins yet: the source cases as built. `vhx expand {folder} --out FOLDER` pairs each case with its "
-              "negation (and perturbs the images), which symmetric accuracy needs")
-
-
 def cmd_info(args: argparse.Namespace) -> int:
     """``vhx info``: per-split counts of a Hub folder."""
     _print_stats(args.folder)
@@ -275,132 +257,6 @@ def _load_folder(folder: str | Path) -> Any:
     from vhx.hub import load_folder
 
     return load_folder(folder)
-
-
-def _add_negation_form(p: argparse.ArgumentParser) -> None:
-    from vhx.negation import NEGATION_FORMS
-
-    p.add_argument("--negation-form", choices=NEGATION_FORMS, default="not",
-                   help="how the rule negator (and the LLM negator's fallback) words a negation: 'not' after the subject "
-                        "(default: 'Is the photo not taken indoors?'), 'contracted' ('Isn't the photo taken indoors?') or "
-                        "'frame', the paper prompt's literal 'Is it false that the photo is taken indoors?'")
-
-
-def make_negator(args: argparse.Namespace) -> Any:
-    """The negator chosen on the command line (``rules`` offline, ``llm`` through an OpenAI-compatible API)."""
-    from vhx.negation import RuleNegator
-
-    form = getattr(args, "negation_form", "not")
-    if args.negator == "rules":
-        return RuleNegator(form)
-    from vhx.llm import LLMNegator
-
-    return LLMNegator(_llm_config(args), rules_form=form)
-
-
-def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
-    from vhx.perturbations import parse_perturb_option
-
-    if not text or text == "none":
-        return [], {}
-    return parse_perturb_option(text)
-
-
-def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_id: str) -> Any:
-    """Expand ``dsd`` as the options say, write the Hub folder, the review export and the gallery."""
-    from vhx.locking import output_lock
-
-    names, params = _perturb_names(args.perturb)
-    out = Path(args.out)
-    # the folder, its review sample and gallery come from one run (`vhx run` too; taken again by `vhx expand`'s own hold)
-    with output_lock(out, what=f"the output folder {out}"):
-        return _expand_and_write(dsd, args, negator=negator, repo_id=repo_id, names=names, params=params, out=out)
-
-
-def _expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_id: str, names: list[str],
-                      params: dict[str, dict[str, Any]], out: Path) -> Any:
-    from vhx.pipeline import expand
-    from vhx.gallery import gallery_title, write_gallery
-    from vhx.hub import write_hub_folder
-    from vhx.review import review_export
-
-    if (out / "data").exists() and not args.overwrite:
-        # said before the expansion runs (minutes), not when its result is written
-        raise FileExistsError(f"{out / 'data'} exists; pass --overwrite to replace it")
-    from vhx.adversarial.options import attack_methods, attack_options_from_args
-
-    attacks = attack_methods(args)
-    attack_options = attack_options_from_args(args, out)
-    from vhx.errors import SkipReport
-
-    skipped = SkipReport()
-    expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0,
-                      num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options,
-                      on_error=args.on_error, report=skipped, max_fallback=args.max_llm_fallback)
-    import textwrap
-
-    from vhx.negation import NEGATION_TABLE_LEGEND, describe_negators, format_negation_summary, negation_summary, negator_counts
-    print(format_negation_summary(negation_summary(expanded["original"])))
-    print(textwrap.fill(NEGATION_TABLE_LEGEND, width=110))
-    if len(skipped):
-        print(skipped.summary(), file=sys.stderr)
-    write_hub_folder(expanded, out, repo_id=repo_id, overwrite=args.overwrite,
-                     summary=f"Expanded by vhx: negation ({describe_negators(negator_counts(expanded['original']))}), image perturbations "
-                             f"({', '.join(names) or 'none'}) and white-box attacks ({', '.join(attacks) or 'none'}"
-                             f"{' against ' + str(args.target_model) if attacks else ''})"
-                             f"{f'; {len(skipped)} source case(s) skipped: their question could not be negated' if len(skipped) else ''}.")
-    if args.review:
-        csv_path, html_path = review_export(expanded["original"], out / "review", n=args.review, seed=args.seed or 0)
-        print(f"review sample: {csv_path} and {html_path}")
-    gallery = write_gallery(expanded, out / "gallery.html", n=args.gallery, seed=args.seed or 0,
-                            title=gallery_title(repo_id.split("/")[-1]))
-    print(f"gallery: {gallery}")
-    stats = getattr(negator, "stats", None)
-    if stats is not None:
-        print(f"negator requests: {stats}")
-    return expanded
-
-
-def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None = None) -> None:
-    p.add_argument("--out", required=out_default is None, default=out_default, help="output folder")
-    p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
-    _add_negation_form(p)
-    from vhx.perturbations import PERTURBATIONS
-
-    p.add_argument("--perturb", default="all", help="'all' (the paper's four), 'none', 'all-registered' (every one below, "
-                   f"plug-ins included), or names: {', '.join(PERTURBATIONS)} (blank: a blind baseline, every image one uniform "
-                   "colour); name:key=value sets a parameter")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random perturbations and of the attacks' random starts")
-    p.add_argument("--num-proc", type=num_proc, help="worker processes for datasets.map (at most the cores available)")
-    p.add_argument("--on-error", choices=["raise", "skip"], default="raise",
-                   help="stop at the first case that cannot be negated, or skip such cases and report them (as `vhx build`)")
-    p.add_argument("--review", type=non_negative_int, default=100, help="pairs sampled into OUT/review/ for human checking (0: none)")
-    p.add_argument("--gallery", type=non_negative_int, default=12, help="cases shown in OUT/gallery.html (0: none)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
-    p.add_argument("--max-llm-fallback", type=share_0_1, help="fail when more than this share of negations fell back to the rules (default 0.1)")
-    from vhx.adversarial.options import add_attack_arguments
-
-    add_attack_arguments(p)
-
-
-def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
-    g = p.add_argument_group(title)
-    g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper), or hf:<Hub id or folder> for a local "
-                                       "transformers chat model run in this process, batched, no server")
-    g.add_argument("--base-url", help="endpoint, e.g. http://localhost:8000/v1 for vLLM (default: OpenAI)")
-    g.add_argument("--llm-temperature", dest="temperature", type=non_negative_float, help="sampling temperature (default 0)")
-    g.add_argument("--concurrency", type=positive_int, help="requests in flight (default 8)")
-    g.add_argument("--timeout", type=positive_float, help="seconds per request (default 60)")
-    g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
-
-
-def _llm_config(args: argparse.Namespace) -> Any:
-    from vhx.llm import LLMConfig
-
-    fields = {"model": args.llm_model, "base_url": args.base_url, "temperature": args.temperature,
-              "concurrency": args.concurrency, "timeout": args.timeout, "cache_dir": args.cache_dir}
-    return LLMConfig(**{k: v for k, v in fields.items() if v is not None})
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
@@ -451,78 +307,6 @@ def cmd_gallery(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
-    g = p.add_argument_group("model")
-    g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, or openai:MODEL[@BASE_URL]")
-    g.add_argument("--mode", choices=["generate", "logits"], default="generate",
-                   help="generate a reply and parse it (the default here, as the paper scores models), or compare P(yes) and "
-                        "P(no) in one forward pass (what `vhx run` uses: faster, and no reply to parse)")
-    g.add_argument("--batch-size", type=positive_int, default=8, help="cases per batch")
-    g.add_argument("--dtype", help="auto, float32, bfloat16, float16 (transformers)")
-    g.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the accelerate process's device)")
-    g.add_argument("--adapter", help="PEFT/LoRA adapter applied on top of --model")
-    g.add_argument("--prompt-template", help="prompt with {question}; default appends 'Answer the question using a single word or phrase.'")
-    g.add_argument("--max-new-tokens", type=positive_int, help="generate mode: reply length (default 16; 4096 for a model that thinks before it answers)")
-    g.add_argument("--temperature", dest="gen_temperature", type=non_negative_float, help="generate mode: sampling temperature (default: the model's generation config)")
-    g.add_argument("--top-p", type=share_0_1, help="generate mode: nucleus sampling")
-    g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")
-    g.add_argument("--num-samples", type=positive_int, help="generate mode: repetitions per case (majority vote)")
-    g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
-    g.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=None,
-                   help="logits mode: encode each image's prompt prefix once for all its questions (default on where the architecture allows it)")
-
-
-def _model_options(args: argparse.Namespace) -> dict[str, Any]:
-    pairs = {
-        "mode": args.mode, "batch_size": args.batch_size, "dtype": args.dtype, "device": args.device,
-        "adapter": args.adapter, "prompt_template": args.prompt_template, "max_new_tokens": args.max_new_tokens,
-        "temperature": args.gen_temperature, "top_p": args.top_p, "do_sample": args.do_sample,
-        "num_samples": args.num_samples, "trust_remote_code": args.trust_remote_code or None,
-        "share_prefix": args.share_prefix,
-    }
-    options = {k: v for k, v in pairs.items() if v is not None}
-    if args.model.startswith("openai:"):
-        # The API backend has no local weights: device/dtype/adapter do not apply.
-        for key in ("dtype", "device", "adapter", "trust_remote_code", "share_prefix"):
-            options.pop(key, None)
-    return options
-
-
-def _check_model(spec: str | None) -> None:
-    """A model name checked on this machine first (a typo fails at once, with "did you mean"); backend specs (``openai:...``) pass."""
-    from vhx.names import check_name
-    from vhx.zoo import SHIPPED
-
-    if spec and ":" not in spec:
-        check_name(spec, what="model", shipped=tuple(SHIPPED))
-
-
-def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: Path, *, splits: list[str] | None = None,
-                     limit: int | None = None, by: tuple[str, ...] = ("split",), report_step: str = "") -> dict[str, Path]:
-    """Predict every case (resumable, incremental), then write the report under ``out/report``
-    (``report_step``, when given, is printed before the report is written)."""
-    from vhx.locking import exclusive_lock
-    from vhx.models import load_model
-    from vhx.predict import LOCK_FILE, predict_dataset
-    from vhx.report import report
-    from vhx.runtime import process_state
-
-    if process_state().is_main_process and (out / LOCK_FILE).exists():
-        # refuse a busy run folder before loading the model (minutes for a 7B checkpoint), not after;
-        # predict_dataset takes the lock again for the run itself. A folder without a lock file has
-        # no holder, and is left untouched until the model has loaded (a failed load creates nothing)
-        with exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"):
-            pass
-    model = load_model(model_spec, **options)
-    predictions = predict_dataset(data, model, out, splits=splits, batch_size=options.get("batch_size", 8), limit=limit)
-    print(f"predictions: {predictions}")
-    if report_step:
-        print(report_step)
-    paths = report([out], out / "report", by=by)
-    print(f"report: {paths['markdown']}")
-    return paths
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``vhx evaluate``: score a model on a Hub folder (or Hub id); resumable."""
     from vhx.names import check_name
@@ -544,18 +328,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                              by=tuple(args.by.split(",")))
     _print_report_summary(paths)
     return 0
-
-
-def _print_report_summary(paths: dict[str, Path]) -> None:
-    """What a scoring command ends with: the report's warnings in full, its findings in words, and where
-    the report is (report.md itself is ~100 lines: read it there)."""
-    from vhx.report_html import markdown_to_text
-
-    text = Path(paths["markdown"]).read_text(encoding="utf-8")
-    for section in text.split("\n## ")[1:]:
-        if section.startswith("WARNING"):
-            print("## " + markdown_to_text(section.strip()) + "\n")  # plain words: no entities, escapes or backticks
-    _print_findings(paths)
 
 
 def _hub_dataset(repo_id: str) -> Any:
@@ -614,241 +386,6 @@ def _hub_folder(folder: str) -> str:
     return folder
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """``vhx run``: the whole job on the embedded synthetic benchmark, offline."""
-    import datasets
-
-    # one vhx bar per stage: datasets' own Map / split / parquet bars are off meanwhile, then as they were
-    was_on = datasets.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    try:
-        return _run(args)
-    finally:
-        if was_on:
-            datasets.enable_progress_bars()
-
-
-#: `vhx run --preset paper`'s convergence stopping of the non-VH attacks: the updates that must still bring 5% of the cosine's
-#: fall (measured on its 60 scenes: 41 updates per image instead of 500, symmetric accuracy under I-FGSM 0.708 against 0.696).
-RUN_CONVERGE_WINDOW = 10
-#: Images vhx-mini's attack runs together in `vhx run` (4M parameters: 32 of its 336-px scenes take 3.8 ms per
-#: image-step on 2 CPU cores, 16 take 4.2; larger models keep the library's 16).
-RUN_ATTACK_SLOTS = 32
-
-
-def _run(args: argparse.Namespace) -> int:
-    from vhx.adversarial.choices import DEFAULT_CONVERGE_TOL, FAST_STEPS
-    from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, card_summary, generate_synthetic
-
-    _check_model(args.model)  # before the benchmark is drawn: a typo costs a second
-    root = Path(args.out)
-    args.overwrite = True  # the demo job owns its output folder: a rerun replaces it
-    config = SyntheticConfig(**{k: v for k, v in (("num_images", args.num_images), ("yes_ratio", args.yes_ratio), ("seed", args.seed)) if v is not None})
-    print(f"[1/4] building the synthetic benchmark ({config.num_images} drawn scenes, yes-ratio {config.yes_ratio})")
-    dsd = generate_synthetic(config)
-    write_hub_folder(dsd, root / "synthetic", repo_id="vhx/synthetic", overwrite=args.overwrite,
-                     summary=card_summary(config))
-    _print_stats(root / "synthetic", advice=False)  # its next step is the run's own [2/4]
-    model_spec = args.model or DEFAULT_RUN_MODEL
-    if args.attack is None:
-        # vhx-mini is small enough to attack on a CPU (a few minutes for the default 60 scenes); another model only on request.
-        args.attack = "ifgsm" if args.model is None else "none"
-    attacking = args.attack not in (None, "none")
-    if attacking and not args.target_model:
-        args.target_model = model_spec  # attack the model that is scored
-    if args.preset is None:
-        # a tenth of the paper's updates, stronger than its 500 (vhx.adversarial.apgd); --preset paper for the paper's attack
-        args.preset = "fast"
-    if attacking and args.preset == "paper" and not hasattr(args, "converge_window"):
-        # the paper's 500 updates, less the ones that no longer move the cosine (--converge-window none: all of them)
-        args.converge_window = RUN_CONVERGE_WINDOW
-    if attacking and args.model is None and args.attack_batch_size is None:
-        args.attack_batch_size = RUN_ATTACK_SLOTS
-    stopping = ""
-    if attacking and args.preset == "fast":
-        stopping = (f", --preset fast: the APGD step schedule, {args.steps_nonvh or FAST_STEPS} updates per non-VH image, "
-                    "stronger than the paper's 500 constant steps and recorded as schedule 'apgd'; --preset paper runs the paper's")
-    if attacking and getattr(args, "converge_window", None) is not None:
-        stopping = (f", each non-VH image stopping once converged: its last {args.converge_window} updates brought less than "
-                    f"{args.converge_tol or DEFAULT_CONVERGE_TOL:.0%} of its cosine's fall; --converge-window none runs all {args.steps_nonvh or 500}")
-    print(f"[2/4] expanding: {args.negator} negation + image perturbations ({args.perturb or 'none'})"
-          + (f" + attacks ({args.attack}{stopping})" if attacking else ""))
-    # the attack decides each pair's branch by the answers the run scores (logits by default), not by generating
-    expand_args = argparse.Namespace(**{**vars(args), "out": str(root / "synthetic-expanded"), "scorer_mode": args.mode})
-    expand_and_write(dsd, expand_args, negator=make_negator(args), repo_id="vhx/synthetic-expanded")
-    _print_stats(root / "synthetic-expanded")
-    if args.model is None:
-        print(
-            f"[3/4] scoring {DEFAULT_RUN_MODEL}, vhx's own small LLaVA trained on drawn scenes like these (it ships "
-            "with vhx; see its model card). It sees them, so the splits show what the method measures; pass --model "
-            "llava-hf/llava-1.5-7b-hf (or any supported model) for real numbers."
-        )
-    else:
-        print(f"[3/4] scoring {model_spec}")
-    options = _model_options(argparse.Namespace(**{**vars(args), "model": model_spec}))
-    if args.model is None:
-        options["name"] = DEFAULT_RUN_MODEL
-    # the folder read in place, as `vhx evaluate` does (and run.json names it)
-    paths = score_and_report(str(root / "synthetic-expanded"), model_spec, options, root / "run", report_step="[4/4] writing the report")
-    print(f"done: Hub folders under {root}/ (load with datasets.load_dataset), gallery {root}/synthetic-expanded/gallery.html")
-    _print_findings(paths)
-    return 0
-
-
-def _print_findings(paths: dict[str, Path]) -> None:
-    """The report's findings in words (the sentences report.html opens with), then where report.html is: a run's last lines."""
-    import pandas as pd
-
-    from vhx.report_html import summary_lines
-
-    lines = summary_lines(pd.read_csv(paths["csv"]), ["split"]) if "csv" in paths else []
-    if lines:
-        print("Findings:")
-        for line in lines:
-            print(f"  {line}")
-    print(f"report: {paths['html']} (and report.md beside it)")
-
-
-def _add_replicate(sub: argparse._SubParsersAction) -> None:
-    from vhx.argtypes import positive_fraction
-    from vhx.replicate import ABLATABLE, STAGES
-
-    p = sub.add_parser(
-        "replicate",
-        help="the paper's study (Tables 3-8) for a list of models, beside its published numbers",
-        description="Build, expand (negation + 4 common perturbations), attack (I-FGSM, PGD), score every model, run "
-        "the attack ablation (Table 6), fine-tune a model with LoRA on original vs expanded cases and score it again "
-        "(held-out cases and MME), then write OUT/tables.md, OUT/tables.json and OUT/report.html: each table in the "
-        "paper's layout with the paper's numbers beside ours, and one line per finding saying whether it held, with "
-        "its interval. Every stage resumes: a rerun skips what is done. With no --models it runs offline on vhx's "
-        "miniature zoo (under 30 minutes on 2 CPU cores); --quick the same, smaller, in under 3 minutes.",
-    )
-    p.add_argument("--quick", action="store_true",
-                   help="the zoo on 16 drawn scenes, attacks at a tenth of the paper's updates, a reduced ablation, a short LoRA "
-                        "fine-tune and the offline stand-ins (under 3 minutes on 2 cores); findings its size cannot decide say so")
-    p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default: the miniature zoo "
-                   "(vhx-mini, vhx-mini-yes, vhx-mini-neg, vhx-mini-weak) on the embedded benchmark, offline, sized for a CPU "
-                   "(80 scenes, attacks at a fifth of the paper's updates, a reduced ablation; under 30 minutes on 2 cores); "
-                   "--quick: the zoo too, smaller")
-    p.add_argument("--benchmarks", default="synthetic",
-                   help="comma-separated Hub folders written by `vhx build` (pope, mmvp, vhtest...), or 'synthetic' (default)")
-    p.add_argument("--mme", help="MME Hub folder (`vhx build mme`) for Table 8 (with --quick: MME's format on drawn scenes)")
-    p.add_argument("--out", default="vhx-replicate", help="study folder (default vhx-replicate)")
-    p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated stages to run (default all: {','.join(STAGES)})")
-    p.add_argument("--num-images", type=positive_int, help="scenes of the synthetic benchmark (default 80 for the zoo, 60 with --models; --quick 16)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic benchmark, perturbations, attacks and fine-tuning")
-    p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
-    _add_negation_form(p)
-    _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
-    g = p.add_argument_group("attacks (defaults: the paper's with --models; the zoo a fifth of its updates; --quick a tenth)")
-    g.add_argument("--preset", choices=["paper", "authors", "fast"],
-                   help="attack preset, as in `vhx expand` (default paper; --quick: fast, the APGD schedule at 50 updates)")
-    g.add_argument("--eps", type=positive_fraction, help="L-inf radius, e.g. 8/255")
-    g.add_argument("--step", type=positive_fraction, help="step size, e.g. 0.5/255")
-    g.add_argument("--steps-vh", type=positive_int, help="updates on pairs the target gets wrong (paper 100)")
-    g.add_argument("--steps-nonvh", type=positive_int, help="updates on pairs it answers right (paper 500)")
-    g.add_argument("--converge-window", type=converge_window, metavar="W", default=argparse.SUPPRESS,
-                   help="stop each non-VH attack once its last W updates brought less than 5%% of its cosine's fall (0 or 'none': off, "
-                        "every update runs, as in `vhx expand`; default off, --quick 20; the ablation's row (v) measures it)")
-    g.add_argument("--attack-batch-size", type=positive_int, help="images per attack batch")
-    g.add_argument("--ablation", action="append", default=[], metavar="NAME=V1,V2,...",
-                   help=f"Table 6 values of one setting ({', '.join(ABLATABLE)}; eps and step in 1/255); repeatable. "
-                        "'none' skips the ablation")
-    g = p.add_argument_group("scoring")
-    g.add_argument("--mode", choices=["generate", "logits"], default="generate", help="generate a reply and parse it (the paper's), or compare P(yes) and P(no)")
-    g.add_argument("--batch-size", type=positive_int, default=8, help="cases per batch")
-    g.add_argument("--dtype", help="auto, float32, bfloat16, float16")
-    g.add_argument("--device", help="cpu, cuda, ... (default: the accelerate process's device)")
-    g = p.add_argument_group("fine-tuning (recipes/finetune.py)")
-    g.add_argument("--finetune-config", help="recipe file or bundled name (default llava15_lora with --models; the zoo and --quick: vhx_mini_lora)")
-    g.add_argument("--finetune-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="recipe field override, e.g. instruct_data=/data/llava_v1_5_mix665k.json (repeatable)")
-    g.add_argument("--finetune-model", help="model fine-tuned (default: vhx-mini-yes in the zoo, else the first of --models)")
-    p.set_defaults(func=cmd_replicate)
-
-
-def _ablation_option(items: Sequence[str], base: dict[str, tuple[float, ...]]) -> dict[str, tuple[float, ...]]:
-    if any(item == "none" for item in items):
-        return {}
-    out = dict(base)
-    for item in items:
-        key, sep, values = item.partition("=")
-        if not sep:
-            raise VHXError(f"--ablation {item!r}: expected NAME=V1,V2,...")
-        try:
-            out[key.strip()] = tuple(float(v) for v in values.split(",") if v.strip())
-        except ValueError as exc:
-            raise VHXError(f"--ablation {item!r}: values must be numbers") from exc
-    return out
-
-
-def cmd_replicate(args: argparse.Namespace) -> int:
-    """``vhx replicate``: the paper's tables from one command."""
-    from vhx.adversarial.choices import FAST_STEPS
-    from vhx.replicate import (
-        DEFAULT_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ZOO_ABLATION, ZOO_ATTACK, ReplicateConfig,
-        quick_config, replicate, zoo_config,
-    )
-
-    models = [m.strip() for m in (args.models or "").split(",") if m.strip()]
-    # no --models: the miniature zoo, offline, at sizes that fit a CPU (replicate.zoo_config)
-    zoo = not models and not args.quick
-    attack = dict(QUICK_ATTACK if args.quick else ZOO_ATTACK if zoo else PAPER_ATTACK_DEFAULTS)
-    for key, value in (("eps", args.eps), ("step", args.step)):
-        if value is not None:
-            attack[key] = value * 255
-    for key in ("steps_vh", "steps_nonvh"):
-        if getattr(args, key) is not None:
-            attack[key] = getattr(args, key)
-    if args.preset is not None:
-        # the schedule is a setting of the study (Table 6's row w varies it), not only of the attacks' preset
-        attack["schedule"] = int(args.preset == "fast")
-        if args.preset == "fast" and args.steps_nonvh is None:
-            attack["steps_nonvh"] = FAST_STEPS
-    if hasattr(args, "converge_window"):  # absent unless typed: None (0 or none) is a value of its own, off
-        attack["converge_window"] = args.converge_window or 0
-    preset = "paper" if args.preset in (None, "fast") else args.preset
-    attack_options = {k: v for k, v in (("preset", preset), ("batch_size", args.attack_batch_size), ("device", args.device)) if v is not None}
-    eval_options = {k: v for k, v in (("mode", args.mode), ("batch_size", args.batch_size), ("dtype", args.dtype), ("device", args.device)) if v is not None}
-    fields: dict[str, Any] = dict(
-        benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()], stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()),
-        mme=args.mme, seed=args.seed, attack=attack, attack_options=attack_options, eval_options=eval_options,
-        ablation=_ablation_option(args.ablation, QUICK_ABLATION if args.quick else ZOO_ABLATION if zoo else DEFAULT_ABLATION),
-        negator=make_negator(args),
-    )
-    if args.finetune_model:
-        fields["finetune_model"] = args.finetune_model
-    if args.num_images is not None:
-        fields["num_images"] = args.num_images
-    if args.finetune_config:
-        fields["finetune_config"] = args.finetune_config
-    try:
-        if args.quick or zoo:
-            config = (quick_config if args.quick else zoo_config)(args.out, models or None, **fields)
-            config.finetune_overrides = (*config.finetune_overrides, *args.finetune_option)
-        else:
-            config = ReplicateConfig(out=args.out, models=models, finetune_overrides=tuple(args.finetune_option), **fields)
-    except ValueError as exc:
-        raise VHXError(str(exc)) from exc
-    if "attack" in config.stages:
-        from vhx.replicate.study import attack_plan
-
-        print(attack_plan(config.attack))
-    paths = replicate(config)
-    if "json" in paths:
-        from vhx.replicate.tables import findings_lines
-
-        result = json.loads(Path(paths["json"]).read_text(encoding="utf-8"))
-        print("Findings:")
-        for line in findings_lines(result.get("findings", [])):
-            print(line.replace("**", ""))
-        print()
-    for kind, path in paths.items():
-        print(f"{kind:<9} {path}")
-    return 0
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``vhx`` command."""
     parser = _Parser(
@@ -861,25 +398,12 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
+    from vhx.cli_jobs import add_replicate_parser, add_run_parser
+
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    p = sub.add_parser(
-        "run",
-        help="the whole job on the embedded synthetic benchmark (offline)",
-        description="Build the synthetic benchmark, expand it (rule negation + the four common image "
-        "perturbations + an I-FGSM split against the scored model), score vhx-mini (vhx's own small LLaVA, "
-        "shipped with it) or --model, and write Hub folders, a negation review sample, an HTML gallery and "
-        "the report under --out. Without --model the attack defaults to ifgsm; with --model to none. The attack runs "
-        "--preset fast by default: I-FGSM with the APGD step schedule, 50 updates per image, stronger than the "
-        "paper's 500 constant steps; --preset paper runs the paper's.",
-    )
-    _add_expand_options(p, out_default="vhx-out")
-    _add_model_options(p, model_required=False)
-    p.set_defaults(mode="logits", attack=None, preset=None)  # preset None: `fast` when attacking (_run)
-    p.add_argument("--num-images", type=positive_int, help="number of drawn scenes")
-    p.add_argument("--yes-ratio", type=share_0_1, help="share of 'yes' answers per split")
-    p.set_defaults(func=cmd_run)
+    add_run_parser(sub)
 
     _add_build(sub)
 
@@ -970,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--message", help="commit message")
     p.set_defaults(func=cmd_push)
 
-    _add_replicate(sub)
+    add_replicate_parser(sub)
     return parser
 
 
