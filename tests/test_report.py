@@ -500,7 +500,7 @@ def test_equal_accuracy_and_symmetric_accuracy_are_explained():
 
 
 def test_score_axes_zoom_in_when_every_value_is_high():
-    from vhx.report import _axis_floor
+    from vhx.report_plots import _axis_floor
 
     high = pd.DataFrame({"accuracy_original": [0.975, 0.708], "accuracy_original_ci_low": [0.947, 0.648],
                          "symmetric_accuracy": [0.975, 0.708], "symmetric_accuracy_ci_low": [0.947, 0.648]})
