@@ -234,3 +234,17 @@ def load_pretrained(
     return LoadedModel(
         model=model, processor=processor, resolved=resolved, path=base, display_name=display, adapter=adapter, device=placed
     )
+
+
+def input_device(model: Any) -> Any:
+    """The device a loaded model's inputs go to: its input embeddings'."""
+    # With device_map="auto" the embeddings may sit on another device than model.device reports.
+    try:
+        return model.get_input_embeddings().weight.device
+    except Exception:
+        return model.device
+
+
+def model_dtype(model: Any) -> Any:
+    """The dtype of a loaded model's weights (None when it does not say)."""
+    return getattr(model, "dtype", None)
