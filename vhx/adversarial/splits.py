@@ -19,7 +19,7 @@ produces them) into an ``ifgsm`` or ``pgd`` split against one target model:
    ``out_dir/images/{key}.png``, then one line in ``out_dir/attacks.jsonl`` (the key hashes the
    image id, the branch, the attack settings, the model id and the view settings). A rerun with the
    same settings skips every attack listed there; an interrupted run loses at most the batch in
-   flight.
+   flight. The store is :mod:`vhx.adversarial.store`; step 1 is :mod:`vhx.adversarial.branches`.
 5. **Several GPUs.** Under ``accelerate launch`` the pending attacks are split between the processes
    (``PartialState().split_between_processes``); each process attacks its share on its own GPU and
    writes ``attacks.rank{k}.jsonl``; all processes then read every index and build the same split.
@@ -61,7 +61,6 @@ model and the precision, before it is returned.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import hashlib
@@ -70,10 +69,8 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import datasets
@@ -92,7 +89,17 @@ from vhx.adversarial.attack import (
     renamed,
     preset_view_options,
 )
+from vhx.adversarial.branches import SCORES_DIR, pair_branches, row_triggers  # noqa: F401  (SCORES_DIR re-exported)
 from vhx.adversarial.pool import AttackItem
+from vhx.adversarial.store import (  # noqa: F401  (INDEX_FILE, IMAGES_DIR, UNMOVED_SIMILARITY re-exported)
+    IMAGES_DIR,
+    INDEX_FILE,
+    UNMOVED_SIMILARITY,
+    AttackStore,
+    attack_key,
+    is_unmoved,
+    unmoved_error,
+)
 from vhx.adversarial.views import VisionView, load_view, processor_features, view_from_model
 from vhx.errors import DataError, VHXError
 from vhx.images import (
@@ -100,240 +107,14 @@ from vhx.images import (
     bytes_digest,
     check_pixels,
     decode_error,
-    known_decodable,
-    remember_decodable,
     strict_decoding,
     to_rgb,
-    undecodable,
 )
-from vhx.jsonl import append_jsonl, read_jsonl
-from vhx.locking import atomic_write_bytes, exclusive_lock
 from vhx.perturbations import png_bytes, to_rgb_array
 from vhx.runtime import default_device
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, loads, pair_id_of, with_images
 
 logger = logging.getLogger("vhx")
-
-INDEX_FILE = "attacks.jsonl"
-IMAGES_DIR = "images"
-SCORES_DIR = "scores"
-
-
-# --------------------------------------------------------------------------------------------
-# The store of finished attacks
-# --------------------------------------------------------------------------------------------
-
-
-class AttackStore:
-    """Finished attacks by key: PNG files + JSON-lines index under ``out_dir``, or in memory.
-
-    A store on a folder holds an exclusive lock on its own index (``attacks.jsonl.lock``, per rank
-    under torchrun) until :meth:`close` (or the end of its ``with`` block): a second run on the same
-    attack folder is refused with a message naming the holder, instead of both attacking every image
-    and interleaving their index lines. The lock dies with its process, so a killed run never blocks
-    its resume.
-    """
-
-    def __init__(self, out_dir: str | os.PathLike | None, *, rank: int = 0, world: int = 1) -> None:
-        self.out_dir = Path(out_dir) if out_dir is not None else None
-        self.records: dict[str, dict[str, Any]] = {}
-        self._memory: dict[str, bytes] = {}
-        self._index = None
-        self._lock = contextlib.ExitStack()
-        if self.out_dir is not None:
-            (self.out_dir / IMAGES_DIR).mkdir(parents=True, exist_ok=True)
-            name = INDEX_FILE if world == 1 else f"attacks.rank{rank}.jsonl"
-            self._index = self.out_dir / name
-            self._lock.enter_context(
-                exclusive_lock(self._index.with_name(name + ".lock"), timeout=0, what=f"the attack folder {self.out_dir}")
-            )
-            self.load()
-
-    def close(self) -> None:
-        """Release the folder's lock (the records stay readable)."""
-        self._lock.close()
-
-    def __enter__(self) -> AttackStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def load(self) -> None:
-        """(Re)read every index file; lines cut by a crash and entries without their PNG are skipped.
-
-        Each PNG is decoded whole before it is reused, once per process (then known by its size and
-        time): one that does not decode (truncated, damaged) is removed and its attack runs again,
-        with a warning saying how many; it would otherwise become a row that no reader can open.
-        """
-        if self.out_dir is None:
-            return
-        damaged = 0
-        for path in sorted(self.out_dir.glob("attacks*.jsonl")):
-            # only this process's own index may be cut (others may be appending right now)
-            for _, record in read_jsonl(path, repair=path == self._index):
-                image = self.out_dir / IMAGES_DIR / f"{record['key']}.png"
-                if not image.is_file():
-                    continue
-                if known_decodable(image) or self._decodes(image):
-                    self.records[record["key"]] = record
-                else:
-                    damaged += 1
-                    self.records.pop(record["key"], None)
-        if damaged:
-            logger.warning("%s: %d stored attack image(s) did not decode whole (truncated or damaged): removed, and "
-                           "attacked again", self.out_dir / IMAGES_DIR, damaged)
-
-    @staticmethod
-    def _decodes(image: Path) -> bool:
-        """Decode the stored ``image`` whole; remove it when it does not decode."""
-        try:
-            data = image.read_bytes()
-        except OSError:
-            return False
-        if undecodable(data) is None:
-            remember_decodable(data, path=image)
-            return True
-        image.unlink(missing_ok=True)
-        return False
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.records
-
-    def png(self, key: str) -> bytes:
-        """The PNG file of attack ``key``."""
-        if self.out_dir is None:
-            return self._memory[key]
-        return (self.out_dir / IMAGES_DIR / f"{key}.png").read_bytes()
-
-    def add(self, key: str, png: bytes, record: Mapping[str, Any]) -> None:
-        """Keep one finished attack: the image first (atomically), then its index line."""
-        record = {"key": key, **record}
-        if self.out_dir is None:
-            self._memory[key] = png
-            remember_decodable(png)  # encoded here from the attacked pixels: the folder writer need not decode it
-        else:
-            atomic_write_bytes(self.out_dir / IMAGES_DIR / f"{key}.png", png)
-            # encoded here from the attacked pixels: neither this store nor the folder writer decodes it again
-            remember_decodable(png, path=self.out_dir / IMAGES_DIR / f"{key}.png")
-            append_jsonl(self._index, [record], fsync=True)
-        self.records[key] = record
-
-
-def attack_key(image_id: str, branch: str, settings: Mapping[str, Any]) -> str:
-    """The stable key of one attack: SHA-256 of (image_id, branch, settings), 32 hex digits."""
-    text = json.dumps([image_id, branch, dict(settings)], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
-
-
-#: A non-VH attack whose saved image keeps at least this cosine to the clean one did not move it.
-UNMOVED_SIMILARITY = 1 - 1e-6
-
-
-def is_unmoved(record: Mapping[str, Any]) -> bool:
-    """Whether a finished attack (a store record) left its image where it started, by accident.
-
-    Only the ``min`` (non-VH) branch can: it starts at the clean image and must move away from it,
-    while the ``max`` branch starts from a random image by design. An attack that ran at least one
-    update is *unmoved* when its saved 8-bit image equals the clean one (L-inf 0), keeps a cosine
-    of at least :data:`UNMOVED_SIMILARITY` to it, or when the similarity of every iterate equals
-    the start's (the iterate never moved: a gradient that is exactly 0 in float16, or one too small
-    for the step, as PGD's raw gradient times 1.0). Works on records of older attack folders.
-    """
-    if record.get("branch") != "min" or not record.get("steps_run"):
-        return False
-    if record.get("linf_255") == 0:
-        return True
-    final = record.get("final_similarity")
-    if final is not None and final >= UNMOVED_SIMILARITY:
-        return True
-    trace = record.get("trace") or []
-    return len(trace) > 1 and all(value == trace[0] for value in trace)
-
-
-def unmoved_error(method: str, model_id: str, precision: str, count: int) -> str:
-    """The one line that refuses a split whose every non-VH attack left its image unmoved."""
-    from vhx.adversarial.choices import unmoved_hint
-
-    return (f"{method} split against {model_id}, attacked in {precision}: all {count} attacked images of the non-VH branch "
-            f"are unchanged (the saved image equals the clean one, or its cosine never left the start); {unmoved_hint(precision)}")  # fmt: skip
-
-
-# --------------------------------------------------------------------------------------------
-# Which pairs trigger VH
-# --------------------------------------------------------------------------------------------
-
-
-def row_triggers(
-    pairs: datasets.Dataset,
-    *,
-    vh_column: str | None = None,
-    scorer: Any = None,
-    out_dir: str | os.PathLike | None = None,
-    batch_size: int = 8,
-    progress: bool = True,
-    bar_options: Mapping[str, Any] | None = None,
-) -> tuple[list[bool], str]:
-    """Per row: does the target model answer it wrongly? Returns the flags and how they were decided.
-
-    From ``vh_column`` (booleans) when given, else from ``scorer`` (a :class:`~vhx.models.VHModel`)
-    via :func:`vhx.predict.predict_dataset`: wrong or unparseable answer = triggers VH (``progress``
-    and ``bar_options``: its progress bar's).
-    """
-    if vh_column is not None:
-        if vh_column not in pairs.column_names:
-            raise DataError(f"no column {vh_column!r} to read which cases trigger VH", field=vh_column)
-        values = pairs[vh_column]
-        flags = []
-        for i, v in enumerate(values):
-            if not isinstance(v, (bool, np.bool_)):
-                raise DataError(f"must be a bool, got {v!r}", row=i, field=vh_column)
-            flags.append(bool(v))
-        return flags, f"column:{vh_column}"
-    if scorer is None:
-        raise VHXError("cannot tell which cases trigger VH: pass vh_column=, a scorer=, or a model path / HFModel")
-    from vhx.predict import PREDICTIONS_FILE, RUN_FILE, OtherCasesError, predict_dataset, read_predictions
-
-    with _work_dir(out_dir) as folder:
-        target = Path(folder) / SCORES_DIR
-        scored = pairs.cast_column("image", datasets.Image())
-        try:
-            predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress, bar_options=bar_options)
-        except OtherCasesError:
-            # These scores only pick each pair's branch: scores of other cases written by an older vhx
-            # (rows without their case's digest) are dropped and the cases scored afresh.
-            print(f"{target}: earlier scores were made on other cases under the same ids; scoring them again", file=sys.stderr)
-            for name in (PREDICTIONS_FILE, RUN_FILE):
-                (target / name).unlink(missing_ok=True)
-            predict_dataset(scored, scorer, target, batch_size=batch_size, progress=progress, bar_options=bar_options)
-        preds = {r["id"]: r for r in read_predictions(target / PREDICTIONS_FILE) if r["model"] == scorer.name}
-    flags = []
-    for cid, answer in zip(pairs["id"], pairs["answer"]):
-        row = preds.get(cid)
-        if row is None:
-            raise VHXError(f"the scorer left case {cid!r} unanswered")
-        flags.append(row["pred"] != answer)
-    return flags, f"scorer:{scorer.name}"
-
-
-@contextlib.contextmanager
-def _work_dir(out_dir: str | os.PathLike | None) -> Iterator[str]:
-    """``out_dir`` itself, or a temporary folder removed afterwards when there is none."""
-    if out_dir is not None:
-        yield os.fspath(out_dir)
-        return
-    with tempfile.TemporaryDirectory(prefix="vhx-adv-") as tmp:
-        yield tmp
-
-
-def pair_branches(pairs: datasets.Dataset, flags: Sequence[bool]) -> tuple[list[str], list[bool]]:
-    """Per row: its pair's branch (``max`` if any row of the pair triggers VH, else ``min``) and that pair flag."""
-    pair_ids = pairs["pair_id"]
-    triggered: dict[str, bool] = {}
-    for pid, flag in zip(pair_ids, flags):
-        triggered[pid] = triggered.get(pid, False) or bool(flag)
-    pair_flags = [triggered[pid] for pid in pair_ids]
-    return ["max" if f else "min" for f in pair_flags], pair_flags
 
 
 # --------------------------------------------------------------------------------------------
