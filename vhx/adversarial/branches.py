@@ -16,8 +16,10 @@ import datasets
 import numpy as np
 
 from vhx.errors import DataError, VHXError
+from vhx.predict import BRANCH_SCORES
 
-SCORES_DIR = "scores"
+#: The folder of the target's answers under an attack folder ("scores"; vhx.predict reuses them when scoring).
+SCORES_DIR = BRANCH_SCORES.name
 
 
 def row_triggers(

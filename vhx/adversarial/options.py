@@ -152,7 +152,9 @@ def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, A
              "batch_size": args.attack_batch_size, "device": args.attack_device,
              "dtype": getattr(args, "attack_dtype", None), "scorer_mode": getattr(args, "scorer_mode", None)}  # fmt: skip
     options.update({k: v for k, v in extra.items() if v is not None})
-    options["out_dir"] = args.attack_dir or str(out / "attacks")
+    from vhx.predict import BRANCH_SCORES
+
+    options["out_dir"] = args.attack_dir or str(out / BRANCH_SCORES.parent)  # OUT/attacks, where vhx evaluate finds its scores
     return options
 
 
