@@ -113,3 +113,23 @@ def test_every_vhx_command_the_docs_name_exists():
     assert named, "no vhx command found in the docs"
     unknown = {c: sorted(where) for c, where in named.items() if c not in commands}
     assert not unknown, f"commands the docs name that `vhx` does not have: {unknown}"
+
+
+def test_every_test_the_docs_cite_exists():
+    """A claim backed by `test_file.py::test_name` (or `::test_name` after one in the same line) names a real test."""
+    import re
+
+    cited, missing = 0, []
+    for path in [ROOT.parent / "README.md", *sorted((ROOT.parent / "docs").glob("*.md")), ROOT.parent / "benchmarks" / "README.md"]:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            current = None
+            for m in re.finditer(r"(test_[a-z0-9_]+\.py)?::(test_[a-z0-9_]+)", line):
+                current = m.group(1) or current
+                if current is None:
+                    continue
+                cited += 1
+                source = ROOT.parent / "tests" / current
+                if not source.is_file() or not re.search(rf"^def {m.group(2)}\(", source.read_text(encoding="utf-8"), re.M):
+                    missing.append(f"{path.name}: {current}::{m.group(2)}")
+    assert cited > 10, "no test citations found"
+    assert not missing, missing
