@@ -171,6 +171,11 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
             # most releases ship their images apart (COCO, a zip on a drive): say where they were looked for
             reason += (f" (no image_dir= was given, so images were looked for under {Path(path).parent}; name the folder "
                        "of the release's images with --option image_dir=...)")
+        if status.reason == "image not found" and self.config.data_dir and Path(self.config.data_dir).is_dir():
+            # a release's image archive downloaded beside its questions but not unpacked (HallusionBench, AMBER)
+            archives = sorted(p.name for p in Path(self.config.data_dir).expanduser().glob("*.zip"))[:3]
+            if archives:
+                reason += f"; {', '.join(archives)} lies in {self.config.data_dir}: unzip it there first"
         self.fail(DataError(reason, file=file, line=line, field="image"))
         return False
 

@@ -574,3 +574,16 @@ def test_images_not_found_without_image_dir_say_where_they_were_looked_for(tmp_p
     shutil.rmtree(tmp_path / "amber" / "image")
     with pytest.raises(DataError, match=r"image not found: .*AMBER_\d+\.jpg \(no image_dir= was given, so images were looked for under "):
         load_source("amber", str(tmp_path / "amber"))
+
+
+def test_an_image_archive_left_zipped_is_named(tmp_path: Path):
+    """HallusionBench's images come as hallusion_bench.zip: downloaded beside the questions but not unzipped, the error says so."""
+    import zipfile
+
+    write_hallusionbench_release(tmp_path / "hb")
+    with zipfile.ZipFile(tmp_path / "hb" / "hallusion_bench.zip", "w") as archive:
+        for image in (tmp_path / "hb" / "hallusion_bench").rglob("*.png"):
+            archive.write(image, image.relative_to(tmp_path / "hb"))
+    shutil.rmtree(tmp_path / "hb" / "hallusion_bench")
+    with pytest.raises(DataError, match=r"image not found: .*hallusion_bench\.zip lies in .*: unzip it there first"):
+        load_source("hallusionbench", str(tmp_path / "hb"))
