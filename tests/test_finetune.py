@@ -577,3 +577,17 @@ def test_expanded_mix_takes_common_perturbation_splits_when_asked(vh):
 def test_zero_cases_per_dataset_takes_every_source_case(vh):
     mix = _mix(vh, cases_per_dataset=0, rephrasings=0, mode="baseline")
     assert {k: len(v) for k, v in mix.training_pair_ids.items()} == {"alpha": 24, "beta": 20}
+
+
+def test_the_recipes_checkpointing_key_loads_without_a_deprecation_warning():
+    """transformers 5 renamed gradient_checkpointing (the recipes' key, which 4.x needs); it is taken as the
+    new name, on, with no FutureWarning at each fine-tune."""
+    import warnings
+
+    from vhx.finetune import load_config, sft_config
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        args = sft_config(load_config("llava15_lora"))
+    assert not [w for w in caught if "checkpointing" in str(w.message)], [str(w.message) for w in caught]
+    assert args.gradient_checkpointing and getattr(args, "activation_checkpointing", True)

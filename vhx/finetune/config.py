@@ -24,7 +24,9 @@ import dataclasses
 import enum
 import os
 import sys
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -282,7 +284,8 @@ class FinetuneConfig:
         for part in ("data", "vhx_training", "evaluation", "model", "training"):
             value = given[part]
             if value is None:
-                value = types[part](**{**_defaults_for(part), **keywords[part]})
+                with _old_checkpointing_name():
+                    value = types[part](**{**_defaults_for(part), **keywords[part]})
             elif not isinstance(value, types[part]):
                 raise TypeError(f"{part} must be a {types[part].__name__}, got {type(value).__name__}")
             object.__setattr__(self, part, value)
@@ -373,6 +376,16 @@ def _unknown(keys: Sequence[str], where: str) -> ValueError:
     )
 
 
+@contextmanager
+def _old_checkpointing_name() -> Iterator[None]:
+    """The recipes say ``gradient_checkpointing`` (transformers 4.x, which vhx supports, knows no other
+    name); transformers 5 takes it as an alias of ``activation_checkpointing``, mirrors the two and warns
+    that the old name goes in v6. The alias is resolved right, so that one warning is not shown."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`gradient_checkpointing(_kwargs)?` is deprecated", category=FutureWarning)
+        yield
+
+
 def parse_args(argv: Sequence[str] | None = None) -> FinetuneConfig:
     """A :class:`FinetuneConfig` from ``--config FILE_OR_RECIPE`` (YAML) overridden by ``--field value`` flags.
 
@@ -389,7 +402,8 @@ def parse_args(argv: Sequence[str] | None = None) -> FinetuneConfig:
             raise ValueError("--config needs a file or recipe name")
         args[at] = str(recipe_path(args[at]))
         where = args[at]
-    parts = _parser().parse_args_and_config(args, return_remaining_strings=True, separate_remaining_strings=True)
+    with _old_checkpointing_name():
+        parts = _parser().parse_args_and_config(args, return_remaining_strings=True, separate_remaining_strings=True)
     *values, from_yaml, from_args = parts
     if from_yaml:
         # TrlParser hands back unused YAML entries as ["--key", "value", ...].
