@@ -154,11 +154,16 @@ class BuilderOptionError(VHXError, ValueError):
 
 def _file_as_data_dir(cls: type, data_dir: str, config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A release file given as ``data_dir`` (``HallusionBench.json``, a ``.jsonl``): its folder, with the
-    file as the builder's one ``*_file`` option. A builder with several file options (AMBER's queries
+    file as the builder's one ``*_file`` option, or one subset's file (``coco_pope_random.json``) as that subset. A builder with several file options (AMBER's queries
     and annotations) or none is told which folder to pass instead."""
     path = Path(str(data_dir)).expanduser()
     if not path.is_file():
         return data_dir, config
+    subset_of_file = getattr(cls, "subset_of_file", None)
+    subset = subset_of_file(path.name, config) if subset_of_file is not None else None
+    if subset is not None and not config.get("subsets"):
+        # one of a release's per-subset files (POPE's coco_pope_random.json): that subset, from its folder
+        return str(path.parent), {**config, "subsets": (subset,)}
     config_class = getattr(cls, "BUILDER_CONFIG_CLASS", None)
     names = [f.name for f in dataclasses.fields(config_class) if f.name.endswith("_file")] if config_class else []
     if len(names) == 1 and not config.get(names[0]):

@@ -248,6 +248,13 @@ class PopeBuilder(VHBuilder):
     #: Whether a Hub copy (parquet) in ``data_dir`` is read instead of question files.
     READS_HUB_COPY: bool = True
 
+    @classmethod
+    def subset_of_file(cls, name: str, options: dict[str, Any]) -> str | None:
+        """The subset a question file of this release is named for (``coco_pope_random.json``: random),
+        so that the file itself may be given as ``data_dir``; None for another name."""
+        dataset = options.get("dataset") or "coco"
+        return next((s for s in SUBSETS if name in question_file_names(dataset, s, cls.FILE_STEM)), None)
+
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
         root = self.data_path()
         hub = find_hub_copy(root, HUB_COLUMNS) if self.READS_HUB_COPY else None

@@ -587,3 +587,16 @@ def test_an_image_archive_left_zipped_is_named(tmp_path: Path):
     shutil.rmtree(tmp_path / "hb" / "hallusion_bench")
     with pytest.raises(DataError, match=r"image not found: .*hallusion_bench\.zip lies in .*: unzip it there first"):
         load_source("hallusionbench", str(tmp_path / "hb"))
+
+
+def test_one_subsets_question_file_given_as_data_dir_builds_that_subset(tmp_path: Path):
+    write_repope_release(tmp_path / "repope")
+    whole, _ = load_source("repope", str(tmp_path / "repope"), image_dir=str(tmp_path / "repope" / "val2014"))
+    ann = tmp_path / "repope" / "annotations"
+    one, _ = load_source("repope", str(ann / "coco_repope_popular.json"), image_dir=str(tmp_path / "repope" / "val2014"))
+    assert list(one) == ["popular"]
+    assert one["popular"].remove_columns("image").to_list() == whole["popular"].remove_columns("image").to_list()
+    pope, _ = load_source("pope", str(ann / "coco_pope_adversarial.json"), image_dir=str(tmp_path / "repope" / "val2014"))
+    assert list(pope) == ["adversarial"]
+    with pytest.raises(DataError, match="data_dir is a file, not a folder"):
+        load_source("repope", str(ann / "coco_pope_random.json"))  # POPE's file is not RePOPE's
