@@ -153,9 +153,10 @@ class BuilderOptionError(VHXError, ValueError):
 
 
 def _file_as_data_dir(cls: type, data_dir: str, config: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A release file given as ``data_dir`` (``HallusionBench.json``, a ``.jsonl``): its folder, with the
-    file as the builder's one ``*_file`` option, or one subset's file (``coco_pope_random.json``) as that subset. A builder with several file options (AMBER's queries
-    and annotations) or none is told which folder to pass instead."""
+    """A release file given as ``data_dir``: one subset's file (``coco_pope_random.json``) builds that subset
+    from its folder; another (``HallusionBench.json``, a ``.jsonl``) is the builder's one ``*_file`` option,
+    from its folder. A builder with several file options (AMBER's queries and annotations) or none is told
+    which folder to pass instead."""
     path = Path(str(data_dir)).expanduser()
     if not path.is_file():
         return data_dir, config

@@ -167,13 +167,14 @@ class VHBuilder(datasets.GeneratorBasedBuilder):
         if status is None:
             return True
         reason = f"{status.reason}: {path}"
-        if status.reason == "image not found" and hasattr(self.config, "image_dir") and not self.config.image_dir:
-            # most releases ship their images apart (COCO, a zip on a drive): say where they were looked for
-            reason += (f" (no image_dir= was given, so images were looked for under {Path(path).parent}; name the folder "
-                       "of the release's images with --option image_dir=...)")
-        if status.reason == "image not found" and self.config.data_dir and Path(self.config.data_dir).is_dir():
-            # a release's image archive downloaded beside its questions but not unpacked (HallusionBench, AMBER)
-            archives = sorted(p.name for p in Path(self.config.data_dir).expanduser().glob("*.zip"))[:3]
+        if status.reason == "image not found":
+            # most releases ship their images apart (COCO, a zip on a drive): say where they were looked for,
+            # and name an image archive downloaded beside the questions but not unpacked (HallusionBench, AMBER)
+            if hasattr(self.config, "image_dir") and not self.config.image_dir:
+                reason += (f" (no image_dir= was given, so images were looked for under {Path(path).parent}; name the folder "
+                           "of the release's images with --option image_dir=...)")
+            data_dir = Path(self.config.data_dir).expanduser() if self.config.data_dir else None
+            archives = sorted(p.name for p in data_dir.glob("*.zip"))[:3] if data_dir is not None and data_dir.is_dir() else []
             if archives:
                 reason += f"; {', '.join(archives)} lies in {self.config.data_dir}: unzip it there first"
         self.fail(DataError(reason, file=file, line=line, field="image"))

@@ -507,8 +507,10 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if not extra:
         from vhx.adversarial.options import step_with_adaptive_schedule
+        from vhx.cli_jobs import run_attack
 
-        if args.command in ("expand", "run") and (problem := step_with_adaptive_schedule(args)):
+        attacking = run_attack(args) != "none" if args.command == "run" else None  # vhx run attacks by default
+        if args.command in ("expand", "run") and (problem := step_with_adaptive_schedule(args, attacking)):
             command = action.choices[args.command]
             command.exit(2, f"{command.prog}: error: {problem}\n")  # a bad flag: one line, as _Parser says them
         return args

@@ -41,7 +41,9 @@ def add_run_parser(sub: argparse._SubParsersAction) -> None:
     )
     _add_expand_options(p, out_default="vhx-out")
     _add_model_options(p, model_required=False)
-    p.set_defaults(mode="logits", attack=None, preset=None)  # preset None: `fast` when attacking (_run)
+    # preset fast: a tenth of the paper's updates, stronger than its 500 (vhx.adversarial.apgd); --preset paper for the paper's
+    # attack. attack None: run_attack() decides.
+    p.set_defaults(mode="logits", attack=None, preset="fast")
     p.add_argument("--num-images", type=positive_int, help="number of drawn scenes")
     p.add_argument("--yes-ratio", type=share_0_1, help="share of 'yes' answers per split")
     p.set_defaults(func=cmd_run)
@@ -69,6 +71,14 @@ RUN_CONVERGE_WINDOW = 10
 RUN_ATTACK_SLOTS = 32
 
 
+def run_attack(args: argparse.Namespace) -> str:
+    """The attacks `vhx run` makes: ``--attack`` as given, else I-FGSM on vhx-mini (small enough to attack on a
+    CPU in a few minutes for the default 60 scenes) and none on another model (only on request)."""
+    if args.attack is not None:
+        return args.attack
+    return "ifgsm" if args.model is None else "none"
+
+
 def _run(args: argparse.Namespace) -> int:
     from vhx.adversarial.choices import DEFAULT_CONVERGE_TOL, FAST_STEPS
     from vhx.hub import write_hub_folder
@@ -84,15 +94,10 @@ def _run(args: argparse.Namespace) -> int:
                      summary=card_summary(config))
     _print_stats(root / "synthetic", advice=False)  # its next step is the run's own [2/4]
     model_spec = args.model or DEFAULT_RUN_MODEL
-    if args.attack is None:
-        # vhx-mini is small enough to attack on a CPU (a few minutes for the default 60 scenes); another model only on request.
-        args.attack = "ifgsm" if args.model is None else "none"
-    attacking = args.attack not in (None, "none")
+    args.attack = run_attack(args)
+    attacking = args.attack != "none"
     if attacking and not args.target_model:
         args.target_model = model_spec  # attack the model that is scored
-    if args.preset is None:
-        # a tenth of the paper's updates, stronger than its 500 (vhx.adversarial.apgd); --preset paper for the paper's attack
-        args.preset = "fast"
     if attacking and args.preset == "paper" and not hasattr(args, "converge_window"):
         # the paper's 500 updates, less the ones that no longer move the cosine (--converge-window none: all of them)
         args.converge_window = RUN_CONVERGE_WINDOW
@@ -130,6 +135,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def add_replicate_parser(sub: argparse._SubParsersAction) -> None:
+    """The ``vhx replicate`` subcommand."""
     from vhx.argtypes import positive_fraction
     from vhx.replicate import ABLATABLE, STAGES
 

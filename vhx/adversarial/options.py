@@ -110,18 +110,17 @@ _CONFIG_FLAGS = (
 )  # fmt: skip
 
 
-def step_with_adaptive_schedule(args: argparse.Namespace) -> str | None:
-    """Why a typed step size would be ignored (the APGD schedule sets each image's own step), or None."""
+def step_with_adaptive_schedule(args: argparse.Namespace, attacking: bool | None = None) -> str | None:
+    """Why a typed step size would be ignored (the APGD schedule sets each image's own step), or None.
+    ``attacking``: whether the command attacks at all, as the command decides it (None: ``--attack`` names a method)."""
     typed = [flag for flag, name in (("--step", "step"), ("--step-ifgsm", "step_ifgsm"), ("--step-pgd", "step_pgd"))
              if getattr(args, name, None) is not None]
-    # `vhx run` without --model attacks vhx-mini with I-FGSM unless --attack says otherwise
-    run_default = getattr(args, "command", None) == "run" and getattr(args, "attack", None) is None and getattr(args, "model", None) is None
-    if not typed or not (attack_methods(args) or run_default):
+    if attacking is None:
+        attacking = bool(attack_methods(args))
+    if not typed or not attacking:
         return None
     schedule = getattr(args, "schedule", None)
-    # `vhx run` attacks with --preset fast unless told otherwise; `vhx expand` with the paper's
-    preset = getattr(args, "preset", None) or ("fast" if getattr(args, "command", None) == "run" else "paper")
-    if schedule == "apgd" or (schedule is None and preset == "fast"):
+    if schedule == "apgd" or (schedule is None and getattr(args, "preset", "paper") == "fast"):
         source = "--schedule apgd" if schedule == "apgd" else "--preset fast"
         return (f"{typed[0]} sets a constant step size, but the APGD step schedule ({source}) starts every image at 2 eps "
                 "and halves its step where progress stalls, so the step would be ignored: drop it, or pass --preset paper "
