@@ -16,7 +16,9 @@ Question files in their release formats (nothing is downloaded here):
 Every question is negated with ``RuleNegator(form)``. A pair counts as a *defect* when an automatic check
 fails: :func:`vhx.llm.check_negation` (the negation adds or drops a negation cue and keeps every content
 word), the double negation (``unnegate(negate(q), rule) == q``), or a doubled negation ("not not",
-"not no"). ``--compare FORM`` also negates with a second form and counts the questions whose negation
+"not no"). A second table counts, per group, the twins that take each safe wording (``not exactly`` for counts, the frame
+for "only", modals, trailing clauses and coordinations, a stray comma dropped; docs/method.md explains each).
+``--compare FORM`` also negates with a second form and counts the questions whose negation
 changed. ``--sample N`` writes N random distinct pairs per group to a Markdown file for reading by eye,
 then every flagged (a note on the twin), skipped or defective one.
 
@@ -39,7 +41,29 @@ from pathlib import Path
 from vhx.builders.amber import KINDS as AMBER_KINDS  # both relation types are one kind
 from vhx.errors import DataError
 from vhx.llm import check_negation
-from vhx.negation import NEGATION_FORMS, RuleNegator, is_framed
+from vhx.negation import (
+    COORDINATED_PREDICATE,
+    COUNT_WORDING,
+    MODAL_SCOPE,
+    NEGATION_FORMS,
+    NOT_ONLY,
+    SAFE_WORDINGS,
+    STRAY_COMMA,
+    TRAILING_CLAUSE,
+    RuleNegator,
+    is_framed,
+)
+
+#: The wordings the rules choose where a plain "not" after the subject could be read so that the answer does not
+#: flip (docs/method.md, "Twins that flip"): column name -> the note the twin carries.
+SAFE_WORDING_COLUMNS = {
+    "not exactly": COUNT_WORDING,
+    "frame: not only": NOT_ONLY,
+    "frame: modal": MODAL_SCOPE,
+    "frame: trailing clause": TRAILING_CLAUSE,
+    "frame: coordination": COORDINATED_PREDICATE,
+    "comma dropped": STRAY_COMMA,
+}
 
 _DOUBLED = re.compile(r"\b(not|no)\s+(not|no)\b|\bnot\s+n't\b", re.IGNORECASE)
 
@@ -138,7 +162,9 @@ def measure(groups: dict[str, list[str]], form: str, compare: str | None) -> tup
                 continue
             found = defects(negator, q.strip(), r.question, r.rule)
             row["framed"] += is_framed(r.rule)
-            row["flagged"] += bool(r.note)
+            row["flagged"] += bool(r.note) and r.note not in SAFE_WORDINGS
+            for column, note in SAFE_WORDING_COLUMNS.items():
+                row[column] += r.note == note
             row["defects"] += bool(found)
             if other is not None:
                 try:
@@ -183,6 +209,15 @@ def format_rows(rows: list[dict], compare: str | None) -> str:
         if compare:
             cells.append(f"{row.get('changed', 0)} ({row.get('changed', 0) / n:.1%})")
         lines.append(f"| {row['group']} | {row['n']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_wordings(rows: list[dict]) -> str:
+    """A Markdown table: per group, how many twins take each safe wording (:data:`SAFE_WORDING_COLUMNS`)."""
+    columns = list(SAFE_WORDING_COLUMNS)
+    lines = ["| questions | n | " + " | ".join(columns) + " |", "|---|---:|" + "---:|" * len(columns)]
+    for row in rows:
+        lines.append(f"| {row['group']} | {row['n']} | " + " | ".join(str(row.get(c, 0)) for c in columns) + " |")
     return "\n".join(lines)
 
 
@@ -245,6 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     rows, pairs = measure_sources(groups, args.form, args.compare)
     print(f"RuleNegator(form={args.form!r})")
     print(format_rows(rows, args.compare))
+    print()
+    print("Twins worded so that the answer flips (a plain 'not' after the subject could be read otherwise):")
+    print(format_wordings(rows))
     if args.sample:
         print(f"sample: {write_sample(pairs, args.sample, args.seed, args.sample_out)}", file=sys.stderr)
     return 0

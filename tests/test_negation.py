@@ -18,7 +18,11 @@ from PIL import Image
 from conftest import read_pope_questions
 from vhx.errors import DataError
 from vhx.negation import (
+    COORDINATED_PREDICATE,
+    COUNT_WORDING,
     GUESSED_SPLIT,
+    MODAL_SCOPE,
+    NOT_ONLY,
     QUANTIFIED_SUBJECT,
     NegationResult,
     Negator,
@@ -174,11 +178,12 @@ NATURAL_TABLE = [
     ('Is there a red circle in the image?', 'Is there no red circle in the image?', 'a_to_no', ""),
     ('Is there no dog in the image?', 'Is there a dog in the image?', 'no_to_a', ""),
     ('Are there no cats on the sofa?', 'Are there any cats on the sofa?', 'no_to_any', ""),
-    ('Are there two dogs in the image?', 'Are there not two dogs in the image?', 'not/there', ""),
-    ('Are there 3 apples in the image?', 'Are there not 3 apples in the image?', 'not/there', ""),
-    ('Is there one circle in the image?', 'Is there not one circle in the image?', 'not/there', ""),
+    ('Are there two dogs in the image?', 'Are there not exactly two dogs in the image?', 'not_exactly/there', COUNT_WORDING),
+    ('Are there 3 apples in the image?', 'Are there not exactly 3 apples in the image?', 'not_exactly/there', COUNT_WORDING),
+    ('Is there only one door?', 'Is it false that there is only one door?', 'is_it_false/there', NOT_ONLY),
+    ('Is there one circle in the image?', 'Is there not exactly one circle in the image?', 'not_exactly/there', COUNT_WORDING),
     ('Are there more than two dogs?', 'Are there not more than two dogs?', 'not/there', ""),
-    ('Is there a dog and a cat in the image?', 'Is there not a dog and a cat in the image?', 'not/there', ""),
+    ('Is there a dog and a cat in the image?', 'Is it false that there is a dog and a cat in the image?', 'is_it_false/there', COORDINATED_PREDICATE),
     ("Are the butterfly's wings open?", "Are the butterfly's wings not open?", 'not/be', ""),
     ("Are the butterfly's wings closer to being open?", "Are the butterfly's wings not closer to being open?", 'not/be', ""),
     ('Is the dog facing left?', 'Is the dog not facing left?', 'not/be', ""),
@@ -221,10 +226,11 @@ NATURAL_TABLE = [
     ('Does the man not wear a hat?', 'Does the man wear a hat?', 'drop_not', ""),
     ("Doesn't the man wear a hat?", 'Does the man wear a hat?', "drop_n't", ""),
     ('Did the man wear a hat?', 'Did the man not wear a hat?', 'not/do', ""),
-    ('Can the bird fly?', 'Can the bird not fly?', 'not/aux', ""),
-    ('Can you see the sky?', 'Can you not see the sky?', 'not/aux', ""),
-    ('Can the dog on the left jump?', 'Can the dog on the left not jump?', 'not/aux', ""),
-    ('Could the dog be sleeping?', 'Could the dog not be sleeping?', 'not/aux', ""),
+    ('Can the bird fly?', 'Is it false that the bird can fly?', 'is_it_false/aux', MODAL_SCOPE),
+    ('Can you see the sky?', 'Is it false that you can see the sky?', 'is_it_false/aux', MODAL_SCOPE),
+    ('Can the dog on the left jump?', 'Is it false that the dog on the left can jump?', 'is_it_false/aux', MODAL_SCOPE),
+    ('Could the dog be sleeping?', 'Is it false that the dog could be sleeping?', 'is_it_false/aux', MODAL_SCOPE),
+    ('Will the glass break?', 'Will the glass not break?', 'not/aux', ""),
     ('Has the man taken off his hat?', 'Has the man not taken off his hat?', 'not/aux', ""),
     ('Is it false that the car is red?', 'Is the car red?', 'undo_is_it_false', ""),
     ('Is it true that the car is red?', 'Is it false that the car is red?', 'true_to_false', ""),
@@ -258,7 +264,7 @@ NATURAL_TABLE = [
     ('I am hungry. Is the dish on the table a good choice?', 'I am hungry. Is the dish on the table not a good choice?', 'not/be', ""),
     ('Is the lamp on the desk Please answer yes or no.', 'Is the lamp not on the desk Please answer yes or no.', 'not/be', ""),
     ('Is the bowl under the shelf？ Please answer yes or no.', 'Is the bowl not under the shelf？ Please answer yes or no.', 'not/be', ""),
-    ('Could the robot in the photo lift the box?', 'Could the robot in the photo not lift the box?', 'not/aux', ""),
+    ('Could the robot in the photo lift the box?', 'Is it false that the robot in the photo could lift the box?', 'is_it_false/aux', MODAL_SCOPE),
     ('Is the vase in the photo suitable as a gift?', 'Is the vase in the photo not suitable as a gift?', 'not/be', ""),
     ('Is the result on the screen 12-4?', 'Is the result on the screen not 12-4?', 'not/be', ""),
     ("Is the statue behind the fountain the town's founder?", "Is the statue behind the fountain not the town's founder?", 'not/be', ""),
@@ -305,12 +311,13 @@ CONTRACTED_TABLE = [
     ("Are the butterfly's wings open?", "Aren't the butterfly's wings open?", "n't/be"),
     ("Does the man wear a hat?", "Doesn't the man wear a hat?", "n't/do"),
     ("Did the man wear a hat?", "Didn't the man wear a hat?", "n't/do"),
-    ("Can you see the sky?", "Can't you see the sky?", "n't/aux"),
+    ("Can you see the sky?", "Is it false that you can see the sky?", "is_it_false/aux", MODAL_SCOPE),
+    ("Would the glass break?", "Wouldn't the glass break?", "n't/aux"),
     ("Will the number 3 appear in the output?", "Won't the number 3 appear in the output?", "n't/aux"),
     ("Has the man taken off his hat?", "Hasn't the man taken off his hat?", "n't/aux"),
-    ("Are there two dogs in the image?", "Aren't there two dogs in the image?", "n't/there"),
+    ("Are there two dogs in the image?", "Aren't there exactly two dogs in the image?", "n't_exactly/there", COUNT_WORDING),
     ("Am I eating a strawberry?", "Am I not eating a strawberry?", "not/be"),
-    ("May I have two apples?", "May I not have two apples?", "not/aux"),
+    ("May I have two apples?", "Is it false that I may have two apples?", "is_it_false/aux", MODAL_SCOPE),
     ("Is there a dog in the image?", "Is there no dog in the image?", "a_to_no"),
     ("Isn't the dog asleep?", "Is the dog asleep?", "drop_n't"),
     ("Is the dog not asleep?", "Is the dog asleep?", "drop_not"),
@@ -349,10 +356,11 @@ def test_natural_negation_table(question, expected, rule, note):
         assert NEG.negate(negated.question).question == question
 
 
-@pytest.mark.parametrize("question,expected,rule", CONTRACTED_TABLE, ids=[q for q, *_ in CONTRACTED_TABLE])
-def test_contracted_negation_table(question, expected, rule):
+@pytest.mark.parametrize("question,expected,rule,note", [(*row, "")[:4] for row in CONTRACTED_TABLE],
+                         ids=[q for q, *_ in CONTRACTED_TABLE])
+def test_contracted_negation_table(question, expected, rule, note):
     result = CONTRACTED.negate(question)
-    assert result == NegationResult(expected, "rules:contracted", rule)
+    assert result == NegationResult(expected, "rules:contracted", rule, note)
     assert CONTRACTED.unnegate(result.question, result.rule) == question
 
 
@@ -509,8 +517,10 @@ def test_negate_dataset_builds_valid_pairs():
         for key in ("image", "image_id", "source", "subset", "source_id", "transform", "transform_params", "target_model"):
             assert twin[key] == orig[key], key
         prov = loads(twin["provenance"])
+        result = NEG.negate(orig["question"])
+        note = {"negation_note": result.note} if result.note else {}
         assert prov == {**loads(orig["provenance"]), "negator": "rules",
-                        "negation_rule": NEG.negate(orig["question"]).rule, "original_question": orig["question"]}
+                        "negation_rule": result.rule, "original_question": orig["question"], **note}
 
 
 def test_negate_dataset_keeps_image_bytes_and_decodes_back():

@@ -7,6 +7,8 @@ carry a note that reaches the dataset, and the ones they cannot negate at all ar
 from __future__ import annotations
 
 import io
+import re
+from pathlib import Path
 
 import datasets
 import pytest
@@ -14,7 +16,13 @@ from PIL import Image
 
 from vhx.errors import DataError, SkipReport
 from vhx.negation import (
+    COORDINATED_PREDICATE,
+    COUNT_WORDING,
     FORMULA,
+    MODAL_SCOPE,
+    NOT_ONLY,
+    STRAY_COMMA,
+    TRAILING_CLAUSE,
     GUESSED_SPLIT,
     NO_VERB,
     QUANTIFIED_SUBJECT,
@@ -61,8 +69,8 @@ AMBER_SHAPES = [
     ("Is there a owl in this image?", "Is there no owl in this image?", "a_to_no", ""),
     ("Is there enough room on the bench?", "Is there not enough room on the bench?", "not/there", ""),
     # counts take "not", a count of one too
-    ("Are there four goats in this image?", "Are there not four goats in this image?", "not/there", ""),
-    ("Is there one teapot in this image?", "Is there not one teapot in this image?", "not/there", ""),
+    ("Are there four goats in this image?", "Are there not exactly four goats in this image?", "not_exactly/there", COUNT_WORDING),
+    ("Is there one teapot in this image?", "Is there not exactly one teapot in this image?", "not_exactly/there", COUNT_WORDING),
     # do-questions
     ("Does the heron stand in this image?", "Does the heron not stand in this image?", "not/do", ""),
     ("Does the boy kneel in this image?", "Does the boy not kneel in this image?", "not/do", ""),
@@ -146,7 +154,62 @@ NOTED = [
      "is_it_false/be", GUESSED_SPLIT),
 ]
 
-CASES = AMBER_SHAPES + HALLUSIONBENCH_SHAPES + NOTED
+# Twins a plain "not" after the subject would leave open to a reading whose answer does not flip (issue: "twins that
+# test what the original tests"), each with the wording the rules take instead and the note that says why.
+SCOPE_SHAPES = [
+    ("Is there one ship in this image?", "Is there not exactly one ship in this image?", "not_exactly/there", COUNT_WORDING),
+    ("Are there 12 cars in this image?", "Are there not exactly 12 cars in this image?", "not_exactly/there", COUNT_WORDING),
+    ("Is there only one door?", "Is it false that there is only one door?", "is_it_false/there", NOT_ONLY),
+    ("Does this figure only contain SpongeBob?", "Is it false that this figure does only contain SpongeBob?",
+     "is_it_false/do", NOT_ONLY),
+    ("Is the sea calm and waveless in this image?", "Is it false that the sea is calm and waveless in this image?",
+     "is_it_false/be", COORDINATED_PREDICATE),
+    ("Does the prime meridian intersect the Atlantic Ocean, Southern Ocean, and Arctic Ocean?",
+     "Is it false that the prime meridian intersects the Atlantic Ocean, Southern Ocean, and Arctic Ocean?",
+     "is_it_false/do", COORDINATED_PREDICATE),
+    ("In 2021, did Germany have the highest GDP, followed by France and Italy?",
+     "In 2021, is it false that Germany did have the highest GDP, followed by France and Italy?", "is_it_false/do",
+     TRAILING_CLAUSE),
+    ("Did Germany have the highest GDP followed by France?", "Is it false that Germany did have the highest GDP followed by France?",
+     "is_it_false/do", TRAILING_CLAUSE),
+    ("In 2017, was Tencent the company with the highest revenue from video games, with Sony as the second-highest earner?",
+     "In 2017, is it false that Tencent was the company with the highest revenue from video games, with Sony as the "
+     "second-highest earner?", "is_it_false/be", TRAILING_CLAUSE),
+    ("Was Germany the largest exporter, ahead of China?", "Is it false that Germany was the largest exporter, ahead of China?",
+     "is_it_false/be", TRAILING_CLAUSE),
+    ("Does the Oyashio Current flow from the south to the north, while the Kuroshio Current flows from the north to the south?",
+     "Is it false that the Oyashio Current flows from the south to the north, while the Kuroshio Current flows from the "
+     "north to the south?", "is_it_false/do", TRAILING_CLAUSE),
+    ("Does this figure mainly depict a hen and eggs, no potatoes?",
+     "Is it false that this figure does mainly depict a hen and eggs, no potatoes?", "is_it_false/do", TRAILING_CLAUSE),
+    ("Can I take the Blue Line towards the Pentagon on the DC Metro system?",
+     "Is it false that I can take the Blue Line towards the Pentagon on the DC Metro system?", "is_it_false/aux", MODAL_SCOPE),
+    ("Could the woman be holding a phone?", "Is it false that the woman could be holding a phone?", "is_it_false/aux",
+     MODAL_SCOPE),
+    ("Is Switzerland, the leading importing country of gold in 2018?",
+     "Is Switzerland not the leading importing country of gold in 2018?", "not/be", STRAY_COMMA),
+    # where "not" after the subject is safe the natural form stays
+    ("Is Michigan the only U.S. state that shares a border with Lake Huron?",
+     "Is Michigan not the only U.S. state that shares a border with Lake Huron?", "not/be", ""),
+    ("According to the image, was Elon Musk richer than Mark Zuckerberg, on January 10th, 2021?",
+     "According to the image, was Elon Musk not richer than Mark Zuckerberg, on January 10th, 2021?", "not/be", ""),
+    ("Is this sign located in College Park, MD?", "Is this sign not located in College Park, MD?", "not/be", ""),
+    ("Is this artwork created by veronese, paolo?", "Is this artwork not created by veronese, paolo?", "not/be", ""),
+    ("Is the carbon dioxide emission worldwide in 2010 the same for US and India?",
+     "Is the carbon dioxide emission worldwide in 2010 not the same for US and India?", "not/be", ""),
+    ("Is the photo black and white?", "Is the photo not black and white?", "not/be", ""),
+    ("Are the two red vertical lines both straight?", "Are the two red vertical lines not both straight?", "not/be", ""),
+    ("Will the glass break?", "Will the glass not break?", "not/aux", ""),
+    ("Is the mountain flat as far as the eye can see in this image?",
+     "Is the mountain not flat as far as the eye can see in this image?", "not/be", ""),
+]
+
+CASES = AMBER_SHAPES + HALLUSIONBENCH_SHAPES + NOTED + SCOPE_SHAPES
+
+#: Twin wordings no rule may write: "not" before a bare count ("not one ship"), before "only", after a modal of
+#: possibility, or right after a comma ("Switzerland, not the leading ...").
+UNSAFE_TWIN = re.compile(r"\bthere (?:is |are )?not (?:one|two|three|four|five|six|seven|eight|nine|ten|\d+) |\bnot only\b"
+                         r"|(?:^|, )(?:can|could|may|might|must|should) (?:\S+ ){1,6}?not\b|, not (?:the|a|an)\b", re.IGNORECASE)
 
 
 @pytest.mark.parametrize(("question", "negated", "rule", "note"), CASES, ids=[c[0] for c in CASES])
@@ -154,9 +217,51 @@ def test_negation_of_amber_and_hallusionbench_shapes(question: str, negated: str
     result = NEG.negate(question)
     assert (result.question, result.rule, result.note) == (negated, rule, note)
     # the rule of the negation brings the question back, and so does negating twice where no article is restored
+    if note == STRAY_COMMA:  # the dropped comma does not come back: the twin without it
+        question = question.replace(",", "", 1)
     assert NEG.unnegate(result.question, result.rule) == question
     if rule not in ("a_to_no", "an_to_no", "any_to_no", RULE_BARE_TO_NO):
         assert NEG.negate(result.question).question == question
+    assert not UNSAFE_TWIN.search(result.question)
+
+
+def test_the_unsafe_twin_pattern_catches_each_shape():
+    # the property the real-file test checks must be able to fail
+    for twin in ["Is there not one ship in this image?", "Are there not 3 cars?", "Is there not only one door?",
+                 "Can I not take the Blue Line?", "Could the woman not be holding a phone?",
+                 "Is Switzerland, not the leading importing country?"]:
+        assert UNSAFE_TWIN.search(twin), twin
+    for safe in ["Is Michigan not the only U.S. state?", "Is the number of medals of Italy not 7?",
+                 "Is Peru, the largest producer in the region, not richer than Chile?"]:
+        assert not UNSAFE_TWIN.search(safe), safe
+
+
+def test_real_amber_and_hallusionbench_twins_have_no_unsafe_shape():
+    """On the released question files: no twin "not one ...", "not only", modal "not" or ", not"; every count takes
+    "not exactly"; every trailing clause is framed; at most 10% of AMBER's twins are framed."""
+    import json
+    import os
+
+    amber, hb = os.environ.get("VHX_AMBER_DIR"), os.environ.get("VHX_HALLUSIONBENCH_JSON")
+    if not (amber and Path(amber).exists() and hb and Path(hb).exists()):
+        pytest.skip("needs the released files: set VHX_AMBER_DIR (a clone of junyangwang0410/AMBER) and "
+                    "VHX_HALLUSIONBENCH_JSON (tianyi-lab/HallusionBench's HallusionBench.json)")
+    queries = [q["query"] for q in json.loads((Path(amber) / "data" / "query" / "query_discriminative.json").read_text())]
+    questions = [r["question"] for r in json.loads(Path(hb).read_text())]
+    framed = 0
+    for source, texts in (("amber", queries), ("hallusionbench", questions)):
+        for q in texts:
+            try:
+                r = NEG.negate(q)
+            except DataError:
+                continue
+            assert not UNSAFE_TWIN.search(r.question), (q, r.question)
+            if re.match(r"(?:is|are) there (?:one|two|three|four|five|six|seven|eight|nine|ten|\d+) ", q, re.IGNORECASE):
+                assert r.rule == "not_exactly/there", q
+            if re.search(r", (?:followed|with|while|ahead)\b", q):
+                assert r.rule.startswith("is_it_false/"), q
+            framed += source == "amber" and r.rule.startswith("is_it_false/")
+    assert len(queries) == 14216 and framed <= 0.1 * len(queries)
 
 
 @pytest.mark.parametrize("form", ["contracted", "frame"])
@@ -165,6 +270,8 @@ def test_other_forms_come_back_too(form: str, question: str):
     negator = RuleNegator(form)
     result = negator.negate(question)
     assert result.question != question
+    if form == "frame" and question.startswith("Is Switzerland,"):  # the frame's clause drops the stray comma too
+        question = question.replace(",", "", 1)
     assert negator.unnegate(result.question, result.rule) == question
 
 

@@ -344,7 +344,9 @@ NEGATION_FUNCTION_WORDS = frozenset(
     _NEGATION_CUES
     | {"it", "is", "are", "was", "were", "am", "be", "true", "that", "a", "an", "the", "any", "there",
        "do", "does", "did", "has", "have", "had", "can", "could", "will", "would", "should", "shall",
-       "may", "might", "must"}
+       "may", "might", "must",
+       # a count's negation keeps its number: "Is there not exactly one ship?" (vhx.negation.COUNT_WORDING)
+       "exactly"}
 )
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
 

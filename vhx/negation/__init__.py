@@ -17,10 +17,14 @@ import datasets
 from vhx.errors import DataError, VHXError
 from vhx.negation.grammar import question_from_statement
 from vhx.negation.rules import (
+    COORDINATED_PREDICATE,
+    COUNT_WORDING,
     FORMULA,
     GUESSED_SPLIT,
     NEGATION_FORMS,
     NO_VERB,
+    MODAL_SCOPE,
+    NOT_ONLY,
     NegationResult,
     Negator,
     QUANTIFIED_SUBJECT,
@@ -29,6 +33,7 @@ from vhx.negation.rules import (
     RULE_A_TO_NO,
     RULE_BARE_TO_NO,
     RULE_DROP_NOT,
+    RULE_DROP_NOT_EXACTLY,
     RULE_DROP_NT,
     RULE_FALSE_AUX,
     RULE_FALSE_BE,
@@ -38,6 +43,7 @@ from vhx.negation.rules import (
     RULE_NOT_AUX,
     RULE_NOT_BE,
     RULE_NOT_DO,
+    RULE_NOT_EXACTLY,
     RULE_NOT_THERE,
     RULE_NO_TO_A,
     RULE_NO_TO_AN,
@@ -45,10 +51,14 @@ from vhx.negation.rules import (
     RULE_NT_AUX,
     RULE_NT_BE,
     RULE_NT_DO,
+    RULE_NT_EXACTLY,
     RULE_NT_THERE,
     RULE_TRUE_TO_FALSE,
     RULE_UNDO_FALSE,
     RuleNegator,
+    SAFE_WORDINGS,
+    STRAY_COMMA,
+    TRAILING_CLAUSE,
     check_question,
     is_framed,
     rule_coverage,
@@ -57,12 +67,16 @@ from vhx.schema import FEATURES, case_id, dumps, flip_answer, loads, pair_id_of
 
 __all__ = [
     "CATCH_ALL_RULES",
+    "COORDINATED_PREDICATE",
+    "COUNT_WORDING",
     "DEFAULT_MAX_FALLBACK",
     "FORMULA",
     "FRAMED_FLAG",
     "GUESSED_SPLIT",
     "NEGATION_FORMS",
     "NO_VERB",
+    "MODAL_SCOPE",
+    "NOT_ONLY",
     "NegationFallbackError",
     "NegationResult",
     "Negator",
@@ -72,6 +86,7 @@ __all__ = [
     "RULE_A_TO_NO",
     "RULE_BARE_TO_NO",
     "RULE_DROP_NOT",
+    "RULE_DROP_NOT_EXACTLY",
     "RULE_DROP_NT",
     "RULE_FALSE_AUX",
     "RULE_FALSE_BE",
@@ -81,6 +96,7 @@ __all__ = [
     "RULE_NOT_AUX",
     "RULE_NOT_BE",
     "RULE_NOT_DO",
+    "RULE_NOT_EXACTLY",
     "RULE_NOT_THERE",
     "RULE_NO_TO_A",
     "RULE_NO_TO_AN",
@@ -88,11 +104,15 @@ __all__ = [
     "RULE_NT_AUX",
     "RULE_NT_BE",
     "RULE_NT_DO",
+    "RULE_NT_EXACTLY",
     "RULE_NT_THERE",
     "RULE_TRUE_TO_FALSE",
     "RULE_UNDO_FALSE",
     "RuleNegator",
+    "SAFE_WORDINGS",
     "SKIP_COLUMN",
+    "STRAY_COMMA",
+    "TRAILING_CLAUSE",
     "check_fallbacks",
     "check_question",
     "describe_negation",
@@ -296,12 +316,12 @@ FRAMED_FLAG = "logical frame ('Is it false that ...')"
 def review_flag(provenance: dict[str, Any]) -> str:
     """Why a negated twin deserves a human look first ("" if none), most pressing first: the builder's
     catch-all question, a fallback negator, a note from the negator (a guessed split, a quantified
-    subject), or the logical frame (:data:`FRAMED_FLAG`)."""
+    subject; not a wording it chose to be safe, :data:`SAFE_WORDINGS`), or the logical frame (:data:`FRAMED_FLAG`)."""
     if provenance.get("rule") in CATCH_ALL_RULES:
         return "catch-all question"
     if str(provenance.get("negator", "")).endswith("(fallback)"):
         return "negator fallback"
-    if provenance.get("negation_note"):
+    if provenance.get("negation_note") and provenance["negation_note"] not in SAFE_WORDINGS:
         return str(provenance["negation_note"])
     return FRAMED_FLAG if is_framed(str(provenance.get("negation_rule", ""))) else ""
 

@@ -30,6 +30,11 @@ _NUMBER_WORDS = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
     "several", "many", "few", "multiple",
 }
+#: Exact counts ("Is there one ship?", "Are there 12 cars?"): a number a count question names, not "several".
+_CARDINALS = {
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
+    "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
+}
 # Words that open a noun phrase; a run of them is skipped before the head word ("all the dogs").
 _DETERMINERS = {
     "the", "a", "an", "this", "that", "these", "those", "his", "her", "its", "their", "my", "your",

@@ -98,12 +98,15 @@ from vhx.errors import DataError
 from vhx.negation.grammar import (
     SPLIT_GUESSED,
     SPLIT_NO_VERB,
+    _NUMBER,
     _Unparsable,
     _article_for,
     _aux_kind,
     _capitalize,
     _declarative,
     _formula_start,
+    _frame_end,
+    _is_participle,
     _lower_first,
     _match_case,
     _norm,
@@ -116,8 +119,10 @@ from vhx.negation.lexicon import (
     _ADVERBS,
     _AUX,
     _BE,
+    _CARDINALS,
     _COMPARATIVES,
     _DETERMINERS,
+    _PREDICATE_DETERMINERS,
     _PREPOSITIONS,
     _PRONOUNS,
     _WH_WORDS,
@@ -149,6 +154,13 @@ RULE_TRUE_TO_FALSE = "true_to_false"
 RULE_FALSE_TO_TRUE = "false_to_true"
 #: "Is there direct contact ...?" -> "Is there no direct contact ...?": "no" before a noun phrase without an article.
 RULE_BARE_TO_NO = "bare_to_no"
+#: "Is there one ship?" -> "Is there not exactly one ship?": a count keeps its number under the negation
+#: ("not one ship" alone reads as "not a single ship").
+RULE_NOT_EXACTLY = "not_exactly/there"
+#: The contracted count: "Is there one ship?" -> "Isn't there exactly one ship?".
+RULE_NT_EXACTLY = "n't_exactly/there"
+#: "Is there not exactly one ship?" -> "Is there one ship?": a count twin loses its negation.
+RULE_DROP_NOT_EXACTLY = "drop_not_exactly"
 
 #: The rule negator's forms: the natural "not" after the subject (``Is the cat not on the sofa?``, the default),
 #: the contracted auxiliary (``Isn't the cat on the sofa?``) and the paper prompt's literal logical frame
@@ -216,6 +228,27 @@ QUANTIFIED_SUBJECT = "quantified subject: 'not' after it would negate only part 
 #: The note of a do-question worded like a be-question ("Does the horse galloping in this image?" -> "Does the
 #: horse not galloping in this image?"): the source is ungrammatical and the twin keeps its wording.
 NO_VERB = "ungrammatical source: a do-question whose predicate is no verb; 'not' placed before it, the wording kept"
+#: The note of a count twin: "not exactly" keeps the number under the negation ("Is there not exactly one ship?"),
+#: where "Is there not one ship?" also reads as "not a single ship", a question about existence. A wording
+#: chosen to be safe, not a doubt: it does not flag the pair for review (:data:`SAFE_WORDINGS`).
+COUNT_WORDING = "count: 'not exactly' keeps the number ('not one X' alone reads as 'not a single X')"
+#: The note of a framed modal: "Can I not take the Blue Line?" asks whether I may skip it, "Could the woman not be
+#: holding a phone?" whether she possibly is not; neither negates the claim.
+MODAL_SCOPE = "modal: 'not' after can/could/may/might/must/should asks about a choice or a possibility, not the claim"
+#: The note of a framed coordination: "Is the sea not calm and waveless?" reads as "not both" or as "neither".
+COORDINATED_PREDICATE = "coordinated predicate: 'not' before 'X and Y' reads as 'not both' or as 'neither'"
+#: The note of a framed trailing clause: in "Did Germany not have the highest GDP, followed by France and Italy?" the
+#: ranking after the comma stays asserted, so neither question is right when only the ranking is wrong.
+TRAILING_CLAUSE = "trailing clause: what follows the comma ('followed by', 'with ...', 'while ...') stays outside a 'not'"
+#: The note of a twin whose subject ended with a stray comma before a noun phrase: "Is Switzerland, not the leading
+#: importing country ...?" reads as a contrast, so the comma goes ("Is Switzerland not the leading ...?").
+STRAY_COMMA = "stray comma after the subject dropped: 'X, not the Y' reads as a contrast, not a negation"
+#: Notes that say why a twin is worded as it is without any doubt about it: they stay in the provenance but
+#: do not send the pair to the top of the review export.
+SAFE_WORDINGS = frozenset({COUNT_WORDING, STRAY_COMMA})
+#: The note of a framed "only": "Is there not only one door?" and "Does this figure not only contain SpongeBob?" read as
+#: "not merely" (there is more), which the original's "no" does not say.
+NOT_ONLY = "'not only' reads as 'not merely' (there is more besides), so the whole claim is framed"
 #: The note of a formula kept in the logical frame: "not" has no place inside an equation or inequality
 #: ("Is AB = 2AC?" -> "Is it false that AB = 2AC?").
 FORMULA = "formula: 'not' has no place inside an equation or inequality"
@@ -327,6 +360,97 @@ def _coordinated(low: list[str], start: int) -> bool:
     return False
 
 
+#: Modals whose "not" changes what is asked (permission, possibility, obligation) instead of negating the claim;
+#: "will"/"would" keep the natural "not" ("Will the ball not fall?").
+_SCOPE_MODALS = {"can", "could", "may", "might", "must", "should", "shall"}
+#: Words that open a clause of its own inside the predicate even without a comma before them.
+_CLAUSE_OPENERS = {"while", "whereas", "followed"}
+#: Words after a comma that open a phrase a "not" leaves as it is: where to look ("according to the chart",
+#: "based on the map"), a date's year or a closing "respectively".
+_NEUTRAL_AFTER_COMMA = {"according", "based", "respectively", "shown"}
+_DATE_PREPOSITIONS = {"in", "on", "by", "during", "at", "from", "between", "until", "since"}
+#: Words after a comma that open a clause or phrase of its own, asserted whatever the main claim's "not".
+_TRAILING_OPENERS = {"with", "without", "which", "who", "whose", "where", "when", "while", "whereas", "followed",
+                     "following", "ahead", "behind", "trailed", "then", "no", "not", "but", "yet", "so", "as"}
+
+
+def _neutral_adjunct(tokens: list[str], low: list[str]) -> bool:
+    """A phrase after a comma that stays outside the claim: where to look ("according to the chart"), a date ("on
+    January 10th", "2021", "in 2020"), the frame of the question ("in this image") or the rest of a name that ends
+    the question ("College Park, MD", MME's "veronese, paolo")."""
+    if not low:
+        return True
+    end = next((i + 1 for i, t in enumerate(tokens) if t.endswith(",")), len(tokens))
+    phrase, words = low[:end], tokens[:end]
+    if low[0] in _NEUTRAL_AFTER_COMMA or any(c.isdigit() for c in low[0]):
+        return True
+    if end == len(tokens) and len(words) <= 3 and not any(
+            w in _TRAILING_OPENERS or w in _DETERMINERS or w in _PREPOSITIONS or w in _AUX or _is_participle(w)
+            for w in phrase):
+        return True  # the rest of a name at the end: "College Park, MD", "created by veronese, paolo"
+    return low[0] in _DATE_PREPOSITIONS and (any(any(c.isdigit() for c in w) for w in phrase) or _frame_end(low, 0) == len(low))
+
+
+#: Words before "X and Y" that make it one relation, not two claims ("the same for US and India", "between 15 and 29").
+_COLLECTIVE = {"between", "same", "different", "equal", "similar", "identical", "both", "either", "neither"}
+
+
+def _coordinated_predicate(low: list[str], k: int) -> bool:
+    """A coordinator in the predicate ``low[k:]`` that joins two claims ("calm and waveless", "A, B, and C"), not one
+    relation ("between X and Y", "the same for X and Y")."""
+    collective = False
+    for i, w in enumerate(low[k:], k):
+        if w == "and" and low[i - 1 : i + 2] == ["black", "and", "white"]:
+            continue  # one colour scheme: "Is the photo not black and white?"
+        if w in _COLLECTIVE:
+            collective = True
+        elif w in ("and", "or", "nor", "but", "&"):
+            if not (collective and w == "and"):
+                return True
+            collective = False
+    return False
+
+
+def _scope_risk(core: list[str], low: list[str], k: int) -> str:
+    """Why "not" after the subject would not negate the whole claim of ``AUX SUBJECT | PREDICATE`` (split at ``k``),
+    as a note (:data:`MODAL_SCOPE`, :data:`NOT_ONLY`, :data:`TRAILING_CLAUSE`, :data:`COORDINATED_PREDICATE`), or ""."""
+    if low[0] in _SCOPE_MODALS:
+        return MODAL_SCOPE
+    if low[k] == "only":  # "Does this figure not only contain SpongeBob?"; "not the only" is a plain negation
+        return NOT_ONLY
+    if any(w in _CLAUSE_OPENERS for w in low[k:]):
+        return TRAILING_CLAUSE
+    after_comma = [i + 1 for i in range(k, len(core) - 1) if core[i].endswith(",")
+                   and not _neutral_adjunct(core[i + 1 :], low[i + 1 :])]
+    if any(low[i] in _TRAILING_OPENERS or _is_participle(low[i]) for i in after_comma):
+        return TRAILING_CLAUSE  # "..., with China having the second-highest", "..., which spanned ...", "..., no potatoes"
+    if _coordinated_predicate(low, k):
+        return COORDINATED_PREDICATE  # "calm and waveless", "the UK, Eurozone, and Japan"
+    return TRAILING_CLAUSE if after_comma else ""
+
+
+def _drop_stray_comma(core: list[str], low: list[str], k: int) -> list[str]:
+    """``core`` without a comma that ends the subject before a noun-phrase predicate ("Is Switzerland, the leading
+    importing country ...?"): "not" after it would read as a contrast ("Switzerland, not the leading ...")."""
+    if k > 1 and core[k - 1].endswith(",") and low[k] in _PREDICATE_DETERMINERS:
+        return [*core[: k - 1], core[k - 1][:-1], *core[k:]]
+    return list(core)
+
+
+def _is_cardinal(w: str) -> bool:
+    """An exact number a count names: ``one`` ... ``twenty`` or digits (``12``)."""
+    return w in _CARDINALS or w.isdigit()
+
+
+def _count_at(low: list[str]) -> int | None:
+    """``Is there one ship ...?``, ``Are there 3 cars ...?``, ``Is there only one door?``: where the number sits
+    after be + there (past an "only"), or None for any other question."""
+    if len(low) < 4 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
+        return None
+    at = 3 if low[2] == "only" else 2
+    return at if at < len(low) - 1 and _is_cardinal(low[at]) else None
+
+
 def _is_simple_existence(low: list[str]) -> bool:
     """``Is there a dog in the image?``: be + there + a/an/any/no, no coordination or lists."""
     if len(low) < 4 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
@@ -427,6 +551,15 @@ class RuleNegator:
             return RuleNegator("not").negate(text).question
         if rule == RULE_UNDO_FALSE and self.form != "frame":
             return RuleNegator("frame").negate(text).question
+        if rule == RULE_NOT_THERE and self.form != "frame":  # "Is there exactly one ship?" keeps its "exactly"
+            low = [_norm(t) for t in parts.core]
+            if low[1:4] == ["there", "not", "exactly"]:
+                return self._join(parts, [*parts.core[:2], *parts.core[3:]])
+        if rule == RULE_NT_EXACTLY:  # "Isn't there exactly one ship?" -> "Is there one ship?"
+            low = [_norm(t) for t in parts.core]
+            if not (len(low) > 3 and low[0] in _UNCONTRACT and low[1:3] == ["there", "exactly"]):
+                raise DataError(f"{text!r} is not an \"Isn't there exactly ...\" question", field="question")
+            return self._join(parts, [_match_case(_UNCONTRACT[low[0]], parts.core[0]), parts.core[1], *parts.core[3:]])
         if rule == RULE_BARE_TO_NO:
             low = [_norm(t) for t in parts.core]
             if not (len(low) > 3 and low[1] == "there" and low[2] == "no"):
@@ -500,6 +633,17 @@ class RuleNegator:
             return out, _RULE_OF_ARTICLE[article], ""
         if _is_bare_existence(core, low):
             return [*core[:2], "no", *core[2:]], RULE_BARE_TO_NO, ""
+        if (self.form != "frame" and low[1:3] == ["there", "not"] and len(low) > 5 and low[3] == "exactly"
+                and _is_cardinal(low[4])):  # "Is there not exactly one ship?" -> "Is there one ship?"
+            return [*core[:2], *core[4:]], RULE_DROP_NOT_EXACTLY, ""
+        count = _count_at(low) if self.form != "frame" else None
+        if count == 2:  # "Is there one ship?" -> "Is there not exactly one ship?"
+            if self.form == "contracted":
+                return [_match_case(_CONTRACT[low[0]], core[0]), core[1], "exactly", *core[2:]], RULE_NT_EXACTLY, COUNT_WORDING
+            return [*core[:2], "not", "exactly", *core[2:]], RULE_NOT_EXACTLY, COUNT_WORDING
+        if count == 3:  # "Is there only one door?": "not only one" reads as "not merely one"
+            clause, kind = _declarative(list(core), 2)
+            return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], NOT_ONLY
         if low[0] in _BE and _formula_start(core[1:]) is not None:
             # "not" has no place in "AB = 2AC": the frame, in every form, with a note in the natural ones
             return ["Is", "it", "false", "that", *core[1:]], RULE_FALSE_BE, "" if self.form == "frame" else FORMULA
@@ -507,7 +651,7 @@ class RuleNegator:
             k, doubt = _subject_end(core)
             if doubt == SPLIT_NO_VERB:  # no clause to frame: "not" as the natural form puts it, with the note
                 return [*core[:k], "not", *core[k:]], RULE_NOT_DO, NO_VERB
-            clause, kind = _declarative(list(core), k)
+            clause, kind = _declarative(_drop_stray_comma(core, low, k), k)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], ""
         if low[0] in _UNCONTRACT:  # "Isn't the dog asleep?" -> "Is the dog asleep?"
             return [_match_case(_UNCONTRACT[low[0]], core[0]), *core[1:]], RULE_DROP_NT, ""
@@ -520,16 +664,20 @@ class RuleNegator:
             if self.form == "contracted" and low[0] in _CONTRACT:
                 return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, NO_VERB
             return [*core[:k], "not", *core[k:]], plain, NO_VERB
-        note = GUESSED_SPLIT if doubt == SPLIT_GUESSED else QUANTIFIED_SUBJECT if _quantified(low[1:k]) else ""
+        note = (GUESSED_SPLIT if doubt == SPLIT_GUESSED else QUANTIFIED_SUBJECT if _quantified(low[1:k])
+                else _scope_risk(core, low, k))
+        kept = _drop_stray_comma(core, low, k)
         if note:
+            core = kept
             # where "not" may land in the wrong place the frame negates the whole claim; the note sends the
             # pair to the top of the review export
             clause, kind = _declarative(list(core), k)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], note
+        note = STRAY_COMMA if kept != core else ""
         plain, contracted = _NATURAL_RULES[_aux_kind(low[0], low[1:k])]
         if self.form == "contracted" and low[0] in _CONTRACT:
             return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, ""
-        return [*core[:k], "not", *core[k:]], plain, ""
+        return [*kept[:k], "not", *kept[k:]], plain, note
 
 
 def rule_coverage(questions: Sequence[str], form: str = "not") -> Counter:
