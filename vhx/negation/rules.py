@@ -22,9 +22,16 @@ question) or whole sentences, and so is text after the question mark (``... ? An
 **Existence.** ``Is there a/an/any X`` takes "no"; so does a noun phrase with no article (``Is there
 direct contact between the cup and the table?`` -> ``Is there no direct contact ...?``, rule
 ``bare_to_no``), where "between X and Y" is one relation, not two things. Numbers and quantity words
-take "not" (``Are there not two dogs?``, ``Is there not enough room?``); ``Is there not one cat?`` can
-also be read as "not a single cat", a nuance the counts of one keep, as the synthetic benchmark's
-twins and the vhx-mini models trained on them do.
+take "not" (``Is there not enough room?``); an exact count takes "not exactly" (``Is there not exactly one
+cat?``, ``Are there not exactly two dogs?``), since "Is there not one cat?" also reads as "not a single cat".
+
+**Twins that flip.** Where a plain "not" after the subject could be read so that the twin's answer does not
+flip, the natural forms word it otherwise and the note says why: "only" (:data:`NOT_ONLY`), modals of
+possibility, permission or obligation (:data:`MODAL_SCOPE`: "Can I not take ...?" asks whether I may skip
+it), a clause after the claim (:data:`TRAILING_CLAUSE`: "..., followed by France and Italy" stays asserted)
+and a coordinated predicate (:data:`COORDINATED_PREDICATE`: "not calm and waveless") take the frame; a
+stray comma ending the subject before a noun phrase is dropped (:data:`STRAY_COMMA`). docs/method.md
+("Twins that flip") has the table.
 
 **Indirect questions.** ``Whether CLAUSE?`` (HallusionBench) is negated in its clause: the clause is
 asked as a question, negated, and said again (``Whether the shape is a square?`` -> ``Whether the shape
