@@ -325,7 +325,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data = str(source) if source.exists() else _hub_dataset(args.folder)
     paths = score_and_report(data, args.model, _model_options(args), Path(args.out),
                              splits=args.splits.split(",") if args.splits else None, limit=args.limit,
-                             by=tuple(args.by.split(",")))
+                             by=tuple(args.by.split(",")), judge=args.judge)
     _print_report_summary(paths)
     return 0
 
@@ -430,6 +430,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--splits", help="comma-separated splits to score (default all)")
     p.add_argument("--limit", type=positive_int, help="score only the first N cases of each split")
     p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
+    p.add_argument("--judge", metavar="SPEC",
+                   help="a text model that reads the replies the rules cannot (unread ones, and replies to negated twins "
+                        "that restate the negation): openai:NAME[@BASE_URL] (key from $OPENAI_API_KEY) or hf:HUB_ID_OR_FOLDER")
     _add_model_options(p)
     p.set_defaults(func=cmd_evaluate)
 

@@ -204,9 +204,11 @@ def _check_model(spec: str | None) -> None:
         check_name(spec, what="model", shipped=tuple(SHIPPED))
 
 def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: Path, *, splits: list[str] | None = None,
-                     limit: int | None = None, by: tuple[str, ...] = ("split",), report_step: str = "") -> dict[str, Path]:
+                     limit: int | None = None, by: tuple[str, ...] = ("split",), report_step: str = "",
+                     judge: str | None = None) -> dict[str, Path]:
     """Predict every case (resumable, incremental), then write the report under ``out/report``
-    (``report_step``, when given, is printed before the report is written)."""
+    (``report_step``, when given, is printed before the report is written). ``judge``: a text model spec
+    that reads the replies the rules cannot settle (:mod:`vhx.scoring.judge`)."""
     from vhx.locking import exclusive_lock
     from vhx.models import load_model
     from vhx.predict import LOCK_FILE, predict_dataset
@@ -219,8 +221,14 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
         # no holder, and is left untouched until the model has loaded (a failed load creates nothing)
         with exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"):
             pass
+    reader = None
+    if judge:
+        from vhx.scoring.judge import Judge
+
+        reader = Judge(judge)  # a bad spec fails here, before the model loads
     model = load_model(model_spec, **options)
-    predictions = predict_dataset(data, model, out, splits=splits, batch_size=options.get("batch_size", 8), limit=limit)
+    predictions = predict_dataset(data, model, out, splits=splits, batch_size=options.get("batch_size", 8), limit=limit,
+                                  judge=reader)
     print(f"predictions: {predictions}")
     if report_step:
         print(report_step)

@@ -202,6 +202,16 @@ def _read(text: str | None) -> tuple[Answer, str | None]:
     return answer, (None if answer != "unknown" else NO_YES_NO_ANSWER)
 
 
+def answer_text(text: str | None) -> str:
+    """The part of a reply that is read for its answer: the text after the last closed thought (rule 2), or
+    the whole reply; "" for None."""
+    if text is None:
+        return ""
+    text = str(text)
+    closed = _last(_THOUGHT_CLOSE, text)
+    return text[closed.end() :] if closed else text
+
+
 def parse_yes_no(text: str | None) -> Answer:
     """``"yes"`` / ``"no"`` read from a model's reply, else ``"unknown"`` (rules in the module docs)."""
     return _read(text)[0]

@@ -451,6 +451,7 @@ def predict_dataset(
     progress: bool = True,
     state: Any = None,
     bar_options: Mapping[str, Any] | None = None,
+    judge: Any = None,
 ) -> Path:
     """Answer every case of ``data`` with ``model``; returns the path of ``predictions.jsonl``.
 
@@ -468,6 +469,9 @@ def predict_dataset(
         bar_options: tqdm arguments of that bar over its defaults (``desc``; ``position`` and
             ``leave=False`` nest it under a caller's own bar, as ``vhx replicate``'s stages do);
             ``progress`` still decides whether it shows.
+        judge: a :class:`vhx.scoring.judge.Judge`: once every case is answered, the replies the reading rules
+            cannot settle (unread ones, and replies to negated twins that restate the negation) are read by
+            it (:func:`vhx.scoring.judge.judge_predictions`); run.json records it under ``judge``.
 
     Raises:
         vhx.locking.LockBusy: another run is writing in ``out_dir`` (its main process holds
@@ -490,7 +494,7 @@ def predict_dataset(
             held.enter_context(exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"))
         try:
             return _predict(data, model, out, splits=splits, batch_size=batch_size, limit=limit, progress=progress, state=state,
-                            bar_options=bar_options or {})
+                            bar_options=bar_options or {}, judge=judge)
         except BaseException:
             # A run that failed before writing anything (a shard damaged inside, found only when read)
             # leaves no folder holding just its lock file behind. Done while the lock is held: a run
@@ -504,7 +508,7 @@ def predict_dataset(
 
 def _predict(
     data: Any, model: VHModel, out: Path, *, splits: Any, batch_size: int, limit: int | None, progress: bool, state: Any,
-    bar_options: Mapping[str, Any],
+    bar_options: Mapping[str, Any], judge: Any = None,
 ) -> Path:
     from tqdm.auto import tqdm
 
@@ -632,6 +636,8 @@ def _predict(
     if is_main:
         if world > 1:
             merge_rank_files(out)
+        if judge is not None:
+            record["judge"] = _run_judge(judge, main_file, parts, counts, name)
         record["finished"] = _now()
         if failed:
             record["failed_cases"] = failed
@@ -641,6 +647,21 @@ def _predict(
                        "'error' field of %s; the others are scored", name, failed, target.name)
     state.wait_for_everyone()
     return main_file
+
+
+def _run_judge(judge: Any, main_file: Path, parts: Mapping[str, Any], counts: Mapping[str, int], name: str) -> dict[str, Any]:
+    """Let ``judge`` read the replies the rules cannot settle (:func:`vhx.scoring.judge.judge_predictions`); its run.json record."""
+    from vhx.scoring.judge import judge_predictions
+
+    questions = {}
+    for split, ds in parts.items():
+        columns = ds.select_columns(["id", "question"])[: counts[split]]
+        questions.update({(split, str(cid)): q for cid, q in zip(columns["id"], columns["question"])})
+    done = judge_predictions(main_file, questions, name, judge)
+    if done.asked:
+        print(f"{main_file.parent}: the judge ({judge.spec.spec}) read {done.asked - done.failed:,} replies the rules could not "
+              f"settle; {done.changed:,} read otherwise than the rules", file=sys.stderr)
+    return {**judge.record(), "readings": done.judged, "asked": done.asked, "changed": done.changed, "failed": done.failed}
 
 
 def _score_batches(

@@ -622,6 +622,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         ("hallusionbench", report_sources.hallusionbench_section(main, _md_table)),
         ("amber", report_sources.amber_section(main, _md_table)),
         ("unknown", report_sources.unknown_section(df, _md_table)),
+        ("judge", report_sources.judge_section(df, _md_table)),
     ):
         if lines:
             md += lines

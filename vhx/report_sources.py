@@ -170,3 +170,62 @@ def unknown_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataF
              "where the reply tells: *cut off while thinking* is a thought that never closed (raise `--max-new-tokens`), "
              "*nothing after thinking* a closed thought with no answer after it.", ""]
     return [*lines, table(["model", "reason", "replies", "share of the model's replies"], rows), ""], counts
+
+
+def judge_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+    """Per model, how a judge (``vhx evaluate --judge``) read the replies the rules cannot settle, with symmetric
+    accuracy beside it as the rules alone read the same replies; for a run without a judge, how many replies one
+    would have read (:func:`vhx.scoring.judge.judge_reason`)."""
+    from vhx.scoring.judge import RESTATED, UNREAD, judge_reason, rules_only
+    from vhx.scoring.metrics import symmetric_accuracy
+
+    if "raw" not in df.columns or "pred" not in df.columns:
+        return [], pd.DataFrame()
+    judged = df["judge"].notna() if "judge" in df.columns else pd.Series(False, index=df.index)
+    records, waiting = [], []
+    for model, rows in df.groupby("model", sort=False):
+        mine = judged[rows.index]
+        if mine.any():
+            def sym(frame: pd.DataFrame) -> float:
+                return symmetric_accuracy(frame, allow_unpaired=True).value if frame["negated"].any() else math.nan
+
+            changed = int((rows.loc[mine, "judge"] != rows.loc[mine, "rules"]).sum())
+            records.append({"model": model, "readings": int(mine.sum()), "changed": changed,
+                            "symmetric_accuracy": sym(rows), "symmetric_accuracy_rules": sym(rules_only(rows))})
+        else:
+            reasons = [judge_reason(r) for r in rows[[c for c in ("raw", "pred", "negated", "error", "p_yes") if c in rows.columns]]
+                       .to_dict("records")]
+            restated, unread = reasons.count(RESTATED), reasons.count(UNREAD)
+            if restated or unread:
+                waiting.append((model, restated, unread))
+    lines: list[str] = []
+    if records:
+        rows_md = [[str(r["model"]), f"{r['readings']:,}", f"{r['changed']:,}", _num3(r["symmetric_accuracy"]),
+                    _num3(r["symmetric_accuracy_rules"])] for r in records]
+        lines += ["## Replies read by a judge", "",
+                  "A judge model (`vhx evaluate --judge`) read, with the question and without the image, the replies the rules "
+                  "could not settle: those they read as unknown, and replies to negated twins that say yes or no and restate "
+                  "the negation (\"No, there is no cup.\" to \"Is there no cup?\" agrees that there is none). Its readings are "
+                  "scored everywhere in this report; the last column reads the same replies by the rules alone. Each row of "
+                  "predictions.jsonl keeps the raw reply, the rules' reading (`rules`) and the judge's (`judge`).", "",
+                  table(["model", "replies the judge read", "read otherwise than the rules", "symmetric accuracy",
+                         "symmetric accuracy, rules alone"], rows_md), ""]
+    if waiting:
+        lines += ["## Replies a judge would read", ""]
+    for model, restated, unread in waiting:
+        words = []
+        if restated:
+            words.append(f"{restated:,} replies to negated twins restate the negation (\"No, there is no cup.\"): read by "
+                         "their first word")
+        if unread:
+            words.append(f"{unread:,} replies the rules could not read count as unknown")
+        lines.append(f"- {md_text(model)}: " + "; ".join(words) + ". `vhx evaluate ... --judge SPEC` reads them by meaning.")
+    if waiting:
+        lines.append("")
+    frame = pd.DataFrame(records + [{"model": m, "readings": 0, "restated_unjudged": r, "unread_unjudged": u}
+                                    for m, r, u in waiting])
+    return lines, frame
+
+
+def _num3(value: float) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
