@@ -219,3 +219,33 @@ def test_the_cli_takes_a_judge_and_refuses_a_bad_spec(tmp_path, server, monkeypa
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["judge"]["spec"] == spec and record["judge"]["prompt"] == "vhx-judge-1"
     assert SECRET not in capsys.readouterr().out
+
+
+def test_a_local_transformers_judge_reads_through_the_same_cache(tmp_path, monkeypatch):
+    """``hf:FOLDER``: a transformers chat model in this process (a tiny random one: any reading, asked once)."""
+    from test_llm import _TINY_CHAT_TEMPLATE  # the tiny chat model the LLM negator's tests use
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from vhx.llm import LocalChatModel
+    from vhx.tiny_models import build_tokenizer
+
+    path = tmp_path / "tiny-chat"
+    tok = build_tokenizer([], _TINY_CHAT_TEMPLATE, add_bos=True)
+    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                 num_attention_heads=2, num_key_value_heads=1, bos_token_id=tok.bos_token_id,
+                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)).save_pretrained(path)
+    tok.save_pretrained(path)
+    calls: list[int] = []
+    real = LocalChatModel.answer
+
+    def counting(self, requests):
+        calls.append(len(requests))
+        return real(self, requests)
+
+    monkeypatch.setattr(LocalChatModel, "answer", counting)
+    judge = Judge(f"hf:{path}", cache_dir=tmp_path / "cache", max_tokens=4)
+    first = judge.read(["Is there no cup?", "Is the car red?"], ["No, there is no cup.", "The car is red."])
+    assert calls == [2] and all(r in ("yes", "no", "unknown") for r in first)
+    assert judge.record()["spec"] == f"hf:{path}" and judge.record()["endpoint"] is None
+    again = Judge(f"hf:{path}", cache_dir=tmp_path / "cache", max_tokens=4).read(["Is there no cup?"], ["No, there is no cup."])
+    assert calls == [2] and again == first[:1]
