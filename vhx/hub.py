@@ -158,7 +158,9 @@ def _negations_section(dsd: datasets.DatasetDict) -> str:
         if "negated" in ds.column_names and "provenance" in ds.column_names and (text := describe_negation(ds)):
             return (
                 "\n## Negations\n\n" + text + "\n\nEach twin's `provenance` records its `negator`, `negation_rule` and "
-                "`original_question`. Symmetric accuracy depends on how the twins are worded: a framed twin also tests "
+                "`original_question`, and `negation_note` where the twin is worded otherwise than with a plain \"not\" "
+                "after the subject, and why (a count's \"not exactly\", the frame for a modal, \"only\", a trailing "
+                "clause or a coordination: a plain \"not\" there can be read so that the answer does not flip). Symmetric accuracy depends on how the twins are worded: a framed twin also tests "
                 "whether a model parses \"Is it false that\", a different skill from answering a negated question about "
                 "the image, so compare models on the same expanded split (or on splits negated the same way).\n"
             )

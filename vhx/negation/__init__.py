@@ -390,7 +390,7 @@ def describe_negation(pairs: datasets.Dataset) -> str:
     and its model), how many each, and how many are framed or flagged for review; "" without twins."""
     cols = pairs.select_columns(["negated", "provenance"])
     counts: Counter = Counter()
-    framed = flagged = 0
+    framed = flagged = counts_exactly = 0
     for neg, prov in zip(cols["negated"], cols["provenance"]):
         if not neg:
             continue
@@ -398,6 +398,7 @@ def describe_negation(pairs: datasets.Dataset) -> str:
         counts[str(p.get("negator", "unknown"))] += 1
         framed += is_framed(str(p.get("negation_rule", "")))
         flagged += bool(review_flag(p))
+        counts_exactly += p.get("negation_note") == COUNT_WORDING
     if not counts:
         return ""
     lines = []
@@ -410,6 +411,9 @@ def describe_negation(pairs: datasets.Dataset) -> str:
     total = sum(counts.values())
     lines.append(f"- {framed} of {total} twins use the logical frame (\"Is it false that ...\"); {flagged} are flagged "
                  "for review (`vhx expand --review`). Simple existence questions take \"no\" (\"Is there no dog?\").")
+    if counts_exactly:
+        lines.append(f"- {counts_exactly} count twin(s) take \"not exactly\" (\"Is there not exactly one ship?\"): \"not one "
+                     "ship\" alone reads as \"not a single ship\".")
     return "\n".join(lines)
 
 
