@@ -411,6 +411,51 @@ def test_relabel_command_and_report_side_by_side(tmp_path: Path, capsys: pytest.
     assert mean["f1_change"] == pytest.approx(mean["f1_repope"] - mean["f1_pope"])
 
 
+def test_relabel_names_a_subset_the_labels_lack(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """--labels holding only another subset's file: exit 2 naming the missing file, not "RePOPE removed every question"."""
+    from vhx.cli import main
+
+    truth = write_repope_release(tmp_path / "RePOPE")
+    run = _pope_run(tmp_path, truth)
+    only = tmp_path / "only-popular"
+    only.mkdir()
+    src = next((tmp_path / "RePOPE").rglob("coco_repope_popular.json"))
+    (only / src.name).write_bytes(src.read_bytes())
+    capsys.readouterr()
+    assert main(["relabel", str(run), "--labels", str(only), "--out", str(tmp_path / "rx")]) == 2
+    err = capsys.readouterr().err
+    assert "coco_repope_random.json" in err and "coco_repope_adversarial.json" in err and "they hold popular" in err
+    assert not (tmp_path / "rx").exists()
+
+
+def test_relabel_locks_its_folder_and_replaces_a_whole_run(tmp_path: Path, capsys: pytest.CaptureFixture):
+    from vhx.cli import main
+    from vhx.locking import exclusive_lock
+    from vhx.predict import LOCK_FILE
+
+    truth = write_repope_release(tmp_path / "RePOPE")
+    run = _pope_run(tmp_path, truth)
+    other = tmp_path / "other"
+    (other / "report").mkdir(parents=True)
+    (other / "predictions.jsonl").write_text((run / "predictions.jsonl").read_text())
+    (other / "predictions.rank1.jsonl").write_text("")
+    (other / "run.json").write_text((run / "run.json").read_text())
+    (other / "report" / "report.md").write_text("# the other run's report")
+    labels = str(tmp_path / "RePOPE")
+    # a run being scored there (its lock held, as `vhx evaluate` holds it): refused, nothing touched
+    with exclusive_lock(other / LOCK_FILE, timeout=0):
+        assert main(["relabel", str(run), "--labels", labels, "--out", str(other), "--overwrite"]) == 2
+    assert "in use by another vhx process" in capsys.readouterr().err
+    assert (other / "report" / "report.md").is_file() and (other / "predictions.rank1.jsonl").is_file()
+    # --overwrite replaces the whole run: no report or shard of the old one stays
+    assert main(["relabel", str(run), "--labels", labels, "--out", str(other), "--overwrite"]) == 0
+    assert not (other / "report").exists() and not (other / "predictions.rank1.jsonl").exists()
+    assert json.loads((other / "run.json").read_text())["relabelled"]["run"] == str(run.resolve())
+    # an --out inside the run it comes from is refused, as expand refuses one inside its source
+    assert main(["relabel", str(run), "--labels", labels, "--out", str(run / "sub")]) == 2
+    assert "outside the run it comes from" in capsys.readouterr().err and not (run / "sub").exists()
+
+
 def test_built_sources_report_their_no_image_rows(tmp_path: Path, capsys: pytest.CaptureFixture):
     from vhx.cli import main
 

@@ -583,3 +583,20 @@ def test_scoring_a_folder_takes_the_attacks_branch_scores_of_the_same_model(tmp_
     third = FakeModel()
     predict_dataset(str(tmp_path / "hub3"), third, tmp_path / "run5", progress=False)
     assert sorted(third.questions) == sorted([*dsd["original"]["question"][:2], *dsd["brightness"]["question"]])
+
+
+def test_a_rerun_with_a_smaller_limit_describes_what_the_folder_holds(dsd, tmp_path):
+    """run.json's ``cases`` is what the folder holds: a rerun with --limit 1 into a finished run of 20 cases
+    asks 2 (one per split) and the folder still holds, and reports, all 20."""
+    from vhx.scoring.predictions import run_status, status_words
+
+    out = tmp_path / "run"
+    predict_dataset(dsd, FakeModel(), out, progress=False)
+    predict_dataset(dsd, FakeModel(), out, progress=False, limit=1)
+    run = json.loads((out / "run.json").read_text())
+    assert (run["cases"], run["asked"], run["already_done"], run["limit"]) == (20, 2, 2, 1)
+    status = run_status(out)
+    assert status["complete"] and status_words(status) == "20 of 20 cases scored"
+    # a first run with a limit holds what it asked
+    predict_dataset(dsd, FakeModel(), tmp_path / "small", progress=False, limit=3)
+    assert json.loads((tmp_path / "small" / "run.json").read_text())["cases"] == 6

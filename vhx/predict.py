@@ -556,6 +556,7 @@ def _predict(
     todo: list[tuple[str, int]] = []
     image_ids: dict[str, list[Any]] = {}
     total = 0
+    held = {(s, cid) for m, s, cid in done if m == name}  # the cases the folder holds answers of, before this run
     # an image replaced under the same image_id since its cases were scored: those cases are scored again
     recorded = _recorded_digests(out / RUN_FILE, name) if done else {}
     changed = {k for k, d in recorded.items() if digests.get(k[0], {}).get(k[1], d) != d}
@@ -567,6 +568,7 @@ def _predict(
         image_ids[split] = columns["image_id"]
         for i, (cid, image_id) in enumerate(zip(columns["id"], columns["image_id"])):
             key = (name, split, str(cid))
+            held.add((split, str(cid)))
             if key not in done:
                 todo.append((split, i))
             elif (split, image_id) in changed:
@@ -602,7 +604,10 @@ def _predict(
             "vhx_version": __version__,
             "torch": _kernels(),
             "world_size": world,
-            "cases": total,
+            # what the folder holds once this run ends: an earlier run's answers to cases this one did not ask
+            # (a smaller --limit, fewer --splits) stay, and the report reads them too
+            "cases": len(held),
+            "asked": total,
             "already_done": total - len(todo),
             # cases of the original split answered by the attack's branch scores (reuse_branch_scores)
             **({"reused": reused} if reused else {}),

@@ -16,6 +16,7 @@ or a Hub folder written by ``vhx build repope`` (:func:`read_repope_labels`).
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -114,6 +115,13 @@ def relabel_predictions(predictions: Predictions, labels: Labels) -> tuple[pd.Da
     if (negated != df["negated"].to_numpy(dtype=bool)).any():
         bad = df["id"].iloc[int(np.flatnonzero(negated != df["negated"].to_numpy(dtype=bool))[0])]
         raise DataError("negated disagrees with the id's '+neg'", row=bad, field="negated")
+    have = {subset for subset, _ in labels}
+    missing = sorted(set(df["subset"]) - have)
+    if missing:
+        # not "RePOPE removed every question": the labels of that subset were never given
+        raise DataError(f"the RePOPE labels hold no {', '.join(repr(m) for m in missing)} subset, which the run scored: add "
+                        f"{', '.join(f'coco_repope_{m}.json' for m in missing)} to the labels folder (they hold "
+                        f"{', '.join(sorted(have)) or 'nothing'})", field="subset")
     new = [labels.get((subset, q)) for subset, q in zip(df["subset"], qids)]
     keep = np.array([label is not None for label in new])
     old_answer = df["answer"].to_numpy()
@@ -136,14 +144,11 @@ def write_relabelled_run(run_dir: str | os.PathLike, labels: str | os.PathLike, 
                          overwrite: bool = False) -> tuple[Path, RelabelCounts]:
     """Write the POPE run ``run_dir`` relabelled by RePOPE (``labels``: see :func:`read_repope_labels`)
     as a run folder ``out_dir`` (``predictions.jsonl`` + ``run.json`` naming where it came from)."""
-    import json
-    import math
-
     from vhx.errors import VHXError
-    from vhx.jsonl import append_jsonl
-    from vhx.locking import atomic_write_text
-    from vhx.schema import PREDICTIONS_FILE, RUN_FILE
-    from vhx.scoring.predictions import load_predictions, read_run_meta, run_status, status_words
+    from vhx.locking import exclusive_lock
+    from vhx.predict import LOCK_FILE
+    from vhx.schema import PREDICTIONS_FILE
+    from vhx.scoring.predictions import load_predictions, run_status, status_words
 
     run, out = Path(run_dir), Path(out_dir)
     if not run.is_dir():
@@ -151,14 +156,40 @@ def write_relabelled_run(run_dir: str | os.PathLike, labels: str | os.PathLike, 
     status = run_status(run)
     if not status["complete"]:
         raise VHXError(f"{run}: an unfinished run, {status_words(status)}; finish it first (run the same `vhx evaluate` again)")
-    if out.resolve() == run.resolve():
-        raise VHXError(f"{out}: the relabelled run needs a folder of its own, not the run it comes from")
+    if out.resolve() == run.resolve() or run.resolve() in out.resolve().parents:
+        raise VHXError(f"{out}: the relabelled run needs a folder of its own, outside the run it comes from ({run})")
     if (out / PREDICTIONS_FILE).exists() and not overwrite:
         raise VHXError(f"{out} already holds a run; pass --overwrite to replace it")
     rows, counts = relabel_predictions(load_predictions(run), read_repope_labels(labels))
+    made = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    # one writer per run folder, as `vhx evaluate` holds it: a relabel must not replace a run being scored there
+    with exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"):
+        try:
+            _write_run(run, out, labels, rows, counts)
+        except BaseException:
+            if made:
+                shutil.rmtree(out, ignore_errors=True)
+            raise
+    return out, counts
+
+
+def _write_run(run: Path, out: Path, labels: str | os.PathLike, rows: pd.DataFrame, counts: RelabelCounts) -> None:
+    """The relabelled run's files in ``out`` (its lock held): whatever run was there goes first, report included."""
+    import json
+    import math
+
+    from vhx.jsonl import append_jsonl
+    from vhx.locking import atomic_write_text, refuse_links
+    from vhx.schema import PREDICTIONS_FILE, RUN_FILE
+    from vhx.scoring.predictions import read_run_meta
+
+    refuse_links(*(out / name for name in (PREDICTIONS_FILE, RUN_FILE, "report")))
+    for old in [*out.glob("predictions*.jsonl"), out / RUN_FILE]:
+        old.unlink(missing_ok=True)
+    if (out / "report").is_dir():
+        shutil.rmtree(out / "report")
     target = out / PREDICTIONS_FILE
-    target.unlink(missing_ok=True)
     records = [{k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in r.items()}
                for r in rows.drop(columns=[c for c in ("run",) if c in rows.columns]).to_dict("records")]
     append_jsonl(target, records)
@@ -173,4 +204,3 @@ def write_relabelled_run(run_dir: str | os.PathLike, labels: str | os.PathLike, 
         cases=counts.kept, previous_runs=[],
     )
     atomic_write_text(out / RUN_FILE, json.dumps(meta, indent=2, ensure_ascii=False, default=str))
-    return out, counts
