@@ -26,6 +26,8 @@ Images: ``image_dir=`` (``--option image_dir=...``), by default the first of ``i
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,7 +96,14 @@ class AmberBuilder(VHBuilder):
         out: dict[str, tuple[int, Any]] = {}
         for index, record in enumerate(read_json_array(path), start=1):
             if isinstance(record, dict) and "id" in record:
-                out.setdefault(str(record["id"]), (index, record))
+                key = str(record["id"])
+                if key in out and _says(out[key][1]) != _says(record):
+                    # a release that contradicts itself: which record is right is not vhx's to guess
+                    first, record_first = out[key]
+                    raise DataError(f"annotation id {key} is listed twice with different labels: record {first} "
+                                    f"{json.dumps(record_first, ensure_ascii=False)[:200]} and record {index} "
+                                    f"{json.dumps(record, ensure_ascii=False)[:200]}", file=str(path), line=index, field="id")
+                out.setdefault(key, (index, record))
         return out
 
     def _split_generators(self, dl_manager: Any) -> list[datasets.SplitGenerator]:
@@ -162,3 +171,8 @@ class AmberBuilder(VHBuilder):
     def _generate_examples(self, kind: str) -> Iterator[tuple[str, dict[str, Any]]]:
         for case in self._cases.get(kind, []):
             yield case["id"], case
+
+
+def _says(annotation: Any) -> tuple[str, str]:
+    """What an annotation record states about its query: its type and its truth (as written)."""
+    return str(annotation.get("type")), str(annotation.get("truth")).strip().lower()

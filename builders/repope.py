@@ -63,7 +63,13 @@ class RePopeBuilder(PopeBuilder):
                 for _, record in read_pope_records(pope):
                     if isinstance(record, dict) and "question_id" in record and "label" in record:
                         try:
-                            cache[key][str(record["question_id"])] = normalize_answer(record["label"])
+                            label = normalize_answer(record["label"])
                         except DataError:
                             continue  # POPE's own file is context here, not input: a bad label just goes unrecorded
+                        qid = str(record["question_id"])
+                        if cache[key].get(qid, label) != label:
+                            raise DataError(f"question_id {qid} is listed twice in POPE's {pope.name} with different labels "
+                                            f"({cache[key][qid]!r} and {label!r}): which one RePOPE corrected cannot be told",
+                                            file=str(pope), field="label")
+                        cache[key][qid] = label
         return cache[key]

@@ -411,6 +411,34 @@ def test_relabel_command_and_report_side_by_side(tmp_path: Path, capsys: pytest.
     assert mean["f1_change"] == pytest.approx(mean["f1_repope"] - mean["f1_pope"])
 
 
+def test_a_release_that_contradicts_itself_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture):
+    """An AMBER annotation id, or a RePOPE question id, listed twice with opposite labels: refused, naming both."""
+    from vhx.cli import main
+    from vhx.scoring.relabel import read_repope_labels
+
+    write_amber_release(tmp_path / "AMBER")
+    path = tmp_path / "AMBER" / "data" / "annotations.json"
+    annotations = json.loads(path.read_text())
+    twin = next(a for a in annotations if a.get("type", "").startswith("discriminative"))
+    annotations.append({**twin, "truth": "no" if twin["truth"] == "yes" else "yes"})
+    annotations.append(dict(annotations[-2]))  # an identical repeat alone is no contradiction
+    path.write_text(json.dumps(annotations))
+    capsys.readouterr()
+    assert main(["build", "amber", "--data-dir", str(tmp_path / "AMBER"), "--out", str(tmp_path / "amber")]) == 2
+    err = capsys.readouterr().err
+    assert f"annotation id {twin['id']} is listed twice with different labels" in err
+    assert f"record {annotations.index(twin) + 1}" in err and f"record {len(annotations) - 1}" in err
+    assert not (tmp_path / "amber").exists()
+
+    write_repope_release(tmp_path / "RePOPE")
+    found = next((tmp_path / "RePOPE").rglob("coco_repope_random.json"))
+    lines = found.read_text().splitlines()
+    first = json.loads(lines[0])
+    found.write_text("\n".join([*lines, json.dumps({**first, "label": "no" if first["label"] == "yes" else "yes"})]) + "\n")
+    with pytest.raises(DataError, match=f"question_id {first['question_id']} is listed twice"):
+        read_repope_labels(tmp_path / "RePOPE")
+
+
 def test_relabel_names_a_subset_the_labels_lack(tmp_path: Path, capsys: pytest.CaptureFixture):
     """--labels holding only another subset's file: exit 2 naming the missing file, not "RePOPE removed every question"."""
     from vhx.cli import main

@@ -68,7 +68,11 @@ def read_repope_labels(path: str | os.PathLike, dataset: str = "coco") -> dict[t
             where = {"file": str(found), "line": line}
             if not isinstance(record, dict) or "question_id" not in record or "label" not in record:
                 raise DataError("expected a record with question_id and label", **where)
-            labels[(subset, str(record["question_id"]))] = normalize_answer(record["label"], **where, field="label")
+            key, label = (subset, str(record["question_id"])), normalize_answer(record["label"], **where, field="label")
+            if labels.get(key, label) != label:
+                raise DataError(f"question_id {key[1]} is listed twice in {found.name} with different labels "
+                                f"({labels[key]!r} first, {label!r} here)", **where, field="label")
+            labels[key] = label
     if not labels:
         raise DataError(f"no RePOPE label files ({dataset}_repope_{{random,popular,adversarial}}.json) here or in annotations/", file=str(root))
     return labels
