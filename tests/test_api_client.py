@@ -268,3 +268,28 @@ def test_failures_are_returned_or_raised_and_never_cached(server, tmp_path):
     assert api.stats.failures == 1 and len(api.cache) == 1
     with pytest.raises(VHXError, match="HTTP 400 from"):
         api.complete_many(["bad"], build=body, extract=text, key=lambda q: request_key(q))
+
+
+def test_a_server_that_rate_limits_forever_stops_the_client_within_its_bound(tmp_path):
+    """429 with Retry-After 3600 on every request: the client stops after ``max_rate_wait`` seconds with one line
+    saying what the server answered and how long it waited, instead of waiting minutes per request."""
+    from fake_openai_server import FakeOpenAIServer, Reply
+
+    from vhx.api_client import ApiClient, ApiConfig, ApiFatalError
+
+    with FakeOpenAIServer() as srv:
+        srv.always("Is it red?", Reply("slow down", status=429, headers={"Retry-After": "3600"}))
+        client = ApiClient(ApiConfig(model="m", base_url=srv.base_url, max_retries=100, backoff_base=0.05,
+                                     backoff_max=0.2, max_rate_wait=0.6, concurrency=2))
+        start = time.monotonic()
+        with pytest.raises(ApiFatalError) as err:
+            client.complete_many(["Is it red?", "Is it red?"], build=lambda q: {"messages": [{"role": "user", "content": q}]},
+                                 extract=lambda c: c, key=lambda q: q)
+        elapsed = time.monotonic() - start
+    message = str(err.value)
+    assert "rate-limited (HTTP 429, asking to wait 3600 s (Retry-After)) on every request for" in message
+    assert "stops waiting after 0.6 s (--max-rate-wait)" in message and "\n" not in message
+    # bounded by the wait, not by 100 retries of each request (a server's 3600 s capped at backoff_max each)
+    assert 2 <= srv.count <= 12 and elapsed < 60
+    with pytest.raises(ValueError, match="max_rate_wait"):
+        ApiConfig(model="m", max_rate_wait=-1)

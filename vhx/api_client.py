@@ -64,6 +64,8 @@ DEFAULT_MAX_RETRIES = 5
 DEFAULT_BACKOFF_BASE = 1.0
 DEFAULT_BACKOFF_MAX = 60.0
 DEFAULT_CONCURRENCY = 8
+#: Seconds a client goes on retrying while the server answers nothing but rate limits (HTTP 429) before it stops.
+DEFAULT_MAX_RATE_WAIT = 300.0
 
 #: Statuses worth another attempt (besides every 5xx).
 RETRY_STATUSES = frozenset({408, 409, 429})
@@ -142,6 +144,9 @@ class ApiConfig:
         max_retries: retries per request after the first attempt.
         backoff_base: first retry delay in seconds; doubled per retry, with jitter.
         backoff_max: longest retry delay (also caps a server's ``Retry-After``).
+        max_rate_wait: seconds to go on while every answer is a rate limit (HTTP 429, counted from the first one
+            since the last answer); past it the client stops with :class:`ApiFatalError` saying what the server
+            answered and how long it waited.
         concurrency: requests in flight at most.
         cache_dir: folder of the answer cache; ``None``: no cache.
         cache_file: the cache's file name inside ``cache_dir``.
@@ -156,6 +161,7 @@ class ApiConfig:
     max_retries: int = DEFAULT_MAX_RETRIES
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_max: float = DEFAULT_BACKOFF_MAX
+    max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
     concurrency: int = DEFAULT_CONCURRENCY
     cache_dir: str | os.PathLike[str] | None = None
     cache_file: str = "responses.jsonl"
@@ -174,6 +180,8 @@ class ApiConfig:
             raise ValueError(f"timeout must be > 0, got {self.timeout}")
         if self.max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        if self.max_rate_wait < 0:
+            raise ValueError(f"max_rate_wait must be >= 0, got {self.max_rate_wait}")
         if self.backoff_base < 0 or self.backoff_max < 0:
             raise ValueError(f"backoff_base and backoff_max must be >= 0, got {self.backoff_base}, {self.backoff_max}")
 
@@ -282,6 +290,7 @@ class ApiClient:
         self.cache: JsonlCache | None = JsonlCache(path) if path is not None else None
         self._client: Any = None
         self._connection_failures = 0  # in a row, over every request of this client
+        self._rate_limited_since: float | None = None  # the first 429 since the last answer (time.monotonic)
         self._failure_lock = threading.Lock()
         self._scrub: Callable[[str], str] = make_scrubber(None)
         self._lock = threading.Lock()
@@ -436,6 +445,8 @@ class ApiClient:
                                     "server up and the base_url right? Stopping.")
             if attempt:
                 delay = self.backoff(attempt - 1, wait)
+                if status == 429:
+                    self._check_rate_wait(delay, wait)
                 self.stats.add(retries=1)
                 logger.info("retrying %s in %.2fs after %s", c.model, delay, reason)
                 time.sleep(delay)
@@ -445,6 +456,7 @@ class ApiClient:
             try:
                 answer = extract(client.chat.completions.create(model=c.model, **kwargs))
                 self._connection_failures = 0
+                self._rate_limited_since = None
                 return answer
             except MalformedResponse as exc:
                 reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
@@ -459,6 +471,10 @@ class ApiClient:
                 if status not in RETRY_STATUSES and status < 500:
                     raise ApiRequestError(f"HTTP {status}", f"{where}: {text}", status=status, detail=text) from None
                 reason, detail, wait = f"HTTP {status}", text, retry_after(exc)
+                if status == 429:
+                    with self._failure_lock:
+                        if self._rate_limited_since is None:
+                            self._rate_limited_since = time.monotonic()
             except openai.APIConnectionError as exc:  # includes APITimeoutError
                 reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
                 with self._failure_lock:
@@ -485,6 +501,19 @@ class ApiClient:
             status=status,
             detail=detail,
         )
+
+    def _check_rate_wait(self, delay: float, asked: float | None) -> None:
+        """Stop when waiting ``delay`` more would keep the run waiting on rate limits past ``max_rate_wait``."""
+        c = self.config
+        with self._failure_lock:
+            since = self._rate_limited_since
+        waited = time.monotonic() - since if since is not None else 0.0
+        if waited + delay > c.max_rate_wait:
+            told = f", asking to wait {asked:.0f} s (Retry-After)" if asked is not None else ""
+            raise ApiFatalError(
+                f"{c.endpoint}: rate-limited (HTTP 429{told}) on every request for {waited:.3g} s; vhx stops waiting after "
+                f"{c.max_rate_wait:.3g} s (--max-rate-wait). The answers so far are kept: run the same command later to go on."
+            )
 
     def backoff(self, retry: int, retry_after: float | None = None) -> float:
         """Seconds to wait before retry number ``retry + 1``: ``backoff_base * 2**retry`` capped at

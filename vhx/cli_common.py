@@ -152,12 +152,16 @@ def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
     g.add_argument("--concurrency", type=positive_int, help="requests in flight (default 8)")
     g.add_argument("--timeout", type=positive_float, help="seconds per request (default 60)")
     g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
+    g.add_argument("--max-rate-wait", type=non_negative_float, metavar="SECONDS",
+                   help="how long to go on while the server answers every request with a rate limit (HTTP 429) before "
+                        "stopping (default 300)")
 
 def _llm_config(args: argparse.Namespace) -> Any:
     from vhx.llm import LLMConfig
 
     fields = {"model": args.llm_model, "base_url": args.base_url, "temperature": args.temperature,
-              "concurrency": args.concurrency, "timeout": args.timeout, "cache_dir": args.cache_dir}
+              "concurrency": args.concurrency, "timeout": args.timeout, "cache_dir": args.cache_dir,
+              "max_rate_wait": getattr(args, "max_rate_wait", None)}
     return LLMConfig(**{k: v for k, v in fields.items() if v is not None})
 
 def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
@@ -179,6 +183,9 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
     g.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=None,
                    help="logits mode: encode each image's prompt prefix once for all its questions (default on where the architecture allows it)")
+    g.add_argument("--max-rate-wait", type=non_negative_float, metavar="SECONDS",
+                   help="openai: models: how long to go on while the server answers every request with a rate limit (HTTP 429) "
+                        "before stopping with the answers so far kept (default 300)")
 
 def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = {
@@ -186,13 +193,15 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
         "adapter": args.adapter, "prompt_template": args.prompt_template, "max_new_tokens": args.max_new_tokens,
         "temperature": args.gen_temperature, "top_p": args.top_p, "do_sample": args.do_sample,
         "num_samples": args.num_samples, "trust_remote_code": args.trust_remote_code or None,
-        "share_prefix": args.share_prefix,
+        "share_prefix": args.share_prefix, "max_rate_wait": getattr(args, "max_rate_wait", None),
     }
     options = {k: v for k, v in pairs.items() if v is not None}
     if args.model.startswith("openai:"):
         # The API backend has no local weights: device/dtype/adapter do not apply.
         for key in ("dtype", "device", "adapter", "trust_remote_code", "share_prefix"):
             options.pop(key, None)
+    else:
+        options.pop("max_rate_wait", None)  # no server to wait for
     return options
 
 def _check_model(spec: str | None) -> None:

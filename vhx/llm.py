@@ -30,6 +30,7 @@ from vhx.api_client import (
     DEFAULT_BACKOFF_BASE,
     DEFAULT_BACKOFF_MAX,
     DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RATE_WAIT,
     DEFAULT_TIMEOUT,
     ApiClient,
     ApiConfig,
@@ -115,6 +116,7 @@ class LLMConfig:
         api_key_env: environment variable holding the API key (never the key itself).
         backoff_base: first retry delay in seconds; doubles per retry, with jitter.
         backoff_max: longest retry delay (also caps a server's ``Retry-After``).
+        max_rate_wait: seconds to go on while every answer is a rate limit (HTTP 429) before stopping.
         max_tokens: answer length limit.
         max_connection_failures: connection failures (timeouts included) in a row after which the run
             stops with one line naming the endpoint, instead of falling back question by question.
@@ -132,6 +134,7 @@ class LLMConfig:
     api_key_env: str = DEFAULT_API_KEY_ENV
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_max: float = DEFAULT_BACKOFF_MAX
+    max_rate_wait: float = DEFAULT_MAX_RATE_WAIT
     max_tokens: int = 512
     local_dtype: str = "auto"
     local_device: str | None = None
@@ -155,6 +158,7 @@ class LLMConfig:
             max_retries=self.max_retries,
             backoff_base=self.backoff_base,
             backoff_max=self.backoff_max,
+            max_rate_wait=self.max_rate_wait,
             concurrency=self.concurrency,
             cache_dir=self.cache_dir,
             cache_file=CACHE_FILENAME,

@@ -39,6 +39,7 @@ from vhx.api_client import (
     DEFAULT_API_KEY_ENV,
     DEFAULT_BACKOFF_BASE,
     DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_RATE_WAIT,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     OPENAI_ENDPOINT,
@@ -125,6 +126,8 @@ class OpenAIModel:
         retry_backoff: first backoff in seconds, doubled per retry (with jitter), capped at 60 s
             (:data:`vhx.api_client.DEFAULT_BACKOFF_MAX`).
         timeout: seconds per request.
+        max_rate_wait: seconds to go on while the server answers every request with a rate limit (HTTP 429)
+            before stopping the run (:class:`vhx.api_client.ApiFatalError`; the answers so far stay written).
         cache: keep replies on disk; ``cache_dir`` is where (default :func:`default_cache_dir`).
         image_format: ``"png"`` (lossless, default) or ``"jpeg"`` (``jpeg_quality``).
         detail: OpenAI's image ``detail`` (``"low"``, ``"high"``, ``"auto"``), omitted when ``None``.
@@ -152,6 +155,7 @@ class OpenAIModel:
         concurrency: int = DEFAULT_CONCURRENCY,
         max_retries: int = DEFAULT_MAX_RETRIES,
         retry_backoff: float = DEFAULT_BACKOFF_BASE,
+        max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
         timeout: float = DEFAULT_TIMEOUT,
         cache: bool = True,
         cache_dir: str | os.PathLike | None = None,
@@ -196,6 +200,7 @@ class OpenAIModel:
                 timeout=timeout,
                 max_retries=max_retries,
                 backoff_base=retry_backoff,
+                max_rate_wait=max_rate_wait,
                 concurrency=concurrency,
                 cache_dir=(cache_dir if cache_dir is not None else default_cache_dir()) if cache else None,
                 cache_file="responses.jsonl",
