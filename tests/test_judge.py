@@ -249,3 +249,24 @@ def test_a_local_transformers_judge_reads_through_the_same_cache(tmp_path, monke
     assert judge.record()["spec"] == f"hf:{path}" and judge.record()["endpoint"] is None
     again = Judge(f"hf:{path}", cache_dir=tmp_path / "cache", max_tokens=4).read(["Is there no cup?"], ["No, there is no cup."])
     assert calls == [2] and again == first[:1]
+
+
+def test_scoring_against_a_server_that_rate_limits_forever_exits_2_with_the_answers_kept(tmp_path, monkeypatch, capsys):
+    """``vhx evaluate --model openai:...``: the case whose requests are all answered 429 (Retry-After 3600) ends the
+    run within --max-rate-wait, with one line saying so; the cases answered before it stay in predictions.jsonl."""
+    from vhx.cli import main
+    from vhx.hub import write_hub_folder
+    from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, format_question
+
+    monkeypatch.setenv("VHX_CACHE", str(tmp_path / "cache"))
+    write_hub_folder(_data(), tmp_path / "data", repo_id="vhx/judge-test")
+    last = CASES[-1][0]
+    with FakeOpenAIServer() as srv:
+        srv.always(format_question(DEFAULT_PROMPT_TEMPLATE, last), Reply("slow down", status=429, headers={"Retry-After": "3600"}))
+        code = main(["evaluate", str(tmp_path / "data"), "--model", f"openai:m@{srv.base_url}", "--batch-size", "1",
+                     "--max-rate-wait", "0.5", "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert code == 2 and "rate-limited (HTTP 429, asking to wait 3600 s (Retry-After))" in err
+    rows = _rows(tmp_path / "run")
+    assert len(rows) == len(CASES) - 1 and sorted(r["raw"] for r in rows) == ["Yes."] * (len(CASES) - 1)
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["finished"] is None

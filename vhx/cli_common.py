@@ -152,9 +152,15 @@ def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
     g.add_argument("--concurrency", type=positive_int, help="requests in flight (default 8)")
     g.add_argument("--timeout", type=positive_float, help="seconds per request (default 60)")
     g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
-    g.add_argument("--max-rate-wait", type=non_negative_float, metavar="SECONDS",
-                   help="how long to go on while the server answers every request with a rate limit (HTTP 429) before "
-                        "stopping (default 300)")
+    _add_rate_wait(p, g)
+
+
+def _add_rate_wait(p: argparse.ArgumentParser, g: Any) -> None:
+    """``--max-rate-wait`` once per command, whether its model, its LLM or both talk to a server."""
+    if "--max-rate-wait" not in p._option_string_actions:
+        g.add_argument("--max-rate-wait", type=non_negative_float, metavar="SECONDS",
+                       help="how long to go on while a server (an openai: model, the LLM) answers every request with a "
+                            "rate limit (HTTP 429) before stopping with what was answered kept (default 300)")
 
 def _llm_config(args: argparse.Namespace) -> Any:
     from vhx.llm import LLMConfig
@@ -183,9 +189,7 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
     g.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=None,
                    help="logits mode: encode each image's prompt prefix once for all its questions (default on where the architecture allows it)")
-    g.add_argument("--max-rate-wait", type=non_negative_float, metavar="SECONDS",
-                   help="openai: models: how long to go on while the server answers every request with a rate limit (HTTP 429) "
-                        "before stopping with the answers so far kept (default 300)")
+    _add_rate_wait(p, g)
 
 def _model_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = {
