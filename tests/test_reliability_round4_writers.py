@@ -333,3 +333,36 @@ def test_a_report_into_a_used_folder_leaves_none_of_the_earlier_reports_files(tm
     assert "compare_csv" not in second and not (out / "compare.csv").exists()
     assert (out / "notes.txt").read_text() == "mine"
     assert sorted(p.name for p in out.iterdir()) == sorted({p.name for p in second.values()} | {"notes.txt", REPORT_MANIFEST})
+
+
+@pytest.mark.parametrize("failure", [KeyboardInterrupt, lambda: OSError(28, "No space left on device")])
+def test_a_report_that_fails_midway_leaves_the_earlier_report_whole(tmp_path: Path, monkeypatch, failure):
+    """A report killed (INT) or out of disk after some of its files are written: the folder keeps the earlier report
+    byte for byte, no file of the new one beside it, nothing truncated, no staging folder left."""
+    from test_predict import FakeModel, make_dsd
+
+    import vhx.report_html
+    from vhx.predict import predict_dataset
+    from vhx.report import report
+
+    run = tmp_path / "run"
+    predict_dataset(make_dsd(), FakeModel(), run, batch_size=4, progress=False)
+    out = tmp_path / "report"
+    report([run], out, plots=False)
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    real = vhx.report_html.write_report_html
+
+    def dies(markdown, scores, keys, metas, folder):
+        (folder / "report.html").write_text(markdown[: len(markdown) // 3])  # a file cut short, as a full disk leaves it
+        raise failure()
+
+    monkeypatch.setattr(vhx.report_html, "write_report_html", dies)
+    with pytest.raises((KeyboardInterrupt, OSError)):
+        report([run], out, plots=False, by=("split", "subset"))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    monkeypatch.setattr(vhx.report_html, "write_report_html", real)
+    paths = report([run], out, plots=False, by=("split", "subset"))
+    assert "subset" in Path(paths["markdown"]).read_text() and (out / "notes.txt").read_text() == "mine"
+    assert all(Path(p).parent == out for p in paths.values())

@@ -210,3 +210,49 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """:func:`atomic_write_bytes` for UTF-8 text."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def staging_dir(target: str | os.PathLike) -> Path:
+    """A new empty folder beside ``target`` to build its next contents in (a name of this call's own)."""
+    target = Path(target)
+    stage = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.staging")
+    stage.mkdir(parents=True)
+    return stage
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False where the system cannot."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(str(a)), at_fdcwd, os.fsencode(str(b)), rename_exchange) == 0
+
+
+def swap_in_folder(stage: str | os.PathLike, target: str | os.PathLike) -> None:
+    """Put the folder ``stage`` (from :func:`staging_dir`) in ``target``'s place, whole, and remove what was there.
+
+    Where the system swaps two folders in one step (Linux) a kill at any moment leaves ``target`` holding either
+    its old contents or the new ones, never a mix; elsewhere the old folder is renamed aside first, a window of
+    two renames. A link at ``target`` is refused, as every vhx writer refuses one."""
+    import shutil
+
+    stage, target = Path(stage), Path(target)
+    refuse_links(target)
+    if not target.exists():
+        os.replace(stage, target)
+        return
+    if _exchange(stage, target):
+        shutil.rmtree(stage, ignore_errors=True)  # now the old contents
+        return
+    aside = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.old")
+    os.replace(target, aside)
+    os.replace(stage, target)
+    shutil.rmtree(aside, ignore_errors=True)

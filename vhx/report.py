@@ -19,8 +19,8 @@ MME rows (``source == "mme"``) have no negated twins; they go to the MME table o
 from __future__ import annotations
 
 import hashlib
-import contextlib
 import json
+import shutil
 import logging
 import math
 import os
@@ -488,22 +488,45 @@ def report(
         more = f" (and {len(unfinished) - 1} more run(s) like it)" if len(unfinished) > 1 else ""
         raise VHXError(f"{d}: an unfinished run, {status_words(s)}{more}; run the same `vhx evaluate` command again to finish it "
                        "(it resumes where it stopped), or pass --allow-incomplete to report it as it is, flagged")
-    from vhx.locking import output_lock
+    from vhx.locking import output_lock, refuse_links, staging_dir, swap_in_folder
 
     out = Path(out_dir)
     # one writer per report folder: two reports at once would leave report.md of one beside the CSVs and plots of the other
     with output_lock(out, what=f"the report folder {out}"):
-        earlier = _report_files(out)
-        paths = _write_report(out, dirs, statuses, unfinished, keys, confidence=confidence, bootstrap=bootstrap,
-                              compare_boot=compare_boot, seed=seed, allow_unpaired=allow_unpaired, plots=plots)
-        # A section an earlier report into this folder had and this one lacks (compare.csv, pope.csv, a plot)
-        # must not stay beside it as if it were this report's: its files are removed, and only vhx's own.
-        written = {p.name for p in paths.values() if Path(p).parent == out}
-        for name in sorted(earlier - written):
-            with contextlib.suppress(OSError):
-                (out / name).unlink()
-        (out / REPORT_MANIFEST).write_text(json.dumps(sorted(written)) + "\n", encoding="utf-8")
-        return paths
+        refuse_links(out)
+        # The report is written whole into a folder of its own beside `out`, then put in its place in one step: a
+        # kill or a full disk leaves the earlier report as it was, never parts of two reports or a cut file.
+        stage = staging_dir(out)
+        try:
+            paths = _write_report(stage, dirs, statuses, unfinished, keys, confidence=confidence, bootstrap=bootstrap,
+                                  compare_boot=compare_boot, seed=seed, allow_unpaired=allow_unpaired, plots=plots)
+            written = {p.name for p in paths.values() if Path(p).parent == stage}
+            # Files vhx did not write stay; a section an earlier report had and this one lacks (compare.csv, pope.csv,
+            # a plot) does not, or it would pass for this report's.
+            earlier = _report_files(out) | {REPORT_MANIFEST}
+            if out.is_dir():
+                for item in out.iterdir():
+                    if item.name not in earlier and item.name not in written:
+                        _keep(item, stage / item.name)
+            (stage / REPORT_MANIFEST).write_text(json.dumps(sorted(written)) + "\n", encoding="utf-8")
+            swap_in_folder(stage, out)
+        except BaseException:
+            shutil.rmtree(stage, ignore_errors=True)
+            raise
+        return {kind: out / Path(p).relative_to(stage) if Path(p).is_relative_to(stage) else Path(p) for kind, p in paths.items()}
+
+
+def _keep(item: Path, into: Path) -> None:
+    """A file of the user's in a report folder, carried into the new report's folder (hard-linked where it can be)."""
+    if item.is_symlink():
+        into.symlink_to(os.readlink(item))
+    elif item.is_dir():
+        shutil.copytree(item, into, symlinks=True)
+    else:
+        try:
+            os.link(item, into)
+        except OSError:
+            shutil.copy2(item, into)
 
 
 #: The files the last report wrote into its folder (their names, a JSON list), so the next one into the
