@@ -14,6 +14,7 @@ import datasets
 from PIL import Image
 
 from vhx.images import to_rgb
+from vhx.locking import atomic_write_text
 from vhx.schema import NO_IMAGE, ORIGINAL
 
 _CSS = """
@@ -142,7 +143,7 @@ def write_gallery(
     if not overwrite and out.is_file() and out.read_text(encoding="utf-8") != page:
         raise FileExistsError(f"{out} exists and holds another gallery; pass --overwrite to replace it, or --out for another file")
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(page, encoding="utf-8")
+    atomic_write_text(out, page)
     return out
 
 

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 from vhx.adversarial.outcomes import OUTCOME_KEYS, unmoved_warning, updates_note
 from vhx.errors import DataError, VHXError, logger
 from vhx.images import known_decodable, remember_decodable, undecodable
+from vhx.locking import atomic_path, atomic_write_text
 from vhx.hub_read import (  # noqa: F401  (reading folders lives there; these names stay importable from vhx.hub)
     _image_columns,
     _image_file,
@@ -355,7 +356,7 @@ def _write_folder_contents(
             **(card_vars or {}),
         },
     )
-    DatasetCard(f"---\n{card_data.to_yaml()}\n---\n\n{body}").save(folder / "README.md")
+    atomic_write_text(folder / "README.md", str(DatasetCard(f"---\n{card_data.to_yaml()}\n---\n\n{body}")))
 
 
 def _write_split_per_row(ds: datasets.Dataset, split: str, data_dir: Path, nbytes: int, max_bytes: int) -> None:
@@ -371,7 +372,8 @@ def _write_split_per_row(ds: datasets.Dataset, split: str, data_dir: Path, nbyte
             if isinstance(ds.features[column], datasets.Image):
                 stored = table.column(column).combine_chunks().field("bytes")
                 _check_images(stored, pa.array(np.arange(len(stored), dtype=np.int32)), table, split)
-        shard.to_parquet(str(data_dir / f"{split}-{index:05d}-of-{num_shards:05d}.parquet"))
+        with atomic_path(data_dir / f"{split}-{index:05d}-of-{num_shards:05d}.parquet") as tmp:
+            shard.to_parquet(str(tmp))
 
 
 # ----------------------------------------------------------------------------------- shared images
@@ -651,7 +653,7 @@ def push_folder(
         )
     except BaseException as exc:
         if pushed != original and readme.read_text(encoding="utf-8") != original:
-            readme.write_text(original, encoding="utf-8")  # not pushed: the card keeps loading the folder
+            atomic_write_text(readme, original)  # not pushed: the card keeps loading the folder
         if not isinstance(exc, Exception) or not _is_network_error(exc):
             raise
         raise _push_error(exc, repo_id, token) from None

@@ -25,6 +25,7 @@ from huggingface_hub import DatasetCard
 
 from vhx.adversarial.outcomes import attack_outcomes
 from vhx.errors import DataError
+from vhx.locking import atomic_write_bytes
 from vhx.schema import NO_IMAGE
 
 
@@ -334,9 +335,7 @@ def _image_file(image_dir: Path, data: bytes, name: str | None) -> str:
     # a file of another size there was cut short (a full disk, a copy): written again, never reused
     if not path.is_file() or path.stat().st_size != len(data):
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{name}.{os.getpid()}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)  # write-then-rename: never a truncated file under the final name
+        atomic_write_bytes(path, data)  # write-then-rename: never a truncated file under the final name
     return str(path)
 
 

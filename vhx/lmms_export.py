@@ -44,6 +44,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from vhx.errors import VHXError
+from vhx.locking import atomic_write_text
 
 #: Metrics where a higher value is better (lmms-eval's ``higher_is_better``); the rest are shares and counts.
 _HIGHER_IS_BETTER = frozenset({"accuracy", "accuracy_original", "symmetric_accuracy", "precision", "recall", "f1"})
@@ -159,7 +160,7 @@ def export_lmms_eval_task(
         f"\ndef vhx_aggregate_{m}(results):\n    return vhx_metric(results, {m!r})\n\n" for m in metrics
     )
     paths: dict[str, Path] = {"utils": out / "utils.py"}
-    paths["utils"].write_text(_UTILS.format(version=__version__, metrics=metrics, aggregations=aggregations), encoding="utf-8")
+    atomic_write_text(paths["utils"], _UTILS.format(version=__version__, metrics=metrics, aggregations=aggregations))
 
     metric_list = "".join(
         f"  - metric: {m}\n    aggregation: !function utils.vhx_aggregate_{m}\n    higher_is_better: {str(m in _HIGHER_IS_BETTER).lower()}\n"
@@ -197,9 +198,9 @@ def export_lmms_eval_task(
             f"  - version: 0.0\n"
         )
         paths[task] = out / f"{task}.yaml"
-        paths[task].write_text(text, encoding="utf-8")
+        atomic_write_text(paths[task], text)
     paths[group] = out / f"{group}.yaml"
-    paths[group].write_text(_group_yaml(group, tasks, metrics, counts, Path(folder).resolve(), __version__), encoding="utf-8")
+    atomic_write_text(paths[group], _group_yaml(group, tasks, metrics, counts, Path(folder).resolve(), __version__))
     return paths
 
 

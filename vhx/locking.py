@@ -194,6 +194,24 @@ def unique_temp_path(path: str | os.PathLike) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
 
 
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``path``, with its suffix (``.png``, ``.csv``), for a writer that takes a path
+    (``savefig``, ``to_csv``, ``to_parquet``); renamed over ``path`` when the block ends without an error, and
+    removed otherwise. The rename replaces a link planted at ``path`` and never writes to the link's target,
+    as :func:`atomic_write_bytes` does for bytes."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp{path.suffix}")
+    try:
+        yield tmp
+        if os.path.islink(tmp):  # the writer must have made a file of its own there
+            raise VHXError(f"{tmp} is a symbolic link; vhx does not write through links")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temp file of this call's own, then rename it into place."""
     tmp = unique_temp_path(path)

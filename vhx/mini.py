@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.zoo import SHIPPED, resolve_model  # noqa: F401  (re-exported)
+from vhx.locking import atomic_path, atomic_write_text
 
 logger = logging.getLogger("vhx")
 
@@ -740,7 +741,8 @@ def plot_learning_curves(curves: Sequence[Mapping[str, Any]], path: str | os.Pat
     ax.legend(fontsize=7, ncol=2, loc="lower right")
     fig.tight_layout()
     out = Path(path)
-    fig.savefig(out, dpi=110)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
     return out
 
@@ -890,7 +892,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
         record["eval_seconds"] = round(time.time() - start - train_seconds, 1)
         record["eval_generator_version"] = GENERATOR_VERSION
     record["size_bytes"] = sum(p.stat().st_size for p in out.iterdir() if p.is_file() and p.name not in ("training_record.json", "README.md"))
-    (out / "training_record.json").write_text(json.dumps({**record, "evaluation": evaluation}, indent=2) + "\n", encoding="utf-8")
+    atomic_write_text(out / "training_record.json", json.dumps({**record, "evaluation": evaluation}, indent=2) + "\n")
     write_card(out, record, evaluation)
     return MiniResult(out, record, evaluation)
 
@@ -914,7 +916,7 @@ def declare_load_dtype(folder: str | os.PathLike, dtype: str = "float32") -> Non
                     walk(value)
 
     walk(config)
-    path.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    atomic_write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def _versions() -> dict[str, str]:
@@ -1068,7 +1070,7 @@ def write_card(out: Path, record: Mapping[str, Any], evaluation: Sequence[Mappin
         "versions": ", ".join(f"{k} {v}" for k, v in record["versions"].items()),
     }
     path = out / "README.md"
-    path.write_text(template.format(**values), encoding="utf-8")
+    atomic_write_text(path, template.format(**values))
     return path
 
 

@@ -35,6 +35,7 @@ from vhx import report_sources
 from vhx.report_plots import _group_label, plot_accuracy_bars, plot_accuracy_scatter  # noqa: F401  (plots re-exported: vhx.report.plot_accuracy_*)
 from vhx.report_sources import md_text
 from vhx.errors import VHXError
+from vhx.locking import atomic_path, atomic_write_text
 from vhx.scoring.blind import blind_scores
 from vhx.scoring.predictions import run_status, status_words
 from vhx.scoring import (
@@ -508,12 +509,17 @@ def report(
                 for item in out.iterdir():
                     if item.name not in earlier and item.name not in written:
                         _keep(item, stage / item.name)
-            (stage / REPORT_MANIFEST).write_text(json.dumps(sorted(written)) + "\n", encoding="utf-8")
+            atomic_write_text(stage / REPORT_MANIFEST, json.dumps(sorted(written)) + "\n")
             swap_in_folder(stage, out)
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)
             raise
         return {kind: out / Path(p).relative_to(stage) if Path(p).is_relative_to(stage) else Path(p) for kind, p in paths.items()}
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False)
 
 
 def _keep(item: Path, into: Path) -> None:
@@ -592,7 +598,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             doc["tables"][column] = [_jsonable(dict(zip([*keys, *score_models], r))) for r in values]
         paths["csv"] = out / "scores.csv"
         # an incomplete run's rows say so in the CSV too (its numbers cover part of its cases)
-        scores.assign(complete=~scores["model"].isin(incomplete_models)).to_csv(paths["csv"], index=False)
+        _write_csv(scores.assign(complete=~scores["model"].isin(incomplete_models)), paths["csv"])
 
         if len(score_models) == 2 and _relabelled_pair(dirs, metas):
             md += ["One run is the other relabelled by RePOPE (`vhx relabel`): the same replies on other labels, so no paired "
@@ -627,7 +633,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
                     "",
                 ]
                 paths["compare_csv"] = out / "compare.csv"
-                cmp.to_csv(paths["compare_csv"], index=False)
+                _write_csv(cmp, paths["compare_csv"])
                 doc["compare"] = _records(cmp)
 
     pope = pope_scores(main, keys) if len(main) and "source" in main.columns else pd.DataFrame()
@@ -637,7 +643,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
                     for m, source in dict.fromkeys(zip(pope["model"], pope["source"]))}
         md += _pope_section(pope, keys, variants)
         paths["pope_csv"] = out / "pope.csv"
-        pope.to_csv(paths["pope_csv"], index=False)
+        _write_csv(pope, paths["pope_csv"])
         doc["pope"] = {"variant": variants, "scores": _records(pope)}
     model_ids = dict(zip(df["model"], df["model_id"])) if "model_id" in df.columns else {}
     for name, (lines, frame) in (
@@ -650,7 +656,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         if lines:
             md += lines
             paths[f"{name}_csv"] = out / f"{name}.csv"
-            frame.to_csv(paths[f"{name}_csv"], index=False)
+            _write_csv(frame, paths[f"{name}_csv"])
             doc[name] = _records(frame)
 
     blind_keys = ["subset"] if "subset" in main.columns else []
@@ -668,14 +674,14 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             "",
         ]
         paths["blind_csv"] = out / "blind.csv"
-        blind.to_csv(paths["blind_csv"], index=False)
+        _write_csv(blind, paths["blind_csv"])
         doc["blind"] = _records(blind)
 
     if len(mme_rows):
         mme = mme_scores(mme_rows)
         md += ["## MME", "", "Score per subtask = 100 x accuracy + 100 x accuracy+ (both questions of an image right).", "", _mme_section(mme), ""]
         paths["mme_csv"] = out / "mme.csv"
-        mme.to_csv(paths["mme_csv"], index=False)
+        _write_csv(mme, paths["mme_csv"])
         doc["mme"] = _records(mme)
 
     if plots and len(scores):
@@ -706,10 +712,10 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     md += ["## Definitions", "", DEFINITIONS + ("\n" + BLIND_DEFINITION if len(blind) else ""), ""]
 
     paths["markdown"] = out / "report.md"
-    paths["markdown"].write_text("\n".join(md), encoding="utf-8")
+    atomic_write_text(paths["markdown"], "\n".join(md))
     from vhx.report_html import write_report_html
 
     paths["html"] = write_report_html("\n".join(md), scores, keys, metas, out)
     paths["json"] = out / "scores.json"
-    paths["json"].write_text(json.dumps(_jsonable(doc), indent=2, ensure_ascii=False), encoding="utf-8")
+    atomic_write_text(paths["json"], json.dumps(_jsonable(doc), indent=2, ensure_ascii=False))
     return paths

@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from vhx.schema import ORIGINAL
+from vhx.locking import atomic_path, atomic_write_text
 
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}"
@@ -223,7 +224,7 @@ def write_report_html(markdown: str, scores: pd.DataFrame, keys: Sequence[str], 
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx report</title><style>{_CSS}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")
     path = out / "report.html"
-    path.write_text(page, encoding="utf-8")
+    atomic_write_text(path, page)
     return path
 
 
@@ -276,5 +277,6 @@ def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: lis
     import textwrap
 
     fig.supxlabel(textwrap.fill(NEW_VH_OF_GENERATED, int(fig.get_figwidth() * 17)), fontsize=7, ha="center")
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     return path

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vhx.locking import atomic_path
 from vhx.scoring import random_guess_expectation
 
 
@@ -47,7 +48,8 @@ def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str],
         ax.set_ylabel("score" if bottom == 0 else f"score (axis from {bottom:g})")
         ax.set_title(model or "(unnamed model)")
         ax.legend(loc="upper center", ncols=2, fontsize="small")
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     return path
 
 def _axis_floor(scores: pd.DataFrame, columns: Sequence[str]) -> float:
@@ -131,5 +133,6 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
     ax.set_ylim(low, high)
     ax.set_xlabel("accuracy (source questions)" + (f", axis from {bottom:g}" if bottom else ""))
     ax.set_ylabel("symmetric accuracy" + (f", axis from {bottom:g}" if bottom else ""))
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     return path

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import html
+import io
 import random
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import datasets
 
 from vhx.errors import DataError
 from vhx.gallery import image_data_uri
+from vhx.locking import atomic_write_text
 from vhx.negation import FRAMED_FLAG, review_flag
 from vhx.schema import NO_IMAGE, loads
 
@@ -94,13 +96,14 @@ def review_export(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "negation_review.csv"
-    with csv_path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(REVIEW_COLUMNS), extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(records)
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(REVIEW_COLUMNS), extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(records)
+    atomic_write_text(csv_path, buffer.getvalue())
 
     html_path = out / "negation_review.html"
-    html_path.write_text(_review_html(records, total=len(complete)), encoding="utf-8")
+    atomic_write_text(html_path, _review_html(records, total=len(complete)))
     return csv_path, html_path
 
 

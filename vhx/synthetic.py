@@ -37,6 +37,7 @@ import datasets
 from PIL import Image, ImageDraw
 
 from vhx.schema import FEATURES, loads, make_case
+from vhx.locking import atomic_write_bytes
 
 KINDS: tuple[str, ...] = ("existence", "color", "count", "position")
 SHAPES: tuple[str, ...] = ("circle", "square", "triangle")
@@ -530,7 +531,7 @@ def generate_synthetic(
         name = image_name(seed, i, config.training)
         if out_dir is not None:
             path = out_dir / name
-            path.write_bytes(png)
+            atomic_write_bytes(path, png)
             images.append(str(path))
         else:
             images.append({"bytes": png, "path": name})

@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhx.locking import atomic_write_bytes, atomic_write_text
+
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE
 from vhx.synthetic import (
     SHAPES,
@@ -275,18 +277,18 @@ def write_synthetic_instruct(out_dir: str | Path, num_images: int = 200, seed: i
     for i in range(num_images):
         scene = instruct_scene(seed, i, image_size)
         relative = image_path(seed, i)
-        (out / relative).write_bytes(encode_png(render_scene(scene)))
+        atomic_write_bytes(out / relative, encode_png(render_scene(scene)))
         written.add(Path(relative).name)
         rng = random.Random(f"vhx.synthetic_instruct:{GENERATOR_VERSION}:{seed}:{i}")
         records.append({"id": record_id(seed, i), "image": relative, "conversations": conversation(scene, rng)})
     for stale in images.glob("instruct_*.png"):
         if stale.name not in written:
             stale.unlink()
-    (out / JSON_NAME).write_text(json.dumps(records, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    (out / "README.txt").write_text(
+    atomic_write_text(out / JSON_NAME, json.dumps(records, ensure_ascii=False, indent=1) + "\n")
+    atomic_write_text(
+        out / "README.txt",
         _README.format(version=GENERATOR_VERSION, json_name=JSON_NAME, n=num_images, image_dir=IMAGE_SUBDIR,
                        size=image_size, scene_seed=scene_seed(seed), offset=SCENE_SEED_OFFSET, seed=seed),
-        encoding="utf-8",
     )
     return out
 

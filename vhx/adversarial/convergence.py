@@ -18,6 +18,7 @@ import numpy as np
 from vhx.adversarial.attack import BRANCH_NAMES
 from vhx.errors import VHXError
 from vhx.jsonl import read_jsonl
+from vhx.locking import atomic_path
 
 
 def read_traces(folder: str | os.PathLike) -> list[dict[str, Any]]:
@@ -87,6 +88,7 @@ def plot_convergence(folder: str | os.PathLike, out: str | os.PathLike, *, max_l
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    with atomic_path(out) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return out

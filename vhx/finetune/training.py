@@ -33,6 +33,7 @@ from vhx.finetune.data import (
     rephraser_label,
 )
 from vhx.runtime import launched_world_size
+from vhx.locking import atomic_write_text
 
 if TYPE_CHECKING:
     import datasets
@@ -253,9 +254,7 @@ def load_inputs(
         path = Path(rephrasings_file)
         path.parent.mkdir(parents=True, exist_ok=True)
         payload = {"rephraser": mix.rephraser, "n": data.rephrasings, "table": mix.rephrasings}
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic_write_text(path, json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
     return vh, mix
 
 
@@ -433,7 +432,7 @@ def train(config: FinetuneConfig, *, callbacks: Sequence[Any] = ()) -> FinetuneR
                 )
             record["heldout"] = {"folder": HELDOUT_DIR if heldout_dir else None, "holdout": data.holdout,
                                  "splits": {k: len(v) for k, v in heldout.items()}}
-        (out / RECORD_FILE).write_text(json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        atomic_write_text(out / RECORD_FILE, json.dumps(record, indent=2, ensure_ascii=False, default=str) + "\n")
     trainer.accelerator.wait_for_everyone()
     if heldout_dir is None and data.write_heldout and (out / HELDOUT_DIR / "README.md").is_file():
         heldout_dir = out / HELDOUT_DIR

@@ -105,7 +105,6 @@ from vhx.errors import DataError
 from vhx.negation.grammar import (
     SPLIT_GUESSED,
     SPLIT_NO_VERB,
-    _NUMBER,
     _Unparsable,
     _article_for,
     _aux_kind,

@@ -41,6 +41,7 @@ from vhx.perturbations.encoding import to_rgb_array
 from vhx.perturbations.registry import PerturbationError, default_perturbations, get_perturbation, perturb_file, seed_key_for
 from vhx.schema import FEATURES, ORIGINAL, case_id, dumps, pair_id_of, with_images
 from vhx.runtime import available_cores
+from vhx.locking import atomic_write_bytes
 
 
 @functools.lru_cache(maxsize=1)
@@ -105,9 +106,7 @@ def _perturb_image(image_id: str, image: Mapping[str, Any], first_case: str, job
             data = perturb_file(name, pixels, seed_key=seed_key_for(image_id, seed), **params)
             path.parent.mkdir(parents=True, exist_ok=True)
             # write-then-rename: an interrupted run never leaves a truncated file behind
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_bytes(data)
-            os.replace(tmp, path)
+            atomic_write_bytes(path, data)
     return paths
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from vhx.replicate.study import FINETUNE_ARMS, LABELS
+from vhx.locking import atomic_path
 
 RANKING_PNG = "ranking.png"
 FINETUNING_PNG = "finetuning.png"
@@ -132,7 +133,8 @@ def plot_ranking(result: Mapping[str, Any], path: Path) -> Path:
         ax.set_title(f"{bench}, original split: the models' ranking", fontsize=10)
         ax.legend(loc="upper left", fontsize=7, frameon=False)
     fig.suptitle("Table 3: accuracy against symmetric accuracy (95% Wilson intervals)", fontsize=11)
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     return path
 
 
@@ -158,5 +160,6 @@ def plot_finetuning(result: Mapping[str, Any], path: Path) -> Path:
     ax.set_ylabel("symmetric accuracy")
     ax.set_title(f"Table 7: {table.get('model', '')} before and after fine-tuning, per held-out split", fontsize=10)
     ax.legend(loc="upper center", ncols=len(arms), fontsize=7, frameon=False)
-    fig.savefig(path, dpi=110)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110)
     return path

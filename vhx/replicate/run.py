@@ -8,6 +8,7 @@ tables are written by the main process.
 from __future__ import annotations
 
 import contextlib
+import os
 import dataclasses
 import json
 import logging
@@ -406,7 +407,10 @@ def _quiet_training(out: Path) -> Iterator[None]:
     import sys
 
     out.mkdir(parents=True, exist_ok=True)
-    with open(out / "train.log", "a", encoding="utf-8") as log, contextlib.redirect_stdout(log):
+    from vhx.locking import open_no_follow
+
+    fd = open_no_follow(out / "train.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    with os.fdopen(fd, "a", encoding="utf-8") as log, contextlib.redirect_stdout(log):
         handler = logging.StreamHandler(log)
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
         root = logging.getLogger()
