@@ -51,7 +51,8 @@ def test_a_crash_during_the_swap_is_refused_by_readers_and_repaired_by_a_rerun(t
     real_replace = os.replace
 
     def crash_on_card(src, dst):
-        if str(dst).endswith("README.md") and INCOMPLETE_MARKER not in str(src):
+        # the card moving from the staging folder into place (not the card written inside the staging folder)
+        if Path(dst) == folder / "README.md" and INCOMPLETE_MARKER not in str(src):
             raise KeyboardInterrupt  # the process dies between moving data/ and the card
         return real_replace(src, dst)
 
