@@ -354,7 +354,8 @@ NEGATION_TABLE_LEGEND = (
     "prompt's frame); flagged: pairs the review export lists first (a note from the negator; framed ones included). "
     "Rules: a_to_no, an_to_no, any_to_no: \"a\"/\"an\"/\"any\" -> \"no\" (\"Is there no dog?\"); bare_to_no: \"no\" "
     "before a noun without article; not/be, not/do, not/there, not/aux: \"not\" after the subject of an is / does / "
-    "there is / can question; n't/...: the contracted form; is_it_false/...: the frame; drop_not, drop_n't, no_to_a, "
+    "there is / can question; not_exactly/there, n't_exactly/there: a count keeps its number (\"Is there not exactly one ship?\"); "
+    "n't/...: the contracted form; is_it_false/...: the frame; drop_not, drop_n't, drop_not_exactly, no_to_a, "
     "no_to_an, no_to_any, undo_is_it_false: a negated question loses its negation (\"Is there no dog?\" -> \"Is there a "
     "dog?\"); true_to_false, false_to_true: \"Is it true that\" <-> \"Is it false that\"."
 )
