@@ -11,6 +11,7 @@ import pytest
 from PIL import Image
 
 from fake_openai_server import FakeOpenAIServer, Reply
+from test_llm import tiny_chat_lm  # noqa: F401  (the LLM negator's tiny local chat model, a fixture)
 from vhx.errors import VHXError
 from vhx.models import Prediction
 from vhx.parsing import parse_yes_no
@@ -221,20 +222,11 @@ def test_the_cli_takes_a_judge_and_refuses_a_bad_spec(tmp_path, server, monkeypa
     assert SECRET not in capsys.readouterr().out
 
 
-def test_a_local_transformers_judge_reads_through_the_same_cache(tmp_path, monkeypatch):
+def test_a_local_transformers_judge_reads_through_the_same_cache(tiny_chat_lm, tmp_path, monkeypatch):
     """``hf:FOLDER``: a transformers chat model in this process (a tiny random one: any reading, asked once)."""
-    from test_llm import _TINY_CHAT_TEMPLATE  # the tiny chat model the LLM negator's tests use
-    from transformers import LlamaConfig, LlamaForCausalLM
-
     from vhx.llm import LocalChatModel
-    from vhx.tiny_models import build_tokenizer
 
-    path = tmp_path / "tiny-chat"
-    tok = build_tokenizer([], _TINY_CHAT_TEMPLATE, add_bos=True)
-    LlamaForCausalLM(LlamaConfig(vocab_size=len(tok), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                 num_attention_heads=2, num_key_value_heads=1, bos_token_id=tok.bos_token_id,
-                                 eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)).save_pretrained(path)
-    tok.save_pretrained(path)
+    path = tiny_chat_lm
     calls: list[int] = []
     real = LocalChatModel.answer
 
