@@ -325,7 +325,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data = str(source) if source.exists() else _hub_dataset(args.folder)
     paths = score_and_report(data, args.model, _model_options(args), Path(args.out),
                              splits=args.splits.split(",") if args.splits else None, limit=args.limit,
-                             by=tuple(args.by.split(",")), judge=args.judge)
+                             seed=args.seed, by=tuple(args.by.split(",")), judge=args.judge)
     _print_report_summary(paths)
     return 0
 
@@ -428,7 +428,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("folder", help="Hub folder (or Hub dataset id) of vhx cases")
     p.add_argument("--out", required=True, help="run folder (predictions.jsonl, run.json, report/)")
     p.add_argument("--splits", help="comma-separated splits to score (default all)")
-    p.add_argument("--limit", type=positive_int, help="score only the first N cases of each split")
+    p.add_argument("--limit", type=positive_int,
+                   help="score a sample of at most N cases per split: whole groups (a case with its negated twin, a "
+                        "HallusionBench question set, an MME image), the same source cases on every split, drawn by --seed")
+    p.add_argument("--seed", type=int, default=0, help="the --limit sample's seed (default 0)")
     p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
     p.add_argument("--judge", metavar="SPEC",
                    help="a text model that reads the replies the rules cannot (unread ones, and replies to negated twins "

@@ -181,7 +181,8 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the accelerate process's device)")
     g.add_argument("--adapter", help="PEFT/LoRA adapter applied on top of --model")
     g.add_argument("--prompt-template", help="prompt with {question}; default appends 'Answer the question using a single word or phrase.'")
-    g.add_argument("--max-new-tokens", type=positive_int, help="generate mode: reply length (default 16; 4096 for a model that thinks before it answers)")
+    g.add_argument("--max-new-tokens", type=positive_int, help="generate mode: longest reply in tokens (default: the model's generation config's max_new_tokens, "
+                        "e.g. 32 for vhx-mini, else 16; at least 4096 for a model that thinks before it answers)")
     g.add_argument("--temperature", dest="gen_temperature", type=non_negative_float, help="generate mode: sampling temperature (default: the model's generation config)")
     g.add_argument("--top-p", type=share_0_1, help="generate mode: nucleus sampling")
     g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")
@@ -217,7 +218,7 @@ def _check_model(spec: str | None) -> None:
         check_name(spec, what="model", shipped=tuple(SHIPPED))
 
 def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: Path, *, splits: list[str] | None = None,
-                     limit: int | None = None, by: tuple[str, ...] = ("split",), report_step: str = "",
+                     limit: int | None = None, seed: int = 0, by: tuple[str, ...] = ("split",), report_step: str = "",
                      judge: str | None = None) -> dict[str, Path]:
     """Predict every case (resumable, incremental), then write the report under ``out/report``
     (``report_step``, when given, is printed before the report is written). ``judge``: a text model spec
@@ -241,7 +242,7 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
         reader = Judge(judge)  # a bad spec fails here, before the model loads
     model = load_model(model_spec, **options)
     predictions = predict_dataset(data, model, out, splits=splits, batch_size=options.get("batch_size", 8), limit=limit,
-                                  judge=reader)
+                                  seed=seed, judge=reader)
     print(f"predictions: {predictions}")
     if report_step:
         print(report_step)
@@ -262,11 +263,9 @@ def _print_report_summary(paths: dict[str, Path]) -> None:
 
 def _print_findings(paths: dict[str, Path]) -> None:
     """The report's findings in words (the sentences report.html opens with), then where report.html is: a run's last lines."""
-    import pandas as pd
+    import json
 
-    from vhx.report_html import summary_lines
-
-    lines = summary_lines(pd.read_csv(paths["csv"]), ["split"]) if "csv" in paths else []
+    lines = json.loads(Path(paths["json"]).read_text(encoding="utf-8")).get("findings", []) if "json" in paths else []
     if lines:
         print("Findings:")
         for line in lines:

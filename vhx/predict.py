@@ -141,14 +141,18 @@ def case_digests(ds: datasets.Dataset, n: int | None = None) -> dict[str, str]:
     return out
 
 
-def image_digests(ds: datasets.Dataset, n: int | None = None) -> dict[str, str]:
-    """``{image_id: digest of its encoded bytes}`` over the first ``n`` cases of ``ds`` (one read per image)."""
+def image_digests(ds: datasets.Dataset, rows: int | Sequence[int] | None = None) -> dict[str, str]:
+    """``{image_id: digest of its encoded bytes}`` over the cases of ``ds`` at ``rows`` (an int: the first
+    ``rows`` cases; None: all), one read per image."""
     from vhx.images import bytes_digest
     from vhx.schema import NO_IMAGE
 
-    ids = ds.select_columns(["image_id"])[: len(ds) if n is None else n]["image_id"]
+    all_ids = ds.select_columns(["image_id"])[:]["image_id"]
+    if rows is None or isinstance(rows, int):
+        rows = range(len(all_ids) if rows is None else min(rows, len(all_ids)))
     first: dict[str, int] = {}
-    for row, image_id in enumerate(ids):
+    for row in rows:
+        image_id = all_ids[row]
         if image_id != NO_IMAGE:
             first.setdefault(image_id, row)
     if not first:
@@ -440,6 +444,15 @@ class _BatchReader:
         return cases
 
 
+def _sample(ds: Any, limit: int | None, seed: int) -> list[int]:
+    """The rows of ``ds`` a run scores: all, or a ``limit`` sample of whole groups (:mod:`vhx.scoring.groups`)."""
+    from vhx.scoring.groups import GROUP_COLUMNS, sample_indices
+
+    if limit is None or limit >= len(ds):
+        return list(range(len(ds)))
+    return sample_indices(ds.select_columns(list(GROUP_COLUMNS))[:], limit, seed)
+
+
 def predict_dataset(
     data: datasets.Dataset | datasets.DatasetDict | str | os.PathLike,
     model: VHModel,
@@ -448,6 +461,7 @@ def predict_dataset(
     splits: Sequence[str] | str | None = None,
     batch_size: int = 8,
     limit: int | None = None,
+    seed: int = 0,
     progress: bool = True,
     state: Any = None,
     bar_options: Mapping[str, Any] | None = None,
@@ -461,7 +475,10 @@ def predict_dataset(
         out_dir: output folder (created); may already hold a run to resume, or other models' rows.
         splits: the splits to score (default: all).
         batch_size: cases per ``model.predict`` call, and per flush of the output file.
-        limit: score only the first ``limit`` cases of each split.
+        limit: score a sample of at most ``limit`` cases of each split, made of whole groups (a case with its
+            negated twin and transformed versions, a HallusionBench question set, an MME image), the same
+            source cases on every split (:func:`vhx.scoring.groups.sample_indices`).
+        seed: the sample's seed (with ``limit``).
         progress: show a progress bar (on the main process).
         state: an ``accelerate.PartialState``-like object (``process_index``, ``num_processes``,
             ``is_main_process``, ``wait_for_everyone()``); default :func:`process_state`, which is
@@ -493,7 +510,7 @@ def predict_dataset(
             # a second run on this folder would score every case again and lose a run.json record
             held.enter_context(exclusive_lock(out / LOCK_FILE, timeout=0, what=f"the run folder {out}"))
         try:
-            return _predict(data, model, out, splits=splits, batch_size=batch_size, limit=limit, progress=progress, state=state,
+            return _predict(data, model, out, splits=splits, batch_size=batch_size, limit=limit, seed=seed, progress=progress, state=state,
                             bar_options=bar_options or {}, judge=judge)
         except BaseException:
             # A run that failed before writing anything (a shard damaged inside, found only when read)
@@ -507,8 +524,8 @@ def predict_dataset(
 
 
 def _predict(
-    data: Any, model: VHModel, out: Path, *, splits: Any, batch_size: int, limit: int | None, progress: bool, state: Any,
-    bar_options: Mapping[str, Any], judge: Any = None,
+    data: Any, model: VHModel, out: Path, *, splits: Any, batch_size: int, limit: int | None, seed: int, progress: bool,
+    state: Any, bar_options: Mapping[str, Any], judge: Any = None,
 ) -> Path:
     from tqdm.auto import tqdm
 
@@ -524,8 +541,8 @@ def _predict(
     # a planted link is refused before it is read, as before it would be written
     refuse_links(main_file, out / RUN_FILE, *sorted(out.glob("predictions.rank*.jsonl")))
     # what each case and image is now: what a resumed run and the attack's branch scores are checked against
-    counts = {split: len(ds) if limit is None else min(limit, len(ds)) for split, ds in parts.items()}
-    digests = {split: image_digests(ds, counts[split]) for split, ds in parts.items()}
+    chosen = {split: _sample(ds, limit, seed) for split, ds in parts.items()}
+    digests = {split: image_digests(ds, chosen[split]) for split, ds in parts.items()}
     # case digests matter only to a run that resumes or may take branch scores (0.18 s per 36,000 cases)
     branch_scores = isinstance(data, (str, os.PathLike)) and (Path(data) / BRANCH_SCORES).is_dir()
     resuming = main_file.is_file() or any(out.glob("predictions.rank*.jsonl"))
@@ -537,7 +554,8 @@ def _predict(
         merge_rank_files(out)
         read_predictions(main_file, repair=True)
         if branch_scores and "original" in parts:
-            scored = parts["original"].select_columns(["id"])[: counts["original"]]["id"]
+            ids = parts["original"].select_columns(["id"])[:]["id"]
+            scored = [ids[i] for i in chosen["original"]]
             reused = reuse_branch_scores(data, model, main_file, images=digests["original"],
                                          cases={str(c): cases_now["original"][str(c)] for c in scored})
     state.wait_for_everyone()
@@ -562,11 +580,12 @@ def _predict(
     changed = {k for k, d in recorded.items() if digests.get(k[0], {}).get(k[1], d) != d}
     redone = redone_images = 0
     for split, ds in parts.items():
-        n = counts[split]
-        total += n
-        columns = ds.select_columns(["id", "image_id"])[:n]
+        rows = chosen[split]
+        total += len(rows)
+        columns = ds.select_columns(["id", "image_id"])[:]
         image_ids[split] = columns["image_id"]
-        for i, (cid, image_id) in enumerate(zip(columns["id"], columns["image_id"])):
+        for i in rows:
+            cid, image_id = columns["id"][i], columns["image_id"][i]
             key = (name, split, str(cid))
             held.add((split, str(cid)))
             if key not in done:
@@ -600,6 +619,7 @@ def _predict(
             "options": dict(getattr(model, "options", {}) or {}),
             "dataset": description,
             "limit": limit,
+            **({"seed": seed} if limit is not None else {}),
             "batch_size": batch_size,
             "vhx_version": __version__,
             "torch": _kernels(),
@@ -642,7 +662,7 @@ def _predict(
         if world > 1:
             merge_rank_files(out)
         if judge is not None:
-            record["judge"] = _run_judge(judge, main_file, parts, counts, name)
+            record["judge"] = _run_judge(judge, main_file, parts, chosen, name)
         record["finished"] = _now()
         if failed:
             record["failed_cases"] = failed
@@ -654,14 +674,14 @@ def _predict(
     return main_file
 
 
-def _run_judge(judge: Any, main_file: Path, parts: Mapping[str, Any], counts: Mapping[str, int], name: str) -> dict[str, Any]:
+def _run_judge(judge: Any, main_file: Path, parts: Mapping[str, Any], chosen: Mapping[str, Sequence[int]], name: str) -> dict[str, Any]:
     """Let ``judge`` read the replies the rules cannot settle (:func:`vhx.scoring.judge.judge_predictions`); its run.json record."""
     from vhx.scoring.judge import judge_predictions
 
     questions = {}
     for split, ds in parts.items():
-        columns = ds.select_columns(["id", "question"])[: counts[split]]
-        questions.update({(split, str(cid)): q for cid, q in zip(columns["id"], columns["question"])})
+        columns = ds.select_columns(["id", "question"])[:]
+        questions.update({(split, str(columns["id"][i])): columns["question"][i] for i in chosen[split]})
     done = judge_predictions(main_file, questions, name, judge)
     if done.asked:
         print(f"{main_file.parent}: the judge ({judge.spec.spec}) read {done.asked - done.failed:,} replies the rules could not "

@@ -33,7 +33,9 @@ import pandas as pd
 
 from vhx import report_sources
 from vhx.report_plots import _group_label, plot_accuracy_bars, plot_accuracy_scatter  # noqa: F401  (plots re-exported: vhx.report.plot_accuracy_*)
+from vhx.report_html import summary_lines
 from vhx.report_sources import md_text
+from vhx.scoring.groups import sample_note
 from vhx.errors import VHXError
 from vhx.locking import atomic_path, atomic_write_text
 from vhx.scoring.blind import blind_scores
@@ -181,11 +183,63 @@ def _cell(metric: Metric) -> Callable[[pd.Series], str]:
 TABLE_ORDER: tuple[str, ...] = ("accuracy_original", "symmetric_accuracy", "n_new_vh", "accuracy", "yes_ratio", "unknown_rate", "n")
 
 
-def report_tables() -> list[tuple[str, str, str, Callable[[pd.Series], str]]]:
-    """(title, explanation, value column, Markdown cell) per table, in the report's order, from :data:`METRICS`."""
+def report_tables() -> list[tuple[str, str, str, Callable[[pd.Series], str], Any]]:
+    """(title, explanation, value column, Markdown cell, :class:`~vhx.scoring.metrics.Table`) per table, in the
+    report's order, from :data:`METRICS`."""
     rank = {name: i for i, name in enumerate(TABLE_ORDER)}
     metrics = sorted((m for m in METRICS.values() if m.table is not None), key=lambda m: rank.get(m.name, len(rank)))
-    return [(m.table.title, m.table.note, m.name, _cell(m)) for m in metrics]
+    return [(m.table.title, m.table.note, m.name, _cell(m), m.table) for m in metrics]
+
+
+def _table_rows(table: Any, scores: pd.DataFrame, rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The score rows a metric's table shows: the groups holding its benchmarks' cases (``table.sources``),
+    none when ``table.shown`` says it would hold nothing."""
+    if table.sources:
+        if "source" not in rows.columns:
+            return scores.iloc[:0]
+        held = rows[rows["source"].isin(table.sources)]
+        if not keys:
+            scores = scores[scores["model"].isin(set(held["model"]))]
+        else:
+            groups = set(map(tuple, held[["model", *keys]].astype(str).to_numpy().tolist()))
+            scores = scores[[tuple(r) in groups for r in scores[["model", *keys]].astype(str).to_numpy().tolist()]]
+    if len(scores) and table.shown is not None and not table.shown(scores):
+        return scores.iloc[:0]
+    return scores
+
+
+def column_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """Short column labels of a report's runs (``{label as load_runs gives it: short label}``).
+
+    A model spec names the backend, mode and decoding (``vhx-mini|generate|greedy``) and, for runs of one
+    model on several datasets, the dataset (``... @ pope-expanded relabelled by RePOPE``): too long for a
+    column header or a plot title. The short label is the model's own name (the last part of a Hub id or
+    folder) with what tells its runs apart in brackets: ``POPE labels`` / ``RePOPE labels`` for a run and
+    its ``vhx relabel`` copy, else the dataset or dtype. Where two short labels would be equal the spec is
+    kept. The report's Runs table pairs each label with its full spec.
+    """
+    full = [str(m) for m in dict.fromkeys(df["model"])]
+    ids = dict(zip(df["model"].astype(str), df["model_id"].astype(str))) if "model_id" in df.columns else {}
+    run_of = dict(zip(df["model"].astype(str), df["run"].astype(str))) if "run" in df.columns else {}
+    relabelled = {}
+    if _relabelled_pair(dirs, metas):
+        for d, meta in zip(dirs, metas):
+            relabelled[str(d)] = "RePOPE labels" if isinstance(meta.get("relabelled"), dict) else "POPE labels"
+
+    def short(label: str) -> str:
+        model_id = ids.get(label, label)
+        head = model_id.split("|")[0].rstrip("/")
+        name = head.rsplit("/", 1)[-1] if "/" in head and not head.startswith("openai:") else head
+        tag = relabelled.get(run_of.get(label, ""), "")
+        if not tag and label.startswith(model_id) and len(label) > len(model_id):
+            tag = label[len(model_id):].strip().removeprefix("@ ").strip().strip("[]")
+        return f"{name} ({tag})" if tag else name
+
+    shorts = {label: short(label) for label in full}
+    seen: dict[str, int] = {}
+    for value in shorts.values():
+        seen[value] = seen.get(value, 0) + 1
+    return {label: (value if seen[value] == 1 else label) for label, value in shorts.items()}
 
 
 def _md_escape(text: Any) -> str:
@@ -263,18 +317,31 @@ def _date(meta: dict[str, Any]) -> str:
     return stamp[:16].replace("T", " ") if len(stamp) >= 16 and stamp[10] == "T" else stamp
 
 
-def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFrame, statuses: Sequence[dict[str, Any]]) -> str:
-    """One row per run: model, dataset name, its splits and sizes, answer mode, dtype, date, cases scored, folder."""
+def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFrame, statuses: Sequence[dict[str, Any]],
+                  specs: dict[str, str] | None = None) -> str:
+    """One row per run: its column label, the model spec, dataset name, its splits and sizes, answer mode, dtype, date,
+    cases scored, folder (``specs``: the full spec of each short column label, :func:`column_labels`)."""
+    specs = specs or {}
     rows = []
     for d, meta, status in zip(dirs, metas, statuses):
         models = sorted(df.loc[df["run"] == str(d), "model"].unique())
         name, sizes = _dataset_cells(meta.get("dataset", ""))
         options = {**(meta.get("settings") or {}), **(meta.get("options") or {})}
         rows.append([
-            ", ".join(models) or str(meta.get("model", "")), name, sizes,
-            str(options.get("mode", "")), str(options.get("dtype", "") or ""), _date(meta), _scored_cell(status), str(d),
+            ", ".join(models) or str(meta.get("model", "")), ", ".join(specs.get(m, m) for m in models) or str(meta.get("model", "")),
+            name, sizes, str(options.get("mode", "")), str(options.get("dtype", "") or ""), _date(meta), _scored_cell(status), str(d),
         ])
-    return _md_table(["model", "dataset", "splits (cases)", "mode", "dtype", "date", "scored", "run"], rows)
+    return _md_table(["column", "model", "dataset", "splits (cases)", "mode", "dtype", "date", "scored", "run"], rows)
+
+
+def relabelled_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
+    """(POPE column, RePOPE column) of a run and its ``vhx relabel`` copy, or None."""
+    cols: dict[str, str] = {}
+    for d, meta in zip(dirs, metas):
+        models = df.loc[df["run"] == str(d), "model"].unique()
+        if len(models) == 1:
+            cols["repope" if isinstance(meta.get("relabelled"), dict) else "pope"] = str(models[0])
+    return (cols["pope"], cols["repope"]) if len(cols) == 2 else None
 
 
 def _equal_metrics_notes(scores: pd.DataFrame, models: Sequence[str]) -> list[str]:
@@ -438,9 +505,9 @@ def _unpaired_note(rows: pd.DataFrame, keys: list[str], allow_unpaired: bool | N
         return ""
     n_pairs = len(pairs.drop_duplicates(subset=["model", *keys, "pair_id"])) if len(pairs) else 0
     if not n_pairs:
-        return (f"None of the {len(unpaired):,} cases has its negated twin (the data were not expanded with `vhx expand`): "
-                "accuracy, yes-ratio and the POPE and MME scores use every case; symmetric accuracy and # new VH cases need "
-                "pairs and are n/a.")
+        return (f"None of the {len(unpaired):,} cases has its negated twin: the folder was built, not expanded, and is scored "
+                "as single questions (accuracy, yes-ratio and the benchmark's own scores). Symmetric accuracy and # new VH "
+                "cases need each case's negated twin: `vhx expand FOLDER --out FOLDER-expanded` writes them.")
     return (f"{len(unpaired):,} of {len(rows):,} cases have no negated twin in their group: accuracy, yes-ratio and the POPE "
             f"and MME scores use every case; symmetric accuracy and # new VH cases use the {n_pairs:,} complete pairs only.")
 
@@ -557,11 +624,19 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     out.mkdir(parents=True, exist_ok=True)
     df = load_runs(dirs)
     metas = [read_run_meta(d) for d in dirs]
+    labels = column_labels(df, dirs, metas)
+    specs = {short: label for label, short in labels.items()}
+    df["model"] = df["model"].astype(str).map(labels)
+    relabelled = _relabelled_pair(dirs, metas)
     models = list(dict.fromkeys(df["model"]))
     is_mme = (df["source"] == "mme").to_numpy() if "source" in df.columns else np.zeros(len(df), dtype=bool)
     main, mme_rows = df[~is_mme], df[is_mme]
     paths: dict[str, Path] = {}
-    md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df, statuses), ""]
+    md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df, statuses, specs), ""]
+    sampled = [(d, meta) for d, meta in zip(dirs, metas) if isinstance(meta.get("limit"), int)]
+    if sampled:
+        md += ["## A sample, not the whole benchmark", "",
+               *(f"- {_md_code(d)}: {sample_note(meta['limit'], meta.get('seed'))}." for d, meta in sampled), ""]
     incomplete_models = {m for d, s in unfinished for m in df.loc[df["run"] == str(d), "model"].unique()}
     if unfinished:
         lines = [f"- {_md_code(d)}: {status_words(s)}" for d, s in unfinished]
@@ -575,6 +650,8 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         "by": keys,
         "confidence": confidence,
         "models": models,
+        "labels": specs,
+        **({"sample": {str(d): {"limit": meta["limit"], "seed": meta.get("seed", 0)} for d, meta in sampled}} if sampled else {}),
     }
 
     scores = pd.DataFrame()
@@ -589,18 +666,23 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         doc["scores"] = _records(scores)
         doc["tables"] = {}
         pct = f"{confidence:.0%}"
-        for title, note, column, cell in report_tables():
-            rows = _pivot(scores, keys, score_models, cell)
-            md += [f"## {title}", "", note.replace("95%", pct), "", _md_table([*keys, *score_models], [[str(c) if c is not None else "-" for c in r] for r in rows]), ""]
+        for title, note, column, cell, table in report_tables():
+            shown = _table_rows(table, scores, main, keys)
+            if shown.empty:
+                continue
+            rows = _pivot(shown, keys, [m for m in score_models if m in set(shown["model"])], cell)
+            shown_models = [m for m in score_models if m in set(shown["model"])]
+            md += [f"## {title}", "", note.replace("95%", pct), "", _md_table([*keys, *shown_models], [[str(c) if c is not None else "-" for c in r] for r in rows]), ""]
             if column == "symmetric_accuracy":
                 md += _equal_metrics_notes(scores, score_models)
-            values = _pivot(scores, keys, score_models, lambda r, c=column: r[c])
-            doc["tables"][column] = [_jsonable(dict(zip([*keys, *score_models], r))) for r in values]
+            values = _pivot(shown, keys, shown_models, lambda r, c=column: r[c])
+            doc["tables"][column] = [_jsonable(dict(zip([*keys, *shown_models], r))) for r in values]
         paths["csv"] = out / "scores.csv"
         # an incomplete run's rows say so in the CSV too (its numbers cover part of its cases)
-        _write_csv(scores.assign(complete=~scores["model"].isin(incomplete_models)), paths["csv"])
+        _write_csv(scores.assign(complete=~scores["model"].isin(incomplete_models), model_spec=scores["model"].map(specs)),
+                   paths["csv"])
 
-        if len(score_models) == 2 and _relabelled_pair(dirs, metas):
+        if len(score_models) == 2 and relabelled:
             md += ["One run is the other relabelled by RePOPE (`vhx relabel`): the same replies on other labels, so no paired "
                    "comparison of two models; the POPE and RePOPE section puts their scores side by side.", ""]
         elif len(score_models) == 2:
@@ -648,7 +730,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     model_ids = dict(zip(df["model"], df["model_id"])) if "model_id" in df.columns else {}
     for name, (lines, frame) in (
         ("repope", report_sources.pope_repope_section(pope, model_ids, _md_table, keys)),
-        ("hallusionbench", report_sources.hallusionbench_section(main, _md_table)),
+        ("hallusionbench", report_sources.hallusionbench_section(main, _md_table, sampled=bool(sampled))),
         ("amber", report_sources.amber_section(main, _md_table)),
         ("unknown", report_sources.unknown_section(df, _md_table)),
         ("judge", report_sources.judge_section(df, _md_table)),
@@ -684,7 +766,9 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         _write_csv(mme, paths["mme_csv"])
         doc["mme"] = _records(mme)
 
-    if plots and len(scores):
+    paired = bool(len(scores)) and bool((scores["n_pairs"] > 0).any())
+    generated = bool(len(scores)) and bool((scores["n_generated"] > 0).any())
+    if plots and (paired or generated):
         try:
             import matplotlib  # noqa: F401
         except ImportError:
@@ -693,21 +777,16 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             score_models = [m for m in models if m in set(scores["model"])]
             from vhx.report_html import NEW_VH_OF_GENERATED, plot_yes_ratio_and_new_vh
 
-            paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / "accuracy_vs_symmetric.png")
-            paths["scatter_png"] = plot_accuracy_scatter(scores, keys, score_models, out / "accuracy_scatter.png")
-            paths["yes_vh_png"] = plot_yes_ratio_and_new_vh(scores, keys, score_models, out / "yes_ratio_and_new_vh.png", _group_label)
-            md += [
-                "## Plots",
-                "",
-                f"![accuracy and symmetric accuracy per split]({paths['bars_png'].name})",
-                "",
-                f"![accuracy vs symmetric accuracy]({paths['scatter_png'].name})",
-                "",
-                f"![yes-ratio and new VH cases per split]({paths['yes_vh_png'].name})",
-                "",
-                NEW_VH_OF_GENERATED,
-                "",
-            ]
+            # a plot of symmetric accuracy needs pairs, one of new VH cases generated cases: none is drawn empty
+            md += ["## Plots", ""]
+            if paired:
+                paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / "accuracy_vs_symmetric.png")
+                paths["scatter_png"] = plot_accuracy_scatter(scores, keys, score_models, out / "accuracy_scatter.png")
+                md += [f"![accuracy and symmetric accuracy per split]({paths['bars_png'].name})", "",
+                       f"![accuracy vs symmetric accuracy]({paths['scatter_png'].name})", ""]
+            if generated:
+                paths["yes_vh_png"] = plot_yes_ratio_and_new_vh(scores, keys, score_models, out / "yes_ratio_and_new_vh.png", _group_label)
+                md += [f"![yes-ratio and new VH cases per split]({paths['yes_vh_png'].name})", "", NEW_VH_OF_GENERATED, ""]
 
     md += ["## Definitions", "", DEFINITIONS + ("\n" + BLIND_DEFINITION if len(blind) else ""), ""]
 
@@ -715,7 +794,9 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     atomic_write_text(paths["markdown"], "\n".join(md))
     from vhx.report_html import write_report_html
 
-    paths["html"] = write_report_html("\n".join(md), scores, keys, metas, out)
+    findings = summary_lines(scores, keys, relabelled=relabelled_labels(df, dirs, metas) if relabelled else None)
+    doc["findings"] = findings
+    paths["html"] = write_report_html("\n".join(md), findings, metas, out)
     paths["json"] = out / "scores.json"
     atomic_write_text(paths["json"], json.dumps(_jsonable(doc), indent=2, ensure_ascii=False))
     return paths

@@ -30,10 +30,11 @@ _CSS = (
 )
 
 
-def summary_lines(scores: pd.DataFrame, keys: Sequence[str]) -> list[str]:
+def summary_lines(scores: pd.DataFrame, keys: Sequence[str], *, relabelled: tuple[str, str] | None = None) -> list[str]:
     """Plain sentences from the scores: per model, the largest fall of symmetric accuracy from the
     ``original`` split, the new VH cases, the ones negation alone found; across models, where accuracy
-    and symmetric accuracy rank them differently."""
+    and symmetric accuracy rank them differently. ``relabelled`` (POPE column, RePOPE column): the two
+    columns are one run's replies on two label sets, not two models: what the labels change is said instead."""
     if scores.empty or "split" not in keys:
         return []
     lines: list[str] = []
@@ -60,7 +61,9 @@ def summary_lines(scores: pd.DataFrame, keys: Sequence[str]) -> list[str]:
             lines.append(f"{name}{int(s['n_new_vh'].sum()):,} new successful VH test case(s) in all splits.")
         else:
             lines.append(f"{name}no negated or perturbed cases: only accuracy applies (run `vhx expand` for the rest).")
-    if len(models) > 1:
+    if relabelled and set(relabelled) <= set(models):
+        lines.append(_relabel_line(scores, *relabelled))
+    elif len(models) > 1:
         orig = scores[scores["split"] == ORIGINAL] if ORIGINAL in set(scores["split"]) else scores
         per = orig.groupby("model")[["accuracy_original", "symmetric_accuracy"]].mean().dropna()
         flips = []
@@ -77,6 +80,27 @@ def summary_lines(scores: pd.DataFrame, keys: Sequence[str]) -> list[str]:
         else:
             lines.append("Accuracy and symmetric accuracy rank the models the same way here.")
     return lines
+
+
+def _relabel_line(scores: pd.DataFrame, pope: str, repope: str) -> str:
+    """What RePOPE's labels change in the scores of the same replies (the original split, else every group pooled)."""
+    orig = scores[scores["split"] == ORIGINAL] if ORIGINAL in set(scores["split"]) else scores
+
+    def value(model: str, column: str) -> float:
+        rows = orig[orig["model"] == model]
+        n = rows["n_pairs" if column == "symmetric_accuracy" else "n_original"].to_numpy(dtype=float)
+        v = rows[column].to_numpy(dtype=float)
+        keep = ~np.isnan(v) & (n > 0)
+        return float(np.average(v[keep], weights=n[keep])) if keep.any() else math.nan
+
+    parts = []
+    for column, name in (("accuracy_original", "accuracy"), ("f1", "F1"), ("symmetric_accuracy", "symmetric accuracy")):
+        a, b = value(pope, column), value(repope, column)
+        if not (math.isnan(a) or math.isnan(b)):
+            parts.append(f"{name} {a:.3f} -> {b:.3f} ({b - a:+.3f})")
+    where = "on the original images" if ORIGINAL in set(scores["split"]) else "over every group"
+    return (f"RePOPE's corrected labels, on the same replies ({pope} -> {repope}), {where}: " + ", ".join(parts)
+            + ". The difference is the labels', not the model's.") if parts else "RePOPE's labels leave nothing to compare here."
 
 
 def _inline(text: str) -> str:
@@ -210,9 +234,9 @@ def _links(metas: Sequence[dict[str, Any]], out: Path) -> list[str]:
     return list(dict.fromkeys(links))
 
 
-def write_report_html(markdown: str, scores: pd.DataFrame, keys: Sequence[str], metas: Sequence[dict[str, Any]], out: Path) -> Path:
-    """``out/report.html``: the summary, links, then the report itself with its plots embedded."""
-    summary = summary_lines(scores, keys)
+def write_report_html(markdown: str, summary: Sequence[str], metas: Sequence[dict[str, Any]], out: Path) -> Path:
+    """``out/report.html``: the summary (the findings, :func:`summary_lines`), links, then the report itself with its
+    plots embedded."""
     links = _links(metas, out)
     body = ["<h1>vhx report</h1>"]
     if summary:
@@ -236,6 +260,15 @@ NEW_VH_OF_GENERATED = (
     "its cases), while on a perturbed split every case counts, source question and negated twin alike (each is on "
     "a transformed image): a perturbed split with as many cases as the original split has twice its N."
 )
+
+
+def _fit(title: str, ax: Any) -> str:
+    """``title`` wrapped to its panel's width (a long model name was cut at both sides of a one-line title)."""
+    import textwrap
+
+    fig = ax.get_figure()
+    width = fig.get_figwidth() * ax.get_position().width
+    return textwrap.fill(title, max(20, int(width * 11)))
 
 
 def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path, label: Any) -> Path:
@@ -264,14 +297,14 @@ def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: lis
         ax_yes.set_ylim(0, 1.05)
         ax_yes.set_xticks(x, ticks, rotation=30, ha="right")
         ax_yes.set_ylabel('share of "yes"')
-        ax_yes.set_title(f"{model or '(unnamed model)'}: yes-ratio")
+        ax_yes.set_title(_fit(f"{model or '(unnamed model)'}: yes-ratio", ax_yes), fontsize="medium")
         n_vh = s["n_new_vh"].to_numpy(dtype=float)
         ax_vh.bar(x, n_vh, 0.6, color="tab:red")
         for xi, value, generated in zip(x, n_vh, s["n_generated"].to_numpy(dtype=int)):
             ax_vh.annotate(f"{int(value)}/{generated}" if generated else "n/a", (xi, value), ha="center", va="bottom", fontsize=7)
         ax_vh.set_xticks(x, ticks, rotation=30, ha="right")
         ax_vh.set_ylabel("cases")
-        ax_vh.set_title("# new VH cases (k/N: of N generated cases)")
+        ax_vh.set_title(_fit("# new VH cases (k/N: of N generated cases)", ax_vh), fontsize="medium")
         ax_vh.set_ylim(0, max(1.0, float(np.nanmax(n_vh)) * 1.2 if len(n_vh) else 1.0))
         ax_vh.yaxis.set_major_locator(MaxNLocator(integer=True))
     import textwrap

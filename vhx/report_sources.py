@@ -47,8 +47,9 @@ def _num(v: object, digits: int = 3) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
-def hallusionbench_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
-    """HallusionBench's metrics per model, all questions and per category (VD, VS)."""
+def hallusionbench_section(df: pd.DataFrame, table: Table, *, sampled: bool = False) -> tuple[list[str], pd.DataFrame]:
+    """HallusionBench's metrics per model, all questions and per category (VD, VS); ``sampled``: a run scored a
+    ``--limit`` sample (its question sets whole)."""
     if "source" not in df.columns or not (df["source"] == "hallusionbench").any():
         return [], pd.DataFrame()
     hb = hallusionbench_scores(df)
@@ -68,7 +69,11 @@ def hallusionbench_section(df: pd.DataFrame, table: Table) -> tuple[list[str], p
              "without hallucination\"); everywhere else it is wrong. The benchmark's tables print these x100.", ""]
     partial = {str(r["model"]): int(r["n_questions"]) for _, r in hb[hb["category"] == "all"].iterrows()
                if int(r["n_questions"]) != HALLUSIONBENCH_SIZE}
-    if partial:
+    if partial and sampled:
+        lines += ["Over a sample of the release (" + ", ".join(f"{md_text(m)}: {n:,} of {HALLUSIONBENCH_SIZE:,} questions" for m, n in partial.items())
+                  + ", `--limit`): whole question sets, so every figure and question pair counted is whole; score the whole "
+                  "built folder for numbers comparable with papers'.", ""]
+    elif partial:
         lines += ["Over part of the release (" + ", ".join(f"{md_text(m)}: {n:,} of {HALLUSIONBENCH_SIZE:,} questions" for m, n in partial.items())
                   + "): questions the expansion could not negate (`--on-error skip`) are not in an expanded folder; "
                   "score the built folder (`vhx build hallusionbench`) for numbers comparable with papers'.", ""]

@@ -13,8 +13,8 @@ without a chat template (InstructBLIP) get the bare prompt, which is their own f
 
 Answer modes:
 
-* ``generate``: decode up to ``max_new_tokens`` (default 16, or :data:`THINKING_MAX_NEW_TOKENS` for a
-  model that thinks before it answers, :meth:`HFModel.thinks`) with the model's generation config or
+* ``generate``: decode up to ``max_new_tokens`` (default: the checkpoint's generation config's, else 16; at
+  least :data:`THINKING_MAX_NEW_TOKENS` for a model that thinks before it answers, :meth:`HFModel.thinks`) with the model's generation config or
   the ``temperature`` / ``top_p`` / ``do_sample`` overrides, parse with
   :func:`vhx.parsing.parse_yes_no`; ``num_samples=N`` draws N answers and takes the majority vote.
 * ``logits``: one forward pass; P(yes) and P(no) of the first answer token, each summed over the

@@ -170,11 +170,18 @@ Outcomes = Callable[[Group], tuple[pd.DataFrame, Any]]
 class Table:
     """How a metric appears in ``report.md``: a section ``## title``, the ``note`` under it, and one
     cell per model and group (``cell(score row) -> str``; by default the value, with its interval in
-    brackets when it has one). ``95%`` in the note reads as the report's confidence level."""
+    brackets when it has one). ``95%`` in the note reads as the report's confidence level.
+
+    A table appears only where its data is: ``sources`` (when given) limits it to the groups holding cases
+    of those benchmarks (POPE's F1 on POPE and RePOPE rows, not on AMBER's, which has its own); ``shown``
+    (``scores -> bool``, over the score rows left) leaves it out when it would hold nothing (symmetric
+    accuracy without pairs)."""
 
     title: str
     note: str
     cell: Callable[[Mapping[str, Any]], str] | None = None
+    sources: tuple[str, ...] = ()
+    shown: Callable[[Any], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -287,6 +294,8 @@ register_metric(Metric(
     table=Table(
         "Accuracy (all cases)",
         "Share of all cases (source and negated questions) answered correctly, 95% Wilson interval in brackets.",
+        # without negated questions it is the accuracy on the source questions, already shown
+        shown=lambda scores: bool((scores["n"] > scores["n_original"]).any()),
     ),
 ))
 register_metric(Metric(
@@ -311,6 +320,7 @@ register_metric(Metric(
     table=Table(
         "Symmetric accuracy",
         "Share of pairs (a case and its negated twin) with both answered correctly, 95% Wilson interval in brackets.",
+        shown=lambda scores: bool((scores["n_pairs"] > 0).any()),
     ),
 ))
 register_metric(Metric(
@@ -340,6 +350,7 @@ register_metric(Metric(
         "Generated cases (negated, or on a transformed image) with a definite wrong yes/no answer; "
         "generated cases answered with an unreadable reply are shown separately as unknown.",
         cell=_new_vh_cell,
+        shown=lambda scores: bool((scores["n_generated"] > 0).any()),
     ),
 ))
 register_metric(Metric(
@@ -391,6 +402,7 @@ register_metric(Metric(
         'POPE\'s metrics on the non-negated cases, "yes" as the positive class; an unreadable reply '
         'to a "yes" question counts as a miss.',
         cell=_pope_cell,
+        sources=("pope", "repope"),
     ),
 ))
 register_metric(Metric(

@@ -274,7 +274,8 @@ def pair_frame(df: pd.DataFrame, keys: Sequence[str] = (), *, allow_unpaired: bo
                 field="pair_id",
             )
         note = (int(lonely.sum()), str(first["pair_id"]), lacking)
-        if note not in _NOTED:  # the report scores the same rows several times: say it once
+        # rows without any negated twin are single questions (a built folder, not expanded): nothing is missing
+        if note not in _NOTED and len(neg_rows):  # the report scores the same rows several times: say it once
             _NOTED.add(note)
             logger.warning("left out %d incomplete pair(s) (e.g. %r lacks its %s)", *note)
     lonely_keys = merged.loc[lonely, index]
