@@ -195,19 +195,20 @@ def test_a_broken_line_inside_the_file_is_an_error_not_skipped(dsd, tmp_path):
 
 def test_models_share_a_folder_without_mixing(dsd, tmp_path):
     out = tmp_path / "out"
-    predict_dataset(dsd, FakeModel("model-a"), out, progress=False, limit=3)
+    predict_dataset(dsd, FakeModel("model-a"), out, progress=False, limit=4)
     b = FakeModel("model-b")
-    predict_dataset(dsd, b, out, progress=False, limit=3)
-    assert len(b.questions) == 6  # model-a's rows do not count as done for model-b
+    predict_dataset(dsd, b, out, progress=False, limit=4)
+    assert len(b.questions) == 8  # model-a's rows do not count as done for model-b
     rows = rows_of(out / "predictions.jsonl")
-    assert Counter(r["model"] for r in rows) == {"model-a": 6, "model-b": 6}
+    assert Counter(r["model"] for r in rows) == {"model-a": 8, "model-b": 8}
 
 
 def test_limit_and_splits(dsd, tmp_path):
     model = FakeModel()
     path = predict_dataset(dsd, model, tmp_path / "o", splits=["brightness"], limit=3, progress=False)
     rows = rows_of(path)
-    assert [r["id"] for r in rows] == dsd["brightness"]["id"][:3]
+    # at most 3 cases, whole pairs: one case and its negated twin
+    assert len(rows) == 2 and len({r["pair_id"] for r in rows}) == 1 and {r["negated"] for r in rows} == {True, False}
     assert {r["split"] for r in rows} == {"brightness"}
     with pytest.raises(DataError, match="unknown split"):
         predict_dataset(dsd, model, tmp_path / "o", splits=["nope"], progress=False)
@@ -352,7 +353,7 @@ def test_end_to_end_with_a_tiny_llava_in_both_modes(dsd, tmp_path):
         model = load_model(path, mode=mode, batch_size=4)
         rows = rows_of(predict_dataset(dsd, model, tmp_path / "out", batch_size=4, limit=3, progress=False))
         mine = [r for r in rows if r["model"] == model.name]
-        assert len(mine) == 6 and all(list(r) == EXPECTED_KEYS for r in mine)
+        assert len(mine) == 4 and all(list(r) == EXPECTED_KEYS for r in mine)
         if mode == "logits":
             assert all(r["pred"] in ("yes", "no") and 0 < r["p_yes"] < 1 for r in mine)
         else:
@@ -587,16 +588,16 @@ def test_scoring_a_folder_takes_the_attacks_branch_scores_of_the_same_model(tmp_
 
 def test_a_rerun_with_a_smaller_limit_describes_what_the_folder_holds(dsd, tmp_path):
     """run.json's ``cases`` is what the folder holds: a rerun with --limit 1 into a finished run of 20 cases
-    asks 2 (one per split) and the folder still holds, and reports, all 20."""
+    asks 4 (one pair per split: a sample keeps a case with its twin) and the folder still holds, and reports, all 20."""
     from vhx.scoring.predictions import run_status, status_words
 
     out = tmp_path / "run"
     predict_dataset(dsd, FakeModel(), out, progress=False)
     predict_dataset(dsd, FakeModel(), out, progress=False, limit=1)
     run = json.loads((out / "run.json").read_text())
-    assert (run["cases"], run["asked"], run["already_done"], run["limit"]) == (20, 2, 2, 1)
+    assert (run["cases"], run["asked"], run["already_done"], run["limit"]) == (20, 4, 4, 1)
     status = run_status(out)
     assert status["complete"] and status_words(status) == "20 of 20 cases scored"
     # a first run with a limit holds what it asked
     predict_dataset(dsd, FakeModel(), tmp_path / "small", progress=False, limit=3)
-    assert json.loads((tmp_path / "small" / "run.json").read_text())["cases"] == 6
+    assert json.loads((tmp_path / "small" / "run.json").read_text())["cases"] == 4

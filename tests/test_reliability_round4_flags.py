@@ -64,7 +64,7 @@ def test_a_truncated_shard_is_one_line_naming_the_file(truncated, tmp_path, caps
             "expand": ["expand", str(folder), "--out", str(out), "--review", "0", "--gallery", "0"]}[command]
     started = time.monotonic()
     assert main(argv) == 2
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # refused before any heavy import (seconds under load, not minutes)
     err = capsys.readouterr().err
     lines = _vhx_lines(err)
     assert len(lines) == 1 and "Traceback" not in err and "ArrowInvalid" not in err, err
@@ -178,7 +178,7 @@ def test_a_read_only_filesystem_is_one_line_before_any_work(scored, tmp_path, ca
         for command, argv in _commands(folder, run, ro / "out").items():
             started = time.monotonic()
             assert main(argv) == 2, command
-            assert time.monotonic() - started < 5
+            assert time.monotonic() - started < 20  # refused before any heavy import (seconds under load, not minutes)
             err = capsys.readouterr().err
             assert "Traceback" not in err and "Errno" not in err, err
             assert _vhx_lines(err) == [f"vhx {command}: error: cannot write {ro / 'out'}: read-only file system: "
@@ -278,7 +278,7 @@ def test_a_bad_flag_value_is_one_line_at_parse_time(tmp_path, capsys, argv, flag
     started = time.monotonic()
     with pytest.raises(SystemExit) as exit_:
         main(argv)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # refused before any heavy import (seconds under load, not minutes)
     err = capsys.readouterr().err
     assert exit_.value.code == 2
     assert err.count("\n") == 1 and err.startswith(f"vhx {argv[0]}: error: argument {flag}"), err
@@ -290,7 +290,7 @@ def test_the_installed_command_refuses_a_bad_flag_in_one_line(tmp_path):
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "vhx.cli", "expand", str(tmp_path / "src"), "--out", str(tmp_path / "out"),
                              "--gallery", "-5"], capture_output=True, text=True)
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 20  # refused before any heavy import (seconds under load, not minutes)
     assert result.returncode == 2 and result.stderr == "vhx expand: error: argument --gallery: must be a whole number >= 0, got '-5'\n"
     assert list(tmp_path.iterdir()) == []
 

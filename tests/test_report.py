@@ -404,7 +404,10 @@ def test_unexpanded_data_scores_and_reports_with_pair_metrics_na(tmp_path):
     scores = pd.read_csv(tmp_path / "r1" / "report" / "scores.csv")
     assert scores.set_index("split").loc["existence", "accuracy"] == pytest.approx(expected)
     assert scores["symmetric_accuracy"].isna().all()
-    assert "| existence | n/a |" in text
+    # a section with nothing in it is not shown: no pairs, no symmetric-accuracy table, no F1 of POPE's on synthetic rows
+    assert "## Symmetric accuracy" not in text and "## # new successful VH" not in text and "## F1 / precision" not in text
+    assert "## Accuracy (all cases)" not in text and "accuracy_scatter.png" not in text
+    assert "vhx expand FOLDER --out" in text
     # mixed: one split expanded, one not
     mixed = {"existence": expand(plain["existence"])["original"], "color": plain["color"]}
     write_hub_folder(datasets.DatasetDict(mixed), tmp_path / "mixed")
@@ -469,16 +472,17 @@ def test_report_columns_are_run_configurations(tmp_path):
     assert main(["evaluate", str(tmp_path / "s1"), *model, "--dtype", "bfloat16", "--out", str(tmp_path / "r3")]) == 0
     paths = report([tmp_path / "r1", tmp_path / "r2"], tmp_path / "rep")
     scores = pd.read_csv(paths["csv"])
-    assert set(scores["model"]) == {"vhx-mini|logits @ s1", "vhx-mini|logits @ s2"}
-    counts = scores[scores["split"] == "original"].set_index("model")["n"]
+    assert set(scores["model_spec"]) == {"vhx-mini|logits @ s1", "vhx-mini|logits @ s2"}
+    assert set(scores["model"]) == {"vhx-mini (s1)", "vhx-mini (s2)"}  # the short column labels
+    counts = scores[scores["split"] == "original"].set_index("model_spec")["n"]
     assert counts["vhx-mini|logits @ s1"] == 2 * 4 * 4 and counts["vhx-mini|logits @ s2"] == 2 * 4 * 6  # not pooled
     paths = report([tmp_path / "r1", tmp_path / "r3"], tmp_path / "rep2")
-    assert set(pd.read_csv(paths["csv"])["model"]) == {"vhx-mini|logits [auto]", "vhx-mini|logits [bfloat16]"}
+    assert set(pd.read_csv(paths["csv"])["model_spec"]) == {"vhx-mini|logits [auto]", "vhx-mini|logits [bfloat16]"}
     # shards of one configuration (the same dataset, model and dtype in two run folders) pool into one column
     assert main(["evaluate", str(tmp_path / "s1"), *model, "--limit", "8", "--out", str(tmp_path / "a")]) == 0
     paths = report([tmp_path / "a", tmp_path / "r1"], tmp_path / "rep3")
     pooled = pd.read_csv(paths["csv"])
-    assert list(pooled["model"]) == ["vhx-mini|logits"] and int(pooled["n"].iloc[0]) == 2 * 4 * 4
+    assert list(pooled["model_spec"]) == ["vhx-mini|logits"] and int(pooled["n"].iloc[0]) == 2 * 4 * 4
 
 
 def test_a_bullet_wrapped_over_lines_renders_as_one_item():

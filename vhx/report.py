@@ -331,7 +331,10 @@ def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFram
             ", ".join(models) or str(meta.get("model", "")), ", ".join(specs.get(m, m) for m in models) or str(meta.get("model", "")),
             name, sizes, str(options.get("mode", "")), str(options.get("dtype", "") or ""), _date(meta), _scored_cell(status), str(d),
         ])
-    return _md_table(["column", "model", "dataset", "splits (cases)", "mode", "dtype", "date", "scored", "run"], rows)
+    header = ["column", "model", "dataset", "splits (cases)", "mode", "dtype", "date", "scored", "run"]
+    if all(r[0] == r[1] for r in rows):  # every column is headed by its full spec: one column says it
+        header, rows = header[1:], [r[1:] for r in rows]
+    return _md_table(header, rows)
 
 
 def relabelled_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
