@@ -129,3 +129,58 @@ def write_amber_release(root: Path, *, images: int = 3, generative: int = 3) -> 
     (root / "data" / "query" / "query_discriminative.json").write_text(json.dumps(queries, indent=1))
     (root / "data" / "annotations.json").write_text(json.dumps(list(annotations.values()), indent=1))
     return queries, annotations
+
+
+def write_mme_release(root: Path) -> Path:
+    """An MME release folder: one folder per subtask, ``images/`` and ``questions_answers_YN/`` (two questions per image)."""
+    data = {
+        "existence": {"000000006040.jpg": [("Is there a train in this image?", "Yes"), ("Is there a bed in this image?", "No")],
+                      "000000012345.jpg": [("Is there a dog in this image?", "No"), ("Is there a cat in this image?", "Yes")]},
+        "color": {"000000001.jpg": [("Is the car red in the image?", "Yes"), ("Is the car blue in the image?", "No")]},
+        "code_reasoning": {"0001.png": [("Does the code print 3?", "Yes"), ("Does the code print 4?", "No")]},
+    }
+    i = 0
+    for subtask, images in data.items():
+        for name, questions in images.items():
+            i += 1
+            _image(root / subtask / "images" / name, i)
+            folder = root / subtask / "questions_answers_YN"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / f"{Path(name).stem}.txt").write_text("".join(f"{q}\t{a}\n" for q, a in questions), encoding="utf-8")
+    return root
+
+
+def write_mmvp_release(root: Path) -> Path:
+    """An MMVP clone: ``Questions.csv`` (Index, Question, Options, Correct Answer) and ``MMVP Images/{Index}.jpg``."""
+    import csv
+
+    rows = [
+        ("1", "Are the butterfly's wings closer to being open or closed?", "(a) Open (b) Closed", "(a)"),
+        ("2", "Are the butterfly's wings closer to being open or closed?", "(a) Open (b) Closed", "(b)"),
+        ("3", "Is the dog facing left or right from the camera's perspective?", "(a) Left (b) Right", "(a)"),
+        ("4", "Is the dog facing left or right from the camera's perspective?", "(a) Left (b) Right", "(b)"),
+    ]
+    root.mkdir(parents=True, exist_ok=True)
+    with (root / "Questions.csv").open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([("Index", "Question", "Options", "Correct Answer"), *rows])
+    for index, *_ in rows:
+        _image(root / "MMVP Images" / f"{index}.jpg", int(index))
+    return root
+
+
+def write_vhtest_release(root: Path) -> Path:
+    """A VHTest clone: ``Benchmark/Images/{mode}/`` and ``Benchmark/YNQ_Benchmark/{mode}.csv`` yes/no sheets."""
+    import csv
+
+    sheets = {"color": [("color_0.png", "Is the apple red?", "yes"), ("color_1.png", "Is the sky green?", "no")],
+              "counting": [("counting_0.png", "Are there three cats?", "no"), ("counting_1.png", "Are there two dogs?", "yes")]}
+    i = 0
+    for mode, rows in sheets.items():
+        for name, *_ in rows:
+            i += 1
+            _image(root / "Benchmark" / "Images" / mode / name, i)
+        folder = root / "Benchmark" / "YNQ_Benchmark"
+        folder.mkdir(parents=True, exist_ok=True)
+        with (folder / f"{mode}.csv").open("w", newline="", encoding="utf-8") as handle:
+            csv.writer(handle).writerows([("image_path", "yes_or_no_question", "yes_or_no_ground_truth"), *rows])
+    return root

@@ -40,7 +40,7 @@ MORE_ARCHS: tuple[str, ...] = ("paligemma", "internvl", "qwen3_vl")
 #: (VQ-VAE image tokens), ViP-LLaVA, the MoE variants of Qwen3-VL and GLM-4V, GOT-OCR2 (its processor
 #: always writes 256 tokens per image, so the tiny GOT-OCR2 reads 128 px images in 2 px patches),
 #: Janus, Ovis2 and DeepSeek-VL; then, images only, LLaVA-NeXT-Video, Video-LLaVA and Gemma-4 (one
-#: image list per sample). The README's model table says which other families cannot be built here, and why.
+#: image list per sample). docs/models.md's table says which other families cannot be built here, and why.
 EXTRA_ARCHS: tuple[str, ...] = (
     "idefics2", "aya_vision", "blip_2", "glm4v", "aria", "kosmos2", "chameleon", "emu3", "vipllava", "qwen3_vl_moe", "glm4v_moe",
     "got_ocr2", "janus", "ovis2", "deepseek_vl", "llava_next_video", "video_llava", "gemma4",

@@ -2,7 +2,7 @@
 
 Tested architectures (on tiny random models built by :mod:`vhx.tiny_models`): LLaVA-1.5
 (``llava-hf/llava-1.5-7b-hf``), LLaVA-NeXT, LLaVA-OneVision, InstructBLIP, Qwen2-VL and Qwen2.5-VL,
-and the further families of the README's model table; other image-text models with a chat template
+and the further families of docs/models.md's table; other image-text models with a chat template
 load the same way. Without torchvision, processors
 that declare a video processor (Qwen2-VL, Qwen2.5-VL, LLaVA-OneVision) are loaded image-only
 (:func:`load_processor`), since transformers cannot build their video part.
