@@ -203,13 +203,14 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert part_v["part"] == "v" and [c["setting"] for c in part_v["cells"]] == ["converge_window=0", "converge_window=20"]
     assert all(c["cell"] is not None for c in part_v["cells"])
     assert part_v["cells"][0]["cell"]["source"] != part_v["cells"][1]["cell"]["source"]  # 0 is the main I-FGSM run, 20 one of its own
-    # row (w): the paper's constant step for 500 updates (a run of its own) against --quick's APGD attack (the main run)
+    # row (w): the paper's constant step (a run of its own) against --quick's APGD attack (the main run), at one budget:
+    # --quick affords 50 updates of each, not the paper's 500
     part_w = next(p for p in result["tables"][3]["parts"] if p["parameter"] == "schedule")
     assert part_w["part"] == "w" and [c["setting"] for c in part_w["cells"]] == ["schedule=constant", "schedule=apgd"]
     paper_cell, fast_cell = (c["cell"] for c in part_w["cells"])
     assert Path(fast_cell["source"]) == out / "runs" / "vhx-mini" / "synthetic-adversarial"
     paper_params = [json.loads(r["transform_params"]) for r in load_folder(Path(paper_cell["source"]).parent / "data")["ifgsm"]]
-    assert {p["steps"] for p in paper_params if p["branch"] == "min"} == {500} and {p["schedule"] for p in paper_params} == {"constant"}
+    assert {p["steps"] for p in paper_params if p["branch"] == "min"} == {50} and {p["schedule"] for p in paper_params} == {"constant"}
     assert "## Table 6" in markdown and "step schedule" in markdown
     assert len(result["findings"]) == 7
     # every finding is decided or says that --quick's size cannot decide it

@@ -257,9 +257,9 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise VHXError(str(exc)) from exc
     if "attack" in config.stages:
-        from vhx.replicate.study import attack_plan
+        from vhx.replicate.study import attack_plan, schedule_budget
 
-        print(attack_plan(config.attack))
+        print(attack_plan(config.attack, schedule_budget(config) if "schedule" in config.ablation else None))
     paths = replicate(config)
     if "json" in paths:
         from vhx.replicate.tables import findings_lines

@@ -23,6 +23,7 @@ from vhx.replicate.study import (
     _arm_jobs,
     _attack_settings,
     ablation_settings,
+    schedule_budget,
     same_attack,
     ATTACKS,
     benchmark_name,
@@ -257,7 +258,7 @@ def stage_ablation(study: Study) -> None:
                         _free()
                 bar.update()
                 continue
-            settings = ablation_settings(cfg.attack, key, value)
+            settings = ablation_settings(cfg.attack, key, value, constant_steps=schedule_budget(cfg))
             if same_attack(settings, cfg.attack):
                 bar.update()
                 continue  # the default cell is the main I-FGSM split (Table 5's)

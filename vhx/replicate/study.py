@@ -76,7 +76,8 @@ ABLATION_TITLES = {
     "eps": "L-inf bound eps (x/255)", "step": "step size gamma (x/255)", "steps_vh": "iterations, hallucinated cases",
     "steps_nonvh": "iterations, non-hallucinated cases", "repetitions": "repetitions of the evaluation",
     "converge_window": "convergence stopping window, non-hallucinated cases (vhx's; 0: off)",
-    "schedule": "step schedule, non-hallucinated cases (vhx's): the paper's constant step for 500 updates, or APGD for 50 (--preset fast)",
+    "schedule": "step schedule, non-hallucinated cases (vhx's): the paper's constant step for 500 updates (--quick: 50, the same "
+                "budget as APGD), or APGD for 50 (--preset fast)",
     "temperature": "decoding temperature",
 }
 
@@ -485,12 +486,15 @@ def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
     return out
 
 
-def attack_plan(values: Mapping[str, float]) -> str:
-    """One line on the study's attacks, printed before they run (convergence stopping named when on)."""
+def attack_plan(values: Mapping[str, float], constant_steps: int | None = None) -> str:
+    """One line on the study's attacks, printed before they run (convergence stopping named when on);
+    ``constant_steps``: the updates of row (w)'s constant-step cell (:func:`schedule_budget`)."""
+    constant = int(PAPER_ATTACK_DEFAULTS["steps_nonvh"]) if constant_steps is None else constant_steps
     if values.get("schedule"):
         text = (f"attacks (I-FGSM, PGD) with the APGD step schedule (--preset fast: per-image steps from 2 eps, not the paper's "
                 f"constant {values['step']:g}/255): eps {values['eps']:g}/255, {int(values['steps_nonvh'])} updates on non-VH pairs, at "
-                f"most {int(values['steps_vh'])} on VH pairs; Table 6's row (w) compares it with the paper's 500 constant steps")
+                f"most {int(values['steps_vh'])} on VH pairs; Table 6's row (w) compares it with the paper's constant step at "
+                f"{constant} updates")
     else:
         text = (f"attacks (I-FGSM, PGD): eps {values['eps']:g}/255, step {values['step']:g}/255, {int(values['steps_nonvh'])} updates "
                 f"on non-VH pairs, at most {int(values['steps_vh'])} on VH pairs")
@@ -507,11 +511,21 @@ def same_attack(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
     return _attack_settings(a) == _attack_settings(b)
 
 
-def ablation_settings(attack: Mapping[str, float], key: str, value: float) -> dict[str, float]:
+def schedule_budget(config: ReplicateConfig) -> int:
+    """The updates of row (w)'s constant-step cell: the paper's 500, or under ``--quick`` the fast attack's own
+    budget (50), so that the row compares the two schedules at one budget the quick study can afford."""
+    from vhx.adversarial.choices import FAST_STEPS
+
+    return FAST_STEPS if config.quick else int(PAPER_ATTACK_DEFAULTS["steps_nonvh"])
+
+
+def ablation_settings(attack: Mapping[str, float], key: str, value: float, *,
+                      constant_steps: int | None = None) -> dict[str, float]:
     """The attack of one ablation cell: ``attack`` with ``key`` set to ``value``.
 
     The cells of the non-VH iteration count run every update (no convergence stopping), so that
-    they measure the count they name.
+    they measure the count they name. ``constant_steps``: the updates of the schedule row's constant-step
+    cell (default the paper's 500; :func:`schedule_budget`).
     """
     settings = {**attack, key: value}
     if key == "steps_nonvh":
@@ -520,7 +534,8 @@ def ablation_settings(attack: Mapping[str, float], key: str, value: float) -> di
         # the paper's I-FGSM as it ran (500 constant steps), or vhx's fast attack at its budget; every update runs
         from vhx.adversarial.choices import FAST_STEPS
 
-        settings.update(converge_window=0, steps_nonvh=FAST_STEPS if value else PAPER_ATTACK_DEFAULTS["steps_nonvh"])
+        constant = PAPER_ATTACK_DEFAULTS["steps_nonvh"] if constant_steps is None else constant_steps
+        settings.update(converge_window=0, steps_nonvh=FAST_STEPS if value else constant)
     return settings
 
 

@@ -33,6 +33,7 @@ from vhx.replicate.study import (
     _arm_jobs,
     _setting_name,
     ablation_settings,
+    schedule_budget,
     same_attack,
     benchmark_name,
     paper_model,
@@ -261,7 +262,7 @@ def _table6(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str | N
                     # the mean over repetitions, as the paper reports it (no interval: the runs share their pairs)
                     cell = {"value": float(np.mean([c["value"] for c in found])), "n": found[0]["n"], "metric": "symmetric_accuracy",
                             "source": [c["source"] for c in found], "split": "ifgsm"}
-            elif same_attack(ablation_settings(cfg.attack, key, value), cfg.attack):
+            elif same_attack(ablation_settings(cfg.attack, key, value, constant_steps=schedule_budget(cfg)), cfg.attack):
                 run = study.run(model, bench, "adversarial")
                 cell = _cell(scored(run), "ifgsm", "symmetric_accuracy", run)
             else:
