@@ -72,7 +72,7 @@ from vhx.adversarial import splits as adv_expand  # noqa: E402
 from vhx.adversarial.attack import attack_batch, attack_stream, similarity  # noqa: E402
 from vhx.adversarial.processing import size_dict  # noqa: E402
 from vhx.schema import FEATURES, make_case  # noqa: E402
-from vhx.tiny_models import build_tiny_model  # noqa: E402
+from vhx.mini.tiny_models import build_tiny_model  # noqa: E402
 
 #: The reduced-width LLaVA of the CPU run; ``image_size`` (and ``patches`` = image_size // 14) come
 #: from ``--model-size`` (336: LLaVA-1.5's input, 24 x 24 = 576 patch tokens of 14 px).

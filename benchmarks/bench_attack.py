@@ -83,7 +83,7 @@ def cpu_name() -> str:
 
 def scenes(n: int, seed: int = 1000) -> list[Image.Image]:
     """``n`` drawn scenes of the embedded benchmark (336 x 336), from a seed no shipped model trained on."""
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     ds = generate_synthetic(SyntheticConfig(num_images=n, seed=seed))["existence"]
     return [row["image"].convert("RGB") for row in ds]

@@ -41,14 +41,14 @@ The model is LLaVA-1.5-7B's configuration (``llava-hf/llava-1.5-7b-hf``): a Llam
 32 layers, 32 heads, MLP 11008, vocabulary 32064) and a CLIP ViT-L/14-336 tower (1024 wide, 24 layers,
 16 heads, MLP 4096, projection 768), feature layer -2, ``default`` selection (576 image tokens),
 ``<image>`` = 32000. Its tokenizer is vhx's word-level test tokenizer
-(:func:`vhx.tiny_models.build_tokenizer`, LLaVA-1.5's chat template) with ``<image>`` moved to id
+(:func:`vhx.mini.tiny_models.build_tokenizer`, LLaVA-1.5's chat template) with ``<image>`` moved to id
 32000: a question is 12-13 tokens instead of about 16 with Llama's tokenizer, which changes the
 figures by little, the 576 image tokens being most of every sequence.
 
 ``--tiny`` builds the same model with the same function at a tiny width (64-wide LM, 56-px tower:
 16 image tokens) and trains with ``recipes/tiny.yaml``'s settings, so the test suite runs every part
 of the GPU run's code on a CPU in seconds (``tests/test_bench_gpu.py``; the full-size build is
-checked there on the meta device). It does not use :func:`vhx.tiny_models.build_tiny_model`, whose
+checked there on the meta device). It does not use :func:`vhx.mini.tiny_models.build_tiny_model`, whose
 LLaVA differs in more than width (feature layer -1, ``<image>`` at id 4): the code the GPU run
 depends on would then go untested. Its figures say only that the code runs. On a CPU torch runs on
 one thread (``--threads``): on a shared machine a multi-threaded op waits for its slowest thread.
@@ -207,12 +207,12 @@ def fits(deadline: float, estimate: float) -> bool:
 
 # --------------------------------------------------------------------------------------------- model
 def llava15_tokenizer() -> Any:
-    """vhx's word-level test tokenizer (:func:`vhx.tiny_models.build_tokenizer`, LLaVA-1.5's chat template,
+    """vhx's word-level test tokenizer (:func:`vhx.mini.tiny_models.build_tokenizer`, LLaVA-1.5's chat template,
     BOS added) with ``<image>`` at LLaVA-1.5's id 32000 instead of 4 (the config's ``image_token_index``)."""
     from tokenizers import Tokenizer
     from transformers import PreTrainedTokenizerFast
 
-    from vhx.tiny_models import VICUNA_TEMPLATE, build_tokenizer
+    from vhx.mini.tiny_models import VICUNA_TEMPLATE, build_tokenizer
 
     tok = build_tokenizer(["<image>"], VICUNA_TEMPLATE, add_bos=True, image_token="<image>")
     spec = json.loads(tok.backend_tokenizer.to_str())
@@ -236,12 +236,12 @@ def build_llava(sizes: LlavaSizes, device: torch.device, dtype: torch.dtype, see
 
     Built on the device (not on the CPU and moved) so that 7B parameters take seconds, not minutes.
     The processor is the architecture's own (``LlavaProcessor`` with CLIP's PIL image processor:
-    resize the shortest edge to 336, centre crop), as :mod:`vhx.tiny_models` builds it.
+    resize the shortest edge to 336, centre crop), as :mod:`vhx.mini.tiny_models` builds it.
     """
     from transformers import CLIPVisionConfig, LlamaConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
-    from vhx.tiny_models import VICUNA_TEMPLATE
+    from vhx.mini.tiny_models import VICUNA_TEMPLATE
 
     tok = llava15_tokenizer()
     vision = CLIPVisionConfig(

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{f'{mode} 4x{h}x{w} -> {size[0]}x{size[1]} fwd+bwd':<44} {matrix * 1e3:>10.2f} {kernel * 1e3:>10.2f} {kernel / matrix:>7.2f}")
     if not args.skip_model:
         from vhx.adversarial import load_view
-        from vhx.zoo import DEFAULT_MODEL
+        from vhx.mini.zoo import DEFAULT_MODEL
 
         view = load_view(DEFAULT_MODEL, device="cpu")
         x = torch.rand(4, 3, 336, 336, generator=gen, requires_grad=True)

@@ -54,7 +54,7 @@ from PIL import Image, ImageDraw
 
 from vhx.models import load_model
 from vhx.models.hf import HFModel, yes_no_token_ids
-from vhx.tiny_models import build_tiny_model
+from vhx.mini.tiny_models import build_tiny_model
 
 SIZES = {"hidden": 128, "layers": 2, "heads": 4, "vision_hidden": 128, "vision_layers": 2, "image_size": 112, "patches": 8}
 #: LLaVA-1.5's sequence lengths at a CPU-friendly width: 336 px / 14 px patches = 576 image tokens.

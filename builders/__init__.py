@@ -114,7 +114,7 @@ def _attribute_docs(cls: type) -> dict[str, str]:
 def builder_options(source: str) -> list[tuple[str, Any, str]]:
     """The ``--option`` keys of ``source`` (``vhx build SOURCE --options``): ``(name, default, doc)``."""
     if source == "synthetic":
-        from vhx.synthetic import SyntheticConfig as config_class
+        from vhx.mini.synthetic import SyntheticConfig as config_class
     else:
         config_class = get_builder_class(source).BUILDER_CONFIG_CLASS
     docs = _attribute_docs(config_class)

@@ -1,9 +1,9 @@
 """Train vhx-mini, the small LLaVA that vhx's offline commands score (see vhx.mini and its model card).
 
-    python recipes/train_mini.py --config vhx-mini --output_dir vhx/zoo/vhx-mini          # about 25 min on 2 CPU cores
-    python recipes/train_mini.py --config vhx-mini-yes --output_dir vhx/zoo/vhx-mini-yes  # the yes-biased twin
-    python recipes/train_mini.py --config vhx-mini-neg --output_dir vhx/zoo/vhx-mini-neg  # misreads negation
-    python recipes/train_mini.py --config vhx-mini-weak --output_dir vhx/zoo/vhx-mini-weak  # weaker eyes
+    python recipes/train_mini.py --config vhx-mini --output_dir vhx/mini/zoo/vhx-mini          # about 25 min on 2 CPU cores
+    python recipes/train_mini.py --config vhx-mini-yes --output_dir vhx/mini/zoo/vhx-mini-yes  # the yes-biased twin
+    python recipes/train_mini.py --config vhx-mini-neg --output_dir vhx/mini/zoo/vhx-mini-neg  # misreads negation
+    python recipes/train_mini.py --config vhx-mini-weak --output_dir vhx/mini/zoo/vhx-mini-weak  # weaker eyes
     accelerate launch recipes/train_mini.py --config vhx-mini --output_dir runs/mini      # on GPUs
     python recipes/train_mini.py --config vhx-mini-smoke --output_dir /tmp/mini           # a reduced run (tests)
 

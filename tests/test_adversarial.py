@@ -68,7 +68,7 @@ from vhx.jsonl import read_jsonl
 from vhx.models.base import Prediction
 from vhx.models.hf import load_processor
 from vhx.schema import FEATURES, loads, make_case, validate_dataset
-from vhx.tiny_models import MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
+from vhx.mini.tiny_models import MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
 from view_images import batch as _batch
 from view_images import texture as _texture
 
@@ -692,7 +692,7 @@ def test_two_processes_share_the_attacks_under_torchrun(tmp_path) -> None:
     import shutil
     import subprocess
 
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     torchrun = shutil.which("torchrun")
     if torchrun is None:

@@ -19,7 +19,7 @@ from vhx.adversarial import AttackConfig, AttackItem, attack_stream, load_view
 from vhx.adversarial.apgd import checkpoints, initial_step
 from vhx.adversarial.attack import AttackError, first_move, preset_options, quantize, similarity
 from vhx.adversarial.outcomes import updates_note
-from vhx.tiny_models import build_tiny_model
+from vhx.mini.tiny_models import build_tiny_model
 from view_images import batch as _batch
 from view_images import texture as _texture
 
@@ -130,7 +130,7 @@ def test_apgd_is_stronger_than_a_constant_step_for_the_same_updates() -> None:
 
 def test_the_fast_preset_reaches_the_papers_500_update_strength_in_50_on_vhx_mini() -> None:
     """The claim of the README and of ``--preset fast``: the paper's I-FGSM at 500 updates is matched within 50."""
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     view = load_view("vhx-mini", dtype=torch.float32, device="cpu")
     images = [row["image"].convert("RGB").resize((168, 168)) for row in generate_synthetic(SyntheticConfig(num_images=3, seed=1000))["existence"]]

@@ -15,7 +15,7 @@ from vhx.adversarial import adversarial_split
 from vhx.adversarial import splits as adv_splits
 from vhx.adversarial.attack import AttackError
 from vhx.adversarial.options import add_attack_arguments, attack_options_from_args
-from vhx.tiny_models import build_tiny_model
+from vhx.mini.tiny_models import build_tiny_model
 
 
 def _dtypes_loaded(calls: list) -> list:

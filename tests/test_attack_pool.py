@@ -30,7 +30,7 @@ from vhx.adversarial.attack import AttackError
 from vhx.adversarial.outcomes import attack_outcomes, updates_note
 from vhx.adversarial.pool import STOP_REASONS
 from vhx.schema import FEATURES, loads, make_case
-from vhx.tiny_models import build_tiny_model
+from vhx.mini.tiny_models import build_tiny_model
 from view_images import batch as _batch
 from view_images import texture as _texture
 

@@ -30,14 +30,14 @@ from vhx.adversarial.views import load_view
 from vhx.cli import main
 from vhx.hub import load_folder
 from vhx.schema import loads
-from vhx.zoo import resolve_model
+from vhx.mini.zoo import resolve_model
 
 STEPS = {"steps_nonvh": 2, "steps_vh": 2}
 
 
 def _scenes(n: int = 3) -> list[np.ndarray]:
     """Drawn scenes of the synthetic world vhx-mini knows (96 px, its tower's size)."""
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     dsd = generate_synthetic(SyntheticConfig(num_images=n, image_size=96, kinds=("existence",)))
     return [np.asarray(row["image"].convert("RGB")) for row in dsd["existence"]]

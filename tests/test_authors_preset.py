@@ -27,7 +27,7 @@ from PIL import Image
 from vhx.adversarial import adversarial_split, load_view
 from vhx.adversarial.attack import preset_options, random_start
 from vhx.schema import FEATURES, loads, make_case
-from vhx.tiny_models import build_tiny_model
+from vhx.mini.tiny_models import build_tiny_model
 from view_images import texture as _texture
 
 EPSILON = 8 / 255

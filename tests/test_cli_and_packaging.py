@@ -128,7 +128,7 @@ def test_share_prefix_flag_reaches_the_model(tmp_path: Path):
     """`--no-share-prefix` turns prefix sharing off in the loaded model; left out, the model's default (on) stays."""
     from vhx import cli
     from vhx.models import load_model
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     path = str(build_tiny_model("llava"))
     parser = cli.build_parser()
@@ -144,7 +144,7 @@ def test_share_prefix_flag_reaches_the_model(tmp_path: Path):
 def test_a_model_that_cannot_load_is_one_line(tmp_path: Path, capsys):
     """An unknown folder (or a Hub id offline) ends in one line naming it, exit 2, not a traceback."""
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     write_hub_folder(generate_synthetic(SyntheticConfig(num_images=2, image_size=64)), tmp_path / "s")
     empty = tmp_path / "not-a-model"

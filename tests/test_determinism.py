@@ -60,7 +60,7 @@ def test_the_thread_count_does_not_change_an_attack() -> None:
         sys.path.insert(0, "tests")
         from view_images import batch, texture
         from vhx.adversarial import AttackConfig, AttackItem, attack_stream, load_view
-        from vhx.tiny_models import build_tiny_model
+        from vhx.mini.tiny_models import build_tiny_model
         view = load_view(build_tiny_model("llava"), device="cpu")
         items = [AttackItem(batch(texture(40, 60, 70 + i))[0], f"img{{i}}") for i in range(3)]
         for config in (AttackConfig(steps_nonvh=12, schedule="apgd"), AttackConfig(steps_nonvh=12, converge_window=3)):

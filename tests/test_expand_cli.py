@@ -18,7 +18,7 @@ from vhx.errors import DataError
 from vhx.pipeline import expand
 from vhx.perturbations.registry import default_perturbations
 from vhx.schema import flip_answer, validate_dataset
-from vhx.synthetic import SyntheticConfig, generate_synthetic
+from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
 
 @pytest.fixture(scope="module")
@@ -247,7 +247,7 @@ def test_cli_expand_with_white_box_attacks_resumes(tmp_path: Path, capsys):
     from PIL import Image
 
     from vhx.adversarial import splits
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     real = splits.attack_stream
     batch_sizes = []  # images finished per attack_stream call of the split stage
@@ -294,7 +294,7 @@ def test_cli_attack_presets_knobs_and_convergence_plot(tmp_path: Path, capsys):
     import numpy as np
     from PIL import Image
 
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     target = build_tiny_model("llava")
     side = 28  # the tiny LLaVA's processor tile
@@ -374,7 +374,7 @@ def test_vhx_gallery_gives_back_the_runs_gallery_and_keeps_it(tmp_path):
     """The run's gallery and `vhx gallery` on its folder are the same page; another sample needs --overwrite."""
     from vhx.cli import main
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     write_hub_folder(generate_synthetic(SyntheticConfig(num_images=8, image_size=64)), tmp_path / "src")
     out = tmp_path / "exp"

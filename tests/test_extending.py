@@ -124,8 +124,8 @@ def test_a_new_benchmark_perturbation_backend_and_metric_reach_every_stage(regis
 
 # --- an attack: one Attack subclass with its update direction + @register_attack ---------------------
 def test_a_new_attack_makes_its_own_split_through_expand(registries, tmp_path: Path):
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.tiny_models import build_tiny_model
 
     @register_attack
     class HalfSign(Attack):

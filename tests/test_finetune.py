@@ -24,8 +24,8 @@ from vhx.hub import write_hub_folder
 from vhx.llm import LLMConfig, check_rephrasings
 from vhx.models import DEFAULT_PROMPT_TEMPLATE, load_model
 from vhx.schema import FEATURES, case_id, make_case, pair_id_of
-from vhx.synthetic import SyntheticConfig, generate_synthetic
-from vhx.tiny_models import build_tiny_model
+from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
+from vhx.mini.tiny_models import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "recipes"

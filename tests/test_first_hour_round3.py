@@ -117,7 +117,7 @@ def test_the_gallery_cell_of_an_attack_is_one_short_line_with_every_parameter_in
     # in the page: a perturbation's few parameters are shown whole
     from vhx.gallery import write_gallery
     from vhx.pipeline import expand
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     out = expand(generate_synthetic(SyntheticConfig(num_images=2, image_size=64)), perturb=["brightness"])
     page = write_gallery(out, tmp_path / "g.html", n=2)

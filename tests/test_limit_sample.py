@@ -108,7 +108,7 @@ def test_the_draw_follows_the_seed_not_the_file_order(hb_folder):
 def test_an_expanded_folder_samples_the_same_source_cases_on_every_split(tmp_path):
     from vhx.hub import write_hub_folder
     from vhx.pipeline import expand
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     src = generate_synthetic(SyntheticConfig(num_images=6, image_size=64))["color"]
     write_hub_folder(expand(src, perturb=["brightness", "gaussian_noise"]), tmp_path / "x")

@@ -396,7 +396,7 @@ def tiny_chat_lm(tmp_path_factory) -> Path:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from vhx.tiny_models import build_tokenizer
+    from vhx.mini.tiny_models import build_tokenizer
 
     path = tmp_path_factory.mktemp("tiny-chat")
     tok = build_tokenizer([], _TINY_CHAT_TEMPLATE, add_bos=True)

@@ -19,7 +19,7 @@ from vhx.report import report
 from vhx.predict import case_digest
 from vhx.schema import PREDICTION_FIELDS
 from vhx.scoring import evaluate_metrics
-from vhx.synthetic import SyntheticConfig, generate_synthetic
+from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
 #: The metrics every exported task reports (those of vhx.scoring.metric_values).
 METRICS_OF_TASK = [m.name for m in evaluate_metrics()]

@@ -31,7 +31,7 @@ from vhx.mini import (
     train_tokenizer,
 )
 from vhx.negation import RuleNegator
-from vhx.synthetic import KINDS, candidates, encode_png, render_mask, render_scene, sample_scene
+from vhx.mini.synthetic import KINDS, candidates, encode_png, render_mask, render_scene, sample_scene
 
 SMALL = MiniModelArguments(image_size=48, patch_size=12, vision_hidden=32, vision_layers=1, vision_heads=2,
                            text_hidden=32, text_layers=2, text_heads=2, text_intermediate=64, vocab_size=512,
@@ -188,7 +188,7 @@ def test_each_stage_trains_its_part_only(small) -> None:
 def test_probe_scores_as_the_scorer_does(small) -> None:
     """The probe's P(yes) equals vhx's own scorer (HFModel, logits mode) on the same cases; a constant answerer scores 0.5 / 0."""
     from vhx.models.hf import HFModel
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     bank, model, processor = small
     data = MiniDataArguments(probe_images=4, probe_seed=5)
@@ -251,9 +251,9 @@ def test_resolve_model_leaves_other_specs_alone(tmp_path: Path) -> None:
 def test_unknown_shipped_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from vhx.errors import VHXError
 
-    import vhx.zoo
+    import vhx.mini.zoo
 
-    monkeypatch.setattr(vhx.zoo, "ZOO_DIR", tmp_path)
+    monkeypatch.setattr(vhx.mini.zoo, "ZOO_DIR", tmp_path)
     with pytest.raises(VHXError, match="vhx-mini: the shipped checkpoint is missing"):
         resolve_model("vhx-mini")
 
@@ -372,7 +372,7 @@ def test_shipped_checkpoints_store_float16_and_load_float32() -> None:
     from safetensors import safe_open
     from transformers import AutoModelForImageTextToText
 
-    from vhx.zoo import SHIPPED
+    from vhx.mini.zoo import SHIPPED
 
     for name in SHIPPED:
         folder = Path(_shipped(name))

@@ -14,7 +14,7 @@ from PIL import Image
 from vhx.models import DEFAULT_PROMPT_TEMPLATE, Prediction, VHModel, load_model
 from vhx.models.hf import HFModel, load_processor, yes_no_token_ids
 from vhx.parsing import majority_vote, parse_yes_no
-from vhx.tiny_models import EXTRA_ARCHS, MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
+from vhx.mini.tiny_models import EXTRA_ARCHS, MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
 
 PROCESSOR_CLASSES = {
     "llava": "LlavaProcessor",

@@ -12,8 +12,8 @@ import pytest
 
 from vhx.cli import main
 from vhx.errors import VHXError
-from vhx.names import check_name, local_suggestion
-from vhx.zoo import SHIPPED
+from vhx.cli.names import check_name, local_suggestion
+from vhx.mini.zoo import SHIPPED
 
 
 def test_check_name_passes_what_exists_and_hub_ids_and_mends_typos(tmp_path, monkeypatch):

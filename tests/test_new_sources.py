@@ -239,7 +239,7 @@ def test_hallusionbench_cases_pass_every_stage(tmp_path: Path):
 
 def test_transformers_model_asks_a_question_without_an_image(tmp_path: Path):
     from vhx.models import load_model
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     path = str(build_tiny_model("llava", tmp_path / "llava"))
     image = Image.new("RGB", (30, 30), "red")
@@ -256,7 +256,7 @@ def test_transformers_model_asks_a_question_without_an_image(tmp_path: Path):
 def test_a_model_that_thinks_gets_a_thinking_budget(tmp_path: Path):
     from vhx.models import load_model
     from vhx.models.hf import DEFAULT_MAX_NEW_TOKENS, THINKING_MAX_NEW_TOKENS
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     path = str(build_tiny_model("llava", tmp_path / "llava"))
     plain = load_model(path, mode="generate")
@@ -586,7 +586,7 @@ def test_an_attack_leaves_questions_without_an_image_out(tmp_path: Path):
 def test_a_thought_marked_by_special_tokens_stays_marked_in_the_reply(tmp_path: Path):
     from vhx.models import load_model
     from vhx.parsing import parse_yes_no
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     model = load_model(str(build_tiny_model("llava", tmp_path / "llava")), mode="generate")
     tok = model.tokenizer

@@ -346,7 +346,7 @@ def test_merge_keeps_a_rank_row_that_scored_a_case_again(tmp_path):
 
 def test_end_to_end_with_a_tiny_llava_in_both_modes(dsd, tmp_path):
     from vhx.models import load_model
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     path = str(build_tiny_model("llava", tmp_path / "llava"))
     for mode in ("logits", "generate"):

@@ -20,7 +20,7 @@ from PIL import Image
 from vhx.cli import EXIT_SIGTERM, main
 from vhx.errors import DataError, VHXError
 from vhx.hub import INCOMPLETE_MARKER, load_folder, write_hub_folder
-from vhx.synthetic import SyntheticConfig, generate_synthetic
+from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
 
 def _small(seed: int = 0) -> datasets.DatasetDict:

@@ -21,7 +21,7 @@ import pytest
 from vhx.cli import build_parser, main
 from vhx.errors import DataError
 from vhx.hub import folder_data_files, open_folder, write_hub_folder
-from vhx.synthetic import SyntheticConfig, generate_synthetic
+from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
 
 def _small(seed: int = 0) -> datasets.DatasetDict:

@@ -95,7 +95,7 @@ def test_two_expands_into_one_folder_leave_one_whole_result_and_one_refusal(synt
 def test_two_builds_into_one_folder_one_refusal(tmp_path: Path, capsys):
     out = tmp_path / "hub"
     argv = ["build", "synthetic", "--out", str(out), "--num-images", "3", "--option", "image_size=64"]
-    first = _start_slow(argv, "vhx.synthetic:generate_synthetic")
+    first = _start_slow(argv, "vhx.mini.synthetic:generate_synthetic")
     _second_is_refused(argv, first, capsys)
     assert sum(len(split) for split in load_folder(out).values()) == 12
 
@@ -189,7 +189,7 @@ def test_a_truncated_stored_attack_is_attacked_again(synth: Path, tmp_path: Path
     from unittest import mock
 
     from vhx.adversarial import splits
-    from vhx.tiny_models import build_tiny_model
+    from vhx.mini.tiny_models import build_tiny_model
 
     real = splits.attack_stream
     attacked: list[int] = []
@@ -341,7 +341,7 @@ def test_a_report_that_fails_midway_leaves_the_earlier_report_whole(tmp_path: Pa
     byte for byte, no file of the new one beside it, nothing truncated, no staging folder left."""
     from test_predict import FakeModel, make_dsd
 
-    import vhx.report_html
+    import vhx.report.html
     from vhx.predict import predict_dataset
     from vhx.report import report
 
@@ -351,18 +351,18 @@ def test_a_report_that_fails_midway_leaves_the_earlier_report_whole(tmp_path: Pa
     report([run], out, plots=False)
     (out / "notes.txt").write_text("mine")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    real = vhx.report_html.write_report_html
+    real = vhx.report.html.write_report_html
 
     def dies(markdown, scores, keys, metas, folder):
         (folder / "report.html").write_text(markdown[: len(markdown) // 3])  # a file cut short, as a full disk leaves it
         raise failure()
 
-    monkeypatch.setattr(vhx.report_html, "write_report_html", dies)
+    monkeypatch.setattr(vhx.report.html, "write_report_html", dies)
     with pytest.raises((KeyboardInterrupt, OSError)):
         report([run], out, plots=False, by=("split", "subset"))
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
-    monkeypatch.setattr(vhx.report_html, "write_report_html", real)
+    monkeypatch.setattr(vhx.report.html, "write_report_html", real)
     paths = report([run], out, plots=False, by=("split", "subset"))
     assert "subset" in Path(paths["markdown"]).read_text() and (out / "notes.txt").read_text() == "mine"
     assert all(Path(p).parent == out for p in paths.values())

@@ -238,7 +238,7 @@ def test_default_study_is_the_zoo(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     """`vhx replicate` with no --models: the whole zoo offline at CPU sizes, fine-tuning the yes-biased member."""
     import vhx.replicate as rep
     from vhx.cli import main
-    from vhx.zoo import ZOO
+    from vhx.mini.zoo import ZOO
 
     seen = {}
     monkeypatch.setattr(rep, "replicate", lambda config: seen.setdefault("config", config) and {})
@@ -297,7 +297,7 @@ def test_the_schedule_row_compares_the_fast_attack_with_the_papers_500_updates()
 
 
 def test_synthetic_training_stream_draws_scenes_no_benchmark_draws() -> None:
-    from vhx.synthetic import SyntheticConfig, generate_synthetic, sample_scene
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic, sample_scene
 
     train = generate_synthetic(SyntheticConfig(num_images=5, seed=0, training=True, kinds=("existence", "count"), questions_per_image=2))
     bench = generate_synthetic(SyntheticConfig(num_images=5, seed=0, kinds=("existence", "count"), questions_per_image=2))
@@ -323,7 +323,7 @@ def test_a_missing_finetune_extra_is_said_before_any_stage_runs(tmp_path, monkey
 
 def test_mme_stand_in_asks_only_the_kinds_given() -> None:
     from vhx.scoring import mme_scores
-    from vhx.synthetic import SyntheticConfig, generate_synthetic_mme
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic_mme
 
     dsd = generate_synthetic_mme(SyntheticConfig(num_images=3, seed=5, kinds=("color", "position")))
     assert set(dsd) == {"color", "position"}

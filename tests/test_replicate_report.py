@@ -176,7 +176,7 @@ def _section(page: str, start: str) -> list[Any]:
 
 
 def test_markdown_nested_lists_become_nested_ul() -> None:
-    from vhx.report_html import markdown_to_html
+    from vhx.report.html import markdown_to_html
 
     markdown = ("- **claim one**: held. Rule: r.\n  - vhx-mini - vhx-mini-yes: accuracy -0.100\n  - second\n    wrapped on\n"
                 "- **claim two**: not held.\n  - third\n\nAfter.")
@@ -362,6 +362,6 @@ def test_terminal_warnings_are_plain_words(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_markdown_to_text() -> None:
-    from vhx.report_html import markdown_to_text
+    from vhx.report.html import markdown_to_text
 
     assert markdown_to_text("a\\|b `c` ``d`e`` **f** &lt;g&gt; &amp;amp;") == "a|b c d`e f <g> &amp;"

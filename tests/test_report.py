@@ -257,7 +257,7 @@ class QuestionHashModel:
 def synthetic_run(tmp_path: Path, name: str, model: str, **config) -> Path:
     from vhx.pipeline import expand
     from vhx.predict import predict_dataset
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     dsd = expand(generate_synthetic(SyntheticConfig(num_images=3, kinds=("color",), **config)), workers=1)
     out = tmp_path / name
@@ -391,7 +391,7 @@ def test_unexpanded_data_scores_and_reports_with_pair_metrics_na(tmp_path):
     from vhx.cli import main
     from vhx.hub import write_hub_folder
     from vhx.pipeline import expand
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     plain = generate_synthetic(SyntheticConfig(num_images=4, image_size=64))
     write_hub_folder(plain, tmp_path / "plain")
@@ -424,7 +424,7 @@ def test_report_html_is_self_contained_with_summary_tables_and_plots(tmp_path):
 
     from vhx.cli import main
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     write_hub_folder(generate_synthetic(SyntheticConfig(num_images=6, image_size=64)), tmp_path / "src")
     assert main(["expand", str(tmp_path / "src"), "--out", str(tmp_path / "exp"), "--perturb", "brightness,defocus_blur",
@@ -462,7 +462,7 @@ def test_report_columns_are_run_configurations(tmp_path):
     from vhx.cli import main
     from vhx.hub import write_hub_folder
     from vhx.pipeline import expand
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     for name, seed, images in (("s1", 0, 4), ("s2", 1, 6)):
         write_hub_folder(expand(generate_synthetic(SyntheticConfig(num_images=images, seed=seed, image_size=64))), tmp_path / name)
@@ -486,7 +486,7 @@ def test_report_columns_are_run_configurations(tmp_path):
 
 
 def test_a_bullet_wrapped_over_lines_renders_as_one_item():
-    from vhx.report_html import markdown_to_html
+    from vhx.report.html import markdown_to_html
 
     page = markdown_to_html("## Definitions\n\n- **correct**: the prediction equals\n  the ground truth.\n- **other**: one line\n\nAfter.", Path("."))
     assert "<ul><li><b>correct</b>: the prediction equals the ground truth.</li><li><b>other</b>: one line</li></ul>" in page
@@ -504,7 +504,7 @@ def test_equal_accuracy_and_symmetric_accuracy_are_explained():
 
 
 def test_score_axes_zoom_in_when_every_value_is_high():
-    from vhx.report_plots import _axis_floor
+    from vhx.report.plots import _axis_floor
 
     high = pd.DataFrame({"accuracy_original": [0.975, 0.708], "accuracy_original_ci_low": [0.947, 0.648],
                          "symmetric_accuracy": [0.975, 0.708], "symmetric_accuracy_ci_low": [0.947, 0.648]})

@@ -23,7 +23,7 @@ from PIL import Image
 from scipy import ndimage
 
 from vhx.schema import validate_dataset
-from vhx.synthetic import (
+from vhx.mini.synthetic import (
     KINDS,
     SyntheticConfig,
     describe_scene,
@@ -436,7 +436,7 @@ def test_other_yes_ratios_hold_per_template() -> None:
 def test_a_long_build_shows_one_bar_per_scene_drawn(monkeypatch):
     import tqdm.auto
 
-    import vhx.synthetic as synthetic
+    import vhx.mini.synthetic as synthetic
 
     bars: list = []
 

@@ -1,4 +1,4 @@
-"""vhx.synthetic_instruct: the offline stand-in for LLaVA-1.5's instruction data (llava_v1_5_mix665k.json layout)."""
+"""vhx.mini.instruct: the offline stand-in for LLaVA-1.5's instruction data (llava_v1_5_mix665k.json layout)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ from PIL import Image
 from vhx import finetune as ft
 from vhx.builders.llava_instruct import check_conversations
 from vhx.pipeline import expand
-from vhx.synthetic import SyntheticConfig, describe_scene, generate_synthetic, render_scene, sample_scene
-from vhx.synthetic_instruct import BRIEF_PROMPTS, JSON_NAME, SCENE_SEED_OFFSET, describe, write_synthetic_instruct
+from vhx.mini.synthetic import SyntheticConfig, describe_scene, generate_synthetic, render_scene, sample_scene
+from vhx.mini.instruct import BRIEF_PROMPTS, JSON_NAME, SCENE_SEED_OFFSET, describe, write_synthetic_instruct
 
 NUM = 60
 SUFFIX = "\nAnswer the question using a single word or phrase."

@@ -398,7 +398,7 @@ def _fast_llm_config(base_url: str, tmp_path: Path):
 
 def _synthetic_hub(tmp_path: Path) -> Path:
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     dsd = generate_synthetic(SyntheticConfig(num_images=2, seed=1, image_size=64))
     write_hub_folder(dsd, tmp_path / "hub", repo_id="vhx/synthetic")
@@ -434,7 +434,7 @@ def test_llm_total_failure_fails_the_expansion(tmp_path, silent_endpoint, monkey
 def test_cli_expand_llm_total_failure_exits_non_zero_and_card_counts_negators(tmp_path, silent_endpoint, monkeypatch, capsys):
     import dataclasses
 
-    import vhx.cli_common as cli  # where the expand's negator takes its LLM settings
+    import vhx.cli.common as cli  # where the expand's negator takes its LLM settings
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
     real = cli._llm_config
@@ -497,7 +497,7 @@ def test_push_failure_is_one_line_without_the_token(tmp_path, monkeypatch, capsy
     import huggingface_hub
 
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     secret = "hf_SECRETsecretSECRET98765"
     monkeypatch.setenv("HF_TOKEN", secret)

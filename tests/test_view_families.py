@@ -28,7 +28,7 @@ from PIL import Image
 from vhx.adversarial import VIEWS, load_view, processor_features, view_from_model
 from vhx.adversarial.views import AUTHORS_AXIS, AyaVisionView, Idefics2View, Mistral3View
 from vhx.errors import VHXError
-from vhx.tiny_models import DEFAULT_SIZES, build_tiny_model
+from vhx.mini.tiny_models import DEFAULT_SIZES, build_tiny_model
 from view_images import batch as _batch
 from view_images import texture as _texture
 

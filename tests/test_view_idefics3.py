@@ -38,7 +38,7 @@ from vhx.adversarial import VIEWS, AttackConfig, attack_batch, load_view, proces
 from vhx.adversarial.views import AUTHORS_AXIS
 from vhx.adversarial.views import Idefics3View
 from vhx.errors import VHXError
-from vhx.tiny_models import DEFAULT_SIZES, build_tiny_model
+from vhx.mini.tiny_models import DEFAULT_SIZES, build_tiny_model
 from view_images import batch as _batch
 from view_images import texture as _texture
 

@@ -27,7 +27,7 @@ from vhx.adversarial.views import AUTHORS_AXIS
 from vhx.adversarial.views import MllamaView
 from vhx.errors import VHXError
 from vhx.models.hf import load_processor
-from vhx.tiny_models import build_tiny_model
+from vhx.mini.tiny_models import build_tiny_model
 from view_images import batch as _batch
 from view_images import texture as _texture
 

@@ -9,7 +9,7 @@ import pytest
 
 from vhx import mini
 from vhx.finetune.config import recipe_path
-from vhx.zoo import SHIPPED, ZOO, resolve_model
+from vhx.mini.zoo import SHIPPED, ZOO, resolve_model
 
 MAX_FILE_BYTES = 12 * 1024 * 1024
 

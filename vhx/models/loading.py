@@ -4,8 +4,8 @@ Every stage that needs transformers weights goes through :func:`load_pretrained`
 specs mean the same thing everywhere:
 
 * a Hub id or local folder of an ``AutoModelForImageTextToText`` checkpoint;
-* a shipped checkpoint name (``vhx-mini``, ``vhx-mini-yes``, see :mod:`vhx.zoo`);
-* ``vhx-tiny:<arch>``, a tiny random model built locally (:mod:`vhx.tiny_models`), for smoke runs;
+* a shipped checkpoint name (``vhx-mini``, ``vhx-mini-yes``, see :mod:`vhx.mini.zoo`);
+* ``vhx-tiny:<arch>``, a tiny random model built locally (:mod:`vhx.mini.tiny_models`), for smoke runs;
 * a local PEFT (LoRA) adapter folder, which loads its base model plus the adapter.
 
 A checkpoint whose model type transformers does not implement but whose repository ships its own
@@ -81,10 +81,10 @@ def _apply_adapter(model: Any, adapter: str, *, merge: bool) -> Any:
 def resolve_spec(spec: str) -> str:
     """A loadable Hub id or folder for ``spec``: shipped names and ``vhx-tiny:<arch>`` become folders."""
     if spec.startswith(TINY_PREFIX):
-        from vhx.tiny_models import build_tiny_model
+        from vhx.mini.tiny_models import build_tiny_model
 
         return str(build_tiny_model(spec[len(TINY_PREFIX) :]))
-    from vhx.zoo import resolve_model
+    from vhx.mini.zoo import resolve_model
 
     return resolve_model(spec)
 

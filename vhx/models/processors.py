@@ -1,6 +1,6 @@
 """Processors: ``AutoProcessor`` loading that also works where torchvision is missing.
 
-Kept apart from the model loader so that :mod:`vhx.tiny_models` (which builds processors for tiny
+Kept apart from the model loader so that :mod:`vhx.mini.tiny_models` (which builds processors for tiny
 test checkpoints) and :mod:`vhx.models.loading` (which loads any checkpoint, tiny ones included)
 both depend on it without depending on each other.
 """

@@ -111,7 +111,7 @@ def _load(model: str, options: Mapping[str, Any]) -> Any:
 def stage_build(study: Study) -> None:
     """The synthetic benchmark (and MME stand-in) where the study asks for them."""
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, card_summary, generate_synthetic, generate_synthetic_mme
+    from vhx.mini.synthetic import SyntheticConfig, card_summary, generate_synthetic, generate_synthetic_mme
 
     cfg = study.config
     units = [b for b in cfg.benchmarks if b == "synthetic"] + (["mme"] if study.mme_stand_in else [])
@@ -312,7 +312,7 @@ def _finetune_sources(study: Study, model: str, bar: Any) -> list[Path]:
     from vhx.hub import write_hub_folder
     from vhx.negation import RuleNegator
     from vhx.pipeline import expand
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     cfg, folder = study.config, study.finetune_data
     synth = SyntheticConfig(num_images=cfg.finetune_scenes, seed=cfg.seed, kinds=FINETUNE_KINDS,
@@ -334,7 +334,7 @@ def _finetune_sources(study: Study, model: str, bar: Any) -> list[Path]:
             _mark_done(folder, params, root=study.out)
         state.wait_for_everyone()
     if not _override_given(study, "instruct_data"):
-        from vhx.synthetic_instruct import write_synthetic_instruct
+        from vhx.mini.instruct import write_synthetic_instruct
 
         params = {"instruct_images": cfg.instruct_images, "seed": cfg.seed}
         if state.is_main_process and not _done(study.instruct_data.parent, params, root=study.out):

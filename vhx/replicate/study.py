@@ -91,7 +91,7 @@ QUICK_ABLATION: dict[str, tuple[float, ...]] = {
     **SCHEDULE_ABLATION,
 }
 QUICK_FINETUNE_OVERRIDES = ("max_steps=40", "instruct_examples=16", "save_steps=20")
-#: The default study offline (no ``--models``, no ``--quick``): the miniature zoo (:data:`vhx.zoo.ZOO`) on
+#: The default study offline (no ``--models``, no ``--quick``): the miniature zoo (:data:`vhx.mini.zoo.ZOO`) on
 #: the embedded benchmark, sized to finish within 30 minutes on 2 CPU cores. Attacks take a fifth of
 #: the paper's updates: on vhx-mini I-FGSM's effect is flat from 20 to 500 steps (0.61-0.63 symmetric
 #: accuracy) and its cosine moves little after 100 (0.637 at 100, 0.619 at 500).
@@ -175,7 +175,7 @@ def zoo_config(out: str | Path, models: Sequence[str] | None = None, **overrides
     fifth of the paper's updates, a reduced ablation, LoRA fine-tuning of vhx-mini-yes on cases of
     other scenes mixed with an instruction-data stand-in, and a general-ability stand-in; within 30
     minutes on 2 CPU cores."""
-    from vhx.zoo import ZOO
+    from vhx.mini.zoo import ZOO
 
     models = list(models or ZOO)
     fields = dict(
@@ -191,7 +191,7 @@ def quick_config(out: str | Path, models: Sequence[str] | None = None, **overrid
     """``--quick``: the zoo (or ``models``) on 16 drawn scenes, attacks and a reduced ablation at a tenth of
     the paper's updates, a short LoRA fine-tune of vhx-mini-yes, the stand-ins; minutes on 2 cores.
     Findings its size cannot decide say so."""
-    from vhx.zoo import ZOO
+    from vhx.mini.zoo import ZOO
 
     models = list(models or ZOO)
     fields = dict(

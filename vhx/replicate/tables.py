@@ -708,7 +708,7 @@ def tables_html(result: Mapping[str, Any], markdown: str, folder: Path) -> str:
     import re
 
     from vhx.replicate.plots import write_plots
-    from vhx.report_html import _CSS, markdown_to_html
+    from vhx.report.html import _CSS, markdown_to_html
 
     write_plots(result, folder)
     lines, body, chunk = markdown.splitlines()[1:], ["<h1>vhx replicate</h1>"], []  # the title is the page's own

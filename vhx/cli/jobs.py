@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.argtypes import converge_window, positive_int, share_0_1
-from vhx.cli_common import (
+from vhx.cli.common import (
     _add_expand_options,
     _add_llm_options,
     _add_model_options,
@@ -24,7 +24,7 @@ from vhx.cli_common import (
     score_and_report,
 )
 from vhx.errors import VHXError
-from vhx.zoo import DEFAULT_MODEL as DEFAULT_RUN_MODEL  # what `vhx run` scores (and attacks) unless --model says otherwise
+from vhx.mini.zoo import DEFAULT_MODEL as DEFAULT_RUN_MODEL  # what `vhx run` scores (and attacks) unless --model says otherwise
 
 
 def add_run_parser(sub: argparse._SubParsersAction) -> None:
@@ -82,7 +82,7 @@ def run_attack(args: argparse.Namespace) -> str:
 def _run(args: argparse.Namespace) -> int:
     from vhx.adversarial.choices import DEFAULT_CONVERGE_TOL, FAST_STEPS
     from vhx.hub import write_hub_folder
-    from vhx.synthetic import SyntheticConfig, card_summary, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, card_summary, generate_synthetic
 
     _check_model(args.model)  # before the benchmark is drawn: a typo costs a second
     root = Path(args.out)

@@ -1,7 +1,12 @@
 """The ``vhx`` command line: the parser, ``main`` and the commands that build benchmarks, expand, score,
-report, inspect and publish Hub folders. ``vhx run`` and ``vhx replicate`` live in :mod:`vhx.cli_jobs`,
-what several commands share in :mod:`vhx.cli_common`, how a command ends (exit statuses, signals, the
-one-line errors) in :mod:`vhx.cli_errors`."""
+report, inspect and publish Hub folders. ``vhx run`` and ``vhx replicate`` live in :mod:`vhx.cli.jobs`,
+what several commands share in :mod:`vhx.cli.common`, how a command ends (exit statuses, signals, the
+one-line errors) in :mod:`vhx.cli.errors`.
+
+The package: this module (the parser, ``main``, the data commands), :mod:`vhx.cli.common` (options and
+helpers shared by commands), :mod:`vhx.cli.jobs` (``run``, ``replicate``), :mod:`vhx.cli.errors` (exit statuses,
+one-line errors) and :mod:`vhx.cli.names` (names checked on this machine first).
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.argtypes import non_negative_int, positive_int, share_0_1
-from vhx.cli_common import (  # score_and_report and _model_options: also called as vhx.cli's
+from vhx.cli.common import (  # score_and_report and _model_options: also called as vhx.cli's
     _add_expand_options,
     _add_llm_options,
     _add_model_options,
@@ -28,7 +33,7 @@ from vhx.cli_common import (  # score_and_report and _model_options: also called
     make_negator,
     score_and_report,
 )
-from vhx.cli_errors import (  # EXIT_SIGTERM: re-exported, the status callers of main() check
+from vhx.cli.errors import (  # EXIT_SIGTERM: re-exported, the status callers of main() check
     EXIT_SIGINT,
     EXIT_SIGTERM,  # noqa: F401
     UNWRITABLE,
@@ -113,7 +118,7 @@ def _add_build(sub: argparse._SubParsersAction) -> None:
 
 
 def _synthetic_config(args: argparse.Namespace) -> Any:
-    from vhx.synthetic import SyntheticConfig
+    from vhx.mini.synthetic import SyntheticConfig
 
     overrides = {k: v for k, v in (("num_images", args.num_images), ("yes_ratio", args.yes_ratio), ("seed", args.seed)) if v is not None}
     overrides.update(dict(args.option))
@@ -123,7 +128,7 @@ def _synthetic_config(args: argparse.Namespace) -> Any:
 def build_source(args: argparse.Namespace) -> Any:
     """Run the builder selected by ``args`` and return its DatasetDict."""
     if args.source == "synthetic":
-        from vhx.synthetic import generate_synthetic
+        from vhx.mini.synthetic import generate_synthetic
 
         dsd = generate_synthetic(_synthetic_config(args))
         if args.subsets:
@@ -168,7 +173,7 @@ def _print_builder_options(source: str) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     """``vhx build``: builder -> Hub folder, then print its summary."""
     from vhx.locking import output_lock
-    from vhx.names import check_name
+    from vhx.cli.names import check_name
 
     if args.options:
         _print_builder_options(args.source)
@@ -214,7 +219,7 @@ def _build(args: argparse.Namespace) -> int:
     from vhx.hub import write_hub_folder
 
     if args.source == "synthetic-instruct":
-        from vhx.synthetic_instruct import JSON_NAME, write_synthetic_instruct
+        from vhx.mini.instruct import JSON_NAME, write_synthetic_instruct
 
         if (Path(args.out) / JSON_NAME).exists() and not args.overwrite:
             raise VHXError(f"{args.out} already holds {JSON_NAME}; pass --overwrite to replace it")
@@ -225,7 +230,7 @@ def _build(args: argparse.Namespace) -> int:
     dsd = build_source(args)
     repo_id = args.repo_id or f"vhx/{args.source}"
     if args.source == "synthetic":
-        from vhx.synthetic import card_summary
+        from vhx.mini.synthetic import card_summary
 
         summary = card_summary(_synthetic_config(args))
     else:
@@ -262,7 +267,7 @@ def _load_folder(folder: str | Path) -> Any:
 def cmd_expand(args: argparse.Namespace) -> int:
     """``vhx expand``: negation + perturbations of a Hub folder into a new Hub folder."""
     from vhx.hub import folder_data_files, load_folder_by_reference
-    from vhx.names import check_name
+    from vhx.cli.names import check_name
 
     if not Path(args.source_folder).exists():
         check_name(args.source_folder, what="Hub dataset folder")
@@ -309,7 +314,7 @@ def cmd_gallery(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``vhx evaluate``: score a model on a Hub folder (or Hub id); resumable."""
-    from vhx.names import check_name
+    from vhx.cli.names import check_name
 
     check_name(args.folder, what="data folder")  # a typo fails here, at once, not after minutes of Hub retries
     _check_model(args.model)
@@ -398,7 +403,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
-    from vhx.cli_jobs import add_replicate_parser, add_run_parser
+    from vhx.cli.jobs import add_replicate_parser, add_run_parser
 
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -513,7 +518,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     if not extra:
         from vhx.adversarial.options import step_with_adaptive_schedule
-        from vhx.cli_jobs import run_attack
+        from vhx.cli.jobs import run_attack
 
         attacking = run_attack(args) != "none" if args.command == "run" else None  # vhx run attacks by default
         if args.command in ("expand", "run") and (problem := step_with_adaptive_schedule(args, attacking)):
@@ -594,6 +599,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -104,7 +104,7 @@ def _relabel_line(scores: pd.DataFrame, pope: str, repope: str) -> str:
 
 
 def _inline(text: str) -> str:
-    # report.md writes names' & < > as entities (vhx.report_sources.md_text): decoded first, so the page
+    # report.md writes names' & < > as entities (vhx.report.sources.md_text): decoded first, so the page
     # shows them once escaped, not as "&amp;lt;"
     out = html.escape(html.unescape(text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<b>\1</b>", out)

@@ -211,8 +211,8 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_model(spec: str | None) -> None:
     """A model name checked on this machine first (a typo fails at once, with "did you mean"); backend specs (``openai:...``) pass."""
-    from vhx.names import check_name
-    from vhx.zoo import SHIPPED
+    from vhx.cli.names import check_name
+    from vhx.mini.zoo import SHIPPED
 
     if spec and ":" not in spec:
         check_name(spec, what="model", shipped=tuple(SHIPPED))
@@ -253,7 +253,7 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
 def _print_report_summary(paths: dict[str, Path]) -> None:
     """What a scoring command ends with: the report's warnings in full, its findings in words, and where
     the report is (report.md itself is ~100 lines: read it there)."""
-    from vhx.report_html import markdown_to_text
+    from vhx.report.html import markdown_to_text
 
     text = Path(paths["markdown"]).read_text(encoding="utf-8")
     for section in text.split("\n## ")[1:]:

@@ -1,8 +1,8 @@
 """Shipped model checkpoints: where they live as package data and how their names resolve.
 
-Trained vhx-mini checkpoints are folders of this package (``vhx/zoo/vhx-mini/``,
-``vhx/zoo/vhx-mini-yes/``, ``vhx/zoo/vhx-mini-neg/``, ``vhx/zoo/vhx-mini-weak/``); ``python recipes/train_mini.py --config vhx-mini --output_dir
-vhx/zoo/vhx-mini`` writes one. :func:`resolve_model` turns a shipped name into its folder, and the
+Trained vhx-mini checkpoints are folders of this package (``vhx/mini/zoo/vhx-mini/``,
+``vhx/mini/zoo/vhx-mini-yes/``, ``vhx/mini/zoo/vhx-mini-neg/``, ``vhx/mini/zoo/vhx-mini-weak/``); ``python recipes/train_mini.py --config vhx-mini --output_dir
+vhx/mini/zoo/vhx-mini`` writes one. :func:`resolve_model` turns a shipped name into its folder, and the
 one model loader (:func:`vhx.models.loading.load_pretrained`) calls it, so ``load_model("vhx-mini")``
 and ``--target-model vhx-mini`` find it. This module imports nothing heavier than the standard
 library, so the loader can use it without depending on :mod:`vhx.mini` (the training code).

@@ -7,13 +7,16 @@ metadata, comparison and MME scores), ``compare.csv`` when exactly two models ar
 ``mme.csv`` when MME rows are present, ``pope.csv`` (POPE's metrics per subset and their mean F1,
 :func:`vhx.scoring.pope_scores`) when POPE or RePOPE rows are present, ``repope.csv`` (a POPE run
 beside its RePOPE relabelling), ``hallusionbench.csv``, ``amber.csv`` and ``unknown.csv`` (unreadable
-replies by reason) where they apply (:mod:`vhx.report_sources`), and the PNG plots.
+replies by reason) where they apply (:mod:`vhx.report.sources`), and the PNG plots.
 
 The metric tables of ``report.md`` are those of the metric registry
 (:data:`vhx.scoring.metrics.METRICS`, each metric registered with a ``Table``), in
 :data:`TABLE_ORDER`; ``scores.csv`` / ``scores.json`` hold every registered metric.
 
 MME rows (``source == "mme"``) have no negated twins; they go to the MME table only.
+
+The package: this module (the report itself and its tables), :mod:`vhx.report.html` (the HTML page and
+the findings in words), :mod:`vhx.report.plots` and :mod:`vhx.report.sources` (each benchmark's own section).
 """
 
 from __future__ import annotations
@@ -31,10 +34,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vhx import report_sources
-from vhx.report_plots import _group_label, plot_accuracy_bars, plot_accuracy_scatter  # noqa: F401  (plots re-exported: vhx.report.plot_accuracy_*)
-from vhx.report_html import summary_lines
-from vhx.report_sources import md_text
+from vhx.report import sources as report_sources
+from vhx.report.plots import _group_label, plot_accuracy_bars, plot_accuracy_scatter  # noqa: F401  (plots re-exported: vhx.report.plot_accuracy_*)
+from vhx.report.html import summary_lines
+from vhx.report.sources import md_text
 from vhx.scoring.groups import sample_note
 from vhx.errors import VHXError
 from vhx.locking import atomic_path, atomic_write_text
@@ -243,7 +246,7 @@ def column_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[s
 
 
 def _md_escape(text: Any) -> str:
-    """A table cell: :func:`~vhx.report_sources.md_text` (no markup from names), its ``|`` escaped."""
+    """A table cell: :func:`~vhx.report.sources.md_text` (no markup from names), its ``|`` escaped."""
     return md_text(text).replace("|", "\\|")
 
 
@@ -778,7 +781,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             logger.warning("matplotlib is not importable: the report has no plots (pip install matplotlib)")
         else:
             score_models = [m for m in models if m in set(scores["model"])]
-            from vhx.report_html import NEW_VH_OF_GENERATED, plot_yes_ratio_and_new_vh
+            from vhx.report.html import NEW_VH_OF_GENERATED, plot_yes_ratio_and_new_vh
 
             # a plot of symmetric accuracy needs pairs, one of new VH cases generated cases: none is drawn empty
             md += ["## Plots", ""]
@@ -795,7 +798,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
 
     paths["markdown"] = out / "report.md"
     atomic_write_text(paths["markdown"], "\n".join(md))
-    from vhx.report_html import write_report_html
+    from vhx.report.html import write_report_html
 
     findings = summary_lines(scores, keys, relabelled=relabelled_labels(df, dirs, metas) if relabelled else None)
     doc["findings"] = findings

@@ -3,7 +3,7 @@
 The paper fine-tunes with its VH cases mixed with 4,000 VQA records sampled from LLaVA-1.5's
 ``llava_v1_5_mix665k.json``. Offline there is no such data, so :func:`write_synthetic_instruct`
 writes a folder in the same layout (``llava_v1_5_mix665k.json`` + images) whose records ask
-*open* questions about drawn scenes of :mod:`vhx.synthetic`, in LLaVA-1.5's styles:
+*open* questions about drawn scenes of :mod:`vhx.mini.synthetic`, in LLaVA-1.5's styles:
 
 * short-answer VQA, each question ending in LLaVA-1.5's suffix ``"\\nAnswer the question using a
   single word or phrase."``: the colour of a shape ("What color is the circle?" -> "Red"), the
@@ -16,12 +16,12 @@ writes a folder in the same layout (``llava_v1_5_mix665k.json`` + images) whose 
 No question is a yes/no question, and a question is asked only where its answer is unambiguous for
 the scene (the colour of "the circle" only when every circle has the same colour, the side of "the
 red triangle" only when exactly one red triangle is drawn and it lies clearly in one half, as
-:func:`vhx.synthetic.side_of` decides). One record per image, several turns, ``<image>`` only in
+:func:`vhx.mini.synthetic.side_of` decides). One record per image, several turns, ``<image>`` only in
 the first human turn, as in mix665k. It loads with
 :func:`vhx.finetune.data.load_instruct_data` ``(folder)`` like the real release.
 
 Scenes: image ``i`` is ``sample_scene(SCENE_SEED_OFFSET + seed, i, image_size, training=True)``:
-the *training* stream of :mod:`vhx.synthetic` (never drawn by any benchmark seed) under seeds from
+the *training* stream of :mod:`vhx.mini.synthetic` (never drawn by any benchmark seed) under seeds from
 ``SCENE_SEED_OFFSET = 10_000`` up, so no image is a scene of the synthetic benchmark (any seed) or
 of vhx-mini's training scenes (``scene_seed`` below 10,000; its default is 0). Everything is seeded
 by strings, so the same ``(num_images, seed, image_size)`` always writes identical files.
@@ -42,7 +42,7 @@ from pathlib import Path
 from vhx.locking import atomic_write_bytes, atomic_write_text
 
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE
-from vhx.synthetic import (
+from vhx.mini.synthetic import (
     SHAPES,
     Scene,
     SceneObject,
@@ -92,7 +92,7 @@ class QA:
 
 
 def scene_seed(seed: int) -> int:
-    """The :func:`vhx.synthetic.sample_scene` seed (training stream) of the images of ``seed``."""
+    """The :func:`vhx.mini.synthetic.sample_scene` seed (training stream) of the images of ``seed``."""
     return SCENE_SEED_OFFSET + seed
 
 
@@ -123,7 +123,7 @@ def place_of(scene: Scene, obj: SceneObject) -> str:
     """Where ``obj`` is: ``"on the left"``, ``"in the top right"``, ``"at the bottom"``, ... (from :func:`side_of`).
 
     An object not clearly in either half on both axes (it lies across, or within
-    :func:`vhx.synthetic.side_of`'s margin of, both midlines) is ``"in the middle"``.
+    :func:`vhx.mini.synthetic.side_of`'s margin of, both midlines) is ``"in the middle"``.
     """
     sides = side_of(scene, obj)
     horizontal = next((s for s in sides if s in ("left", "right")), None)
@@ -240,14 +240,14 @@ def conversation(scene: Scene, rng: random.Random) -> list[dict[str, str]]:
 _README = """\
 # Synthetic instruction data (offline stand-in, NOT LLaVA's data)
 
-Written by `vhx.synthetic_instruct.write_synthetic_instruct` (generator version {version}) for
+Written by `vhx.mini.instruct.write_synthetic_instruct` (generator version {version}) for
 fine-tuning offline. `{json_name}` has the layout of LLaVA-1.5's file of that name
 (a JSON list of `{{"id", "image", "conversations"}}` records, `<image>` in the first human turn),
 but its {n} records are open questions about drawn scenes of circles, squares and triangles
 (colours, shapes, counts, sides, brief descriptions), not LLaVA's conversations about natural
 images. Images: `{image_dir}/`, {size}x{size} PNGs.
 
-Scenes: vhx.synthetic's training stream, scene seed {scene_seed} (= {offset} + seed {seed}), so no
+Scenes: vhx.mini.synthetic's training stream, scene seed {scene_seed} (= {offset} + seed {seed}), so no
 image is a scene of vhx's synthetic benchmark (any seed) or of vhx-mini's training scenes
 (its scene_seed, default 0, is below {offset}).
 
@@ -279,7 +279,7 @@ def write_synthetic_instruct(out_dir: str | Path, num_images: int = 200, seed: i
         relative = image_path(seed, i)
         atomic_write_bytes(out / relative, encode_png(render_scene(scene)))
         written.add(Path(relative).name)
-        rng = random.Random(f"vhx.synthetic_instruct:{GENERATOR_VERSION}:{seed}:{i}")
+        rng = random.Random(f"vhx.mini.instruct:{GENERATOR_VERSION}:{seed}:{i}")
         records.append({"id": record_id(seed, i), "image": relative, "conversations": conversation(scene, rng)})
     for stale in images.glob("instruct_*.png"):
         if stale.name not in written:

@@ -2,6 +2,8 @@
 
 The folder is what ``Dataset.push_to_hub`` would create in a repo, written locally first so it can
 be inspected, loaded with ``datasets.load_dataset(folder)`` and pushed with :func:`push_folder`.
+
+The package: this module writes and publishes folders; :mod:`vhx.hub.read` reads them (in place, by reference).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from vhx.adversarial.outcomes import OUTCOME_KEYS, unmoved_warning, updates_note
 from vhx.errors import DataError, VHXError, logger
 from vhx.images import known_decodable, remember_decodable, undecodable
 from vhx.locking import atomic_path, atomic_write_text
-from vhx.hub_read import (  # noqa: F401  (reading folders lives there; these names stay importable from vhx.hub)
+from vhx.hub.read import (  # noqa: F401  (reading folders lives there; these names stay importable from vhx.hub)
     _image_columns,
     _image_file,
     _IMAGE_STORAGE,

@@ -1,11 +1,18 @@
-"""vhx-mini: a small LLaVA trained by vhx on its synthetic world, so that offline numbers mean something.
+"""vhx's offline world: the embedded synthetic benchmark and the small models trained on it.
+
+The package holds :mod:`vhx.mini.synthetic` (drawn scenes with known colours, counts and positions, and their
+yes/no cases), :mod:`vhx.mini.instruct` (an offline stand-in for LLaVA's instruction data),
+:mod:`vhx.mini.zoo` (the shipped checkpoints and :func:`resolve_model`), :mod:`vhx.mini.tiny_models` (tiny
+random models of real architectures, for tests) and, in this module, vhx-mini's training.
+
+vhx-mini: a small LLaVA trained by vhx on its synthetic world, so that offline numbers mean something.
 
 No real MLLM can be downloaded everywhere vhx runs (CI machines, air-gapped clusters), and a random
 model answers "no" to everything. vhx-mini is a real :class:`transformers.LlavaForConditionalGeneration`
 (CLIP vision tower, 2-layer GELU MLP projector, Llama language model) with its own byte-level BPE
 tokenizer, a CLIP image processor and a generation config, trained from scratch by
-``recipes/train_mini.py`` on yes/no questions about scenes of :mod:`vhx.synthetic` drawn from the
-training stream (:data:`vhx.synthetic.TRAIN_STREAM`, disjoint from every benchmark seed).
+``recipes/train_mini.py`` on yes/no questions about scenes of :mod:`vhx.mini.synthetic` drawn from the
+training stream (:data:`vhx.mini.synthetic.TRAIN_STREAM`, disjoint from every benchmark seed).
 
 Why the recipe looks the way it does (each point was measured; see ``recipes/README.md``):
 
@@ -33,7 +40,7 @@ patches say whether the un-negated claim holds, the answer flips it. ``vhx-mini-
 joint stage on answers skewed hard towards "yes" (it also learns to say "yes" to a share of false
 claims): its plain accuracy on a yes-heavy benchmark looks fine, its symmetric accuracy does not.
 
-Checkpoints written to ``vhx/zoo/vhx-mini`` and ``vhx/zoo/vhx-mini-yes`` are package data;
+Checkpoints written to ``vhx/mini/zoo/vhx-mini`` and ``vhx/mini/zoo/vhx-mini-yes`` are package data;
 ``load_model("vhx-mini")``, ``--model vhx-mini`` and ``--target-model vhx-mini`` resolve to them
 through :func:`resolve_model`.
 """
@@ -53,7 +60,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vhx.zoo import SHIPPED, resolve_model  # noqa: F401  (re-exported)
+from vhx.mini.zoo import SHIPPED, resolve_model  # noqa: F401  (re-exported)
 from vhx.locking import atomic_path, atomic_write_text
 
 logger = logging.getLogger("vhx")
@@ -176,7 +183,7 @@ class QuestionMaker:
 
     def scene(self, index: int) -> Any:
         """Training scene ``index`` (the benchmark's distribution, drawn from the training stream)."""
-        from vhx.synthetic import sample_scene
+        from vhx.mini.synthetic import sample_scene
 
         return sample_scene(self.data.scene_seed, index, self.data.scene_size, training=True)
 
@@ -194,7 +201,7 @@ class QuestionMaker:
         With ``negation_blind_ratio`` a share of negated questions of ``negation_blind_kinds`` is trained with the answer of the
         claim it negates, as if the "not" were not there (how a model that misreads negation is made).
         """
-        from vhx.synthetic import candidates
+        from vhx.mini.synthetic import candidates
 
         kind = rng.choice(YES_NO_KINDS)
         answer = "yes" if rng.random() < self.data.yes_ratio else "no"
@@ -223,7 +230,7 @@ def patch_owners(scene: Any, grid: int, min_cover: float = 0.15) -> Any:
     """
     import numpy as np
 
-    from vhx.synthetic import render_mask
+    from vhx.mini.synthetic import render_mask
 
     mask = np.asarray(render_mask(scene))
     rows = np.array_split(np.arange(scene.height), grid)
@@ -245,7 +252,7 @@ def patch_owners(scene: Any, grid: int, min_cover: float = 0.15) -> Any:
 
 def object_words(scene: Any, obj: Any) -> list[str]:
     """What a patch of ``obj`` tells, as the words questions use: colour, shape, how many of that shape, its halves."""
-    from vhx.synthetic import NUMBER_WORDS, side_of
+    from vhx.mini.synthetic import NUMBER_WORDS, side_of
 
     return [obj.color, obj.shape, NUMBER_WORDS[scene.count(shape=obj.shape)], *side_of(scene, obj)]
 
@@ -259,7 +266,7 @@ def patch_matches(scene: Any, owners: Any, kind: str, query: Mapping[str, Any]) 
     """
     import numpy as np
 
-    from vhx.synthetic import side_of
+    from vhx.mini.synthetic import side_of
 
     out = np.zeros(len(owners), dtype=np.int64)
     for p, k in enumerate(owners):
@@ -286,7 +293,7 @@ def word_ids(tokenizer: Any, word: str) -> list[int]:
 # ------------------------------------------------------------------------------------ model files
 def _tokenizer_corpus(maker: QuestionMaker, n: int) -> Iterator[str]:
     """Prompts and answers about the first ``n`` training scenes (every question form, negated and not)."""
-    from vhx.synthetic import candidates
+    from vhx.mini.synthetic import candidates
 
     for i in range(n):
         scene = maker.scene(i)
@@ -413,7 +420,7 @@ class SceneBank:
         import torch
         from tqdm.auto import tqdm
 
-        from vhx.synthetic import render_scene
+        from vhx.mini.synthetic import render_scene
 
         self.maker, self.processor = maker, processor
         self.tokenizer = processor.tokenizer
@@ -641,7 +648,7 @@ class Probe:
     def __init__(self, bank: SceneBank, data: MiniDataArguments) -> None:
         import torch
 
-        from vhx.synthetic import SyntheticConfig, describe_scene, generate_synthetic
+        from vhx.mini.synthetic import SyntheticConfig, describe_scene, generate_synthetic
 
         self.bank = bank
         source = generate_synthetic(SyntheticConfig(num_images=data.probe_images, yes_ratio=0.5, seed=data.probe_seed, image_size=data.scene_size))
@@ -811,7 +818,7 @@ def train_mini(model_args: MiniModelArguments, data_args: MiniDataArguments, tra
     import torch
     from transformers import Trainer, set_seed
 
-    from vhx.synthetic import GENERATOR_VERSION
+    from vhx.mini.synthetic import GENERATOR_VERSION
 
     start = time.time()
     set_seed(training_args.seed)
@@ -965,7 +972,7 @@ def evaluate_mini(
 ) -> list[dict[str, Any]]:
     """Score ``model`` on fresh synthetic scenes with negated twins, per question kind, through vhx's own pipeline.
 
-    The benchmark is :func:`vhx.synthetic.generate_synthetic` (``num_images`` scenes per kind,
+    The benchmark is :func:`vhx.mini.synthetic.generate_synthetic` (``num_images`` scenes per kind,
     ``yes_ratio``, benchmark ``seed``), every case paired with its :class:`~vhx.negation.RuleNegator`
     twin; predictions go through :func:`vhx.predict.predict_dataset` and :func:`vhx.scoring.score`.
     Returns one row per kind and one ``all`` row: ``accuracy`` (every case, twins included),
@@ -977,7 +984,7 @@ def evaluate_mini(
     from vhx.models import load_model
     from vhx.predict import predict_dataset
     from vhx.scoring import load_predictions, score
-    from vhx.synthetic import SyntheticConfig, generate_synthetic
+    from vhx.mini.synthetic import SyntheticConfig, generate_synthetic
 
     pairs = expand(generate_synthetic(SyntheticConfig(num_images=num_images, yes_ratio=yes_ratio, seed=seed)))
     scorer = load_model(str(model), mode=mode, batch_size=batch_size, device="cpu")
