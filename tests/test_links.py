@@ -102,7 +102,7 @@ def test_evaluate_report_and_gallery_replace_links(tmp_path, capsys, expanded):
 
 def test_relabel_replaces_links(tmp_path, capsys):
     from release_writers import write_repope_release
-    from test_new_sources import _pope_run
+    from test_scoring_relabel import _pope_run
 
     truth = write_repope_release(tmp_path / "RePOPE")
     run = _pope_run(tmp_path, truth)

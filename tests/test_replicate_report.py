@@ -336,7 +336,7 @@ def test_pope_skips_of_one_cause_are_said_once(tmp_path: Path) -> None:
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "VHX_POPE_QUESTIONS": str(tmp_path / "absent")}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-n", "0", "-p", "no:cacheprovider",
-                           "tests/test_pope.py", "tests/test_hub.py", "-k", "pope"],
+                           "tests/test_builders_pope.py", "tests/test_hub.py", "-k", "pope"],
                           cwd=root, env=env, capture_output=True, text=True, timeout=600)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("SKIPPED") and "needs POPE's real question files" in line]
     assert len(lines) == 1, proc.stdout[-3000:]
