@@ -353,7 +353,7 @@ def test_a_report_that_fails_midway_leaves_the_earlier_report_whole(tmp_path: Pa
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     real = vhx.report.html.write_report_html
 
-    def dies(markdown, scores, keys, metas, folder):
+    def dies(markdown, findings, metas, folder):
         (folder / "report.html").write_text(markdown[: len(markdown) // 3])  # a file cut short, as a full disk leaves it
         raise failure()
 
