@@ -128,6 +128,7 @@ def test_apgd_is_stronger_than_a_constant_step_for_the_same_updates() -> None:
     assert np.mean(list(adaptive.values())) < np.mean(list(constant.values()))
 
 
+@pytest.mark.slow
 def test_the_fast_preset_reaches_the_papers_500_update_strength_in_50_on_vhx_mini() -> None:
     """The claim of the README and of ``--preset fast``: the paper's I-FGSM at 500 updates is matched within 50."""
     from vhx.mini.synthetic import SyntheticConfig, generate_synthetic

@@ -52,6 +52,7 @@ def test_a_users_own_choice_is_kept(monkeypatch) -> None:
     assert _python(code, ATEN_CPU_CAPABILITY="default") == "DEFAULT"
 
 
+@pytest.mark.slow
 def test_the_thread_count_does_not_change_an_attack() -> None:
     code = """
         import hashlib, sys

@@ -196,6 +196,7 @@ def _install_plugin(site: Path) -> None:
         "[vhx.builders]\ntsvbench = vhx_tsvplug:TsvBuilder\n\n[vhx.perturbations]\nplug_invert = vhx_tsvplug\n", encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_an_installed_plugin_package_is_used_by_the_cli_without_editing_vhx(tmp_path: Path):
     import os
     import subprocess

@@ -283,6 +283,7 @@ def test_the_pixel_limit_holds_for_the_attacks(tmp_path, monkeypatch):
     assert "synthetic/" in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_run_stopped_by_sigterm_is_refused_by_report_and_flagged_on_request(tmp_path, capsys):
     """`vhx evaluate` killed by a real SIGTERM part way: `vhx report` refuses the run in one line; with
     --allow-incomplete it reports it, flagged in the terminal, report.md, the Runs table, scores.csv and scores.json."""

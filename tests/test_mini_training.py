@@ -261,6 +261,7 @@ def test_unknown_shipped_name_is_a_clear_error(monkeypatch: pytest.MonkeyPatch, 
 # ------------------------------------------------------------------------------------ the recipe
 
 
+@pytest.mark.slow
 def test_recipe_trains_saves_and_evaluates(tmp_path: Path) -> None:
     """All three stages run; the folder loads through vhx's loader and AutoClasses; card, record and curves written."""
     import subprocess

@@ -76,6 +76,7 @@ def synth(tmp_path: Path) -> Path:
 # ------------------------------------------------------------------------------------------ one writer per folder
 
 
+@pytest.mark.slow
 def test_two_expands_into_one_folder_leave_one_whole_result_and_one_refusal(synth: Path, tmp_path: Path, capsys):
     out = tmp_path / "exp"
     argv = ["expand", str(synth), "--out", str(out), "--perturb", "brightness", "--review", "0", "--gallery", "2"]
@@ -92,6 +93,7 @@ def test_two_expands_into_one_folder_leave_one_whole_result_and_one_refusal(synt
     assert not [p for p in out.rglob("*") if "lock" in p.name]
 
 
+@pytest.mark.slow
 def test_two_builds_into_one_folder_one_refusal(tmp_path: Path, capsys):
     out = tmp_path / "hub"
     argv = ["build", "synthetic", "--out", str(out), "--num-images", "3", "--option", "image_size=64"]
@@ -100,6 +102,7 @@ def test_two_builds_into_one_folder_one_refusal(tmp_path: Path, capsys):
     assert sum(len(split) for split in load_folder(out).values()) == 12
 
 
+@pytest.mark.slow
 def test_two_reports_into_one_folder_one_whole_report(tmp_path: Path, capsys):
     from test_predict import FakeModel, make_dsd
 

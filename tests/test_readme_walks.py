@@ -68,6 +68,7 @@ def _release(name: str, root: Path) -> None:
         (root / "mine" / "cases.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", WALKS)
 def test_a_readme_walk_runs_as_written(name, tmp_path, monkeypatch, capsys):
     from vhx.cli import main

@@ -132,6 +132,7 @@ def _symmetric_accuracy_by_hand(path: Path, split: str) -> float:
     return sum(all(v) and len(v) == 2 for v in pairs.values()) / len(pairs)
 
 
+@pytest.mark.slow
 def test_tables_are_read_back_from_the_predictions(tmp_path: Path) -> None:
     """Tables 3 and 4 for vhx-mini on a few drawn scenes; one cell recomputed from predictions.jsonl; a rerun skips."""
     config = ReplicateConfig(out=tmp_path, models=["vhx-mini"], num_images=4, stages=("build", "expand", "evaluate", "tables"),

@@ -60,6 +60,7 @@ def _jobs(split: object, budget: dict[str, int]) -> tuple[int, int, int]:
     return len(jobs), sum(budget[branch] for _, branch in jobs), sum(p["steps_run"] for p in jobs.values())
 
 
+@pytest.mark.slow
 def test_every_stage_shows_an_inner_bar_with_a_total_that_it_reaches(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from vhx.hub import load_folder

@@ -457,6 +457,7 @@ def test_report_html_is_self_contained_with_summary_tables_and_plots(tmp_path):
     assert any(h.endswith("gallery.html") for h in links) and any(h.endswith("negation_review.html") for h in links)
 
 
+@pytest.mark.slow
 def test_report_columns_are_run_configurations(tmp_path):
     """One model on two datasets, or in two dtypes, gives separate columns; shards of one configuration pool."""
     from vhx.cli import main

@@ -165,6 +165,7 @@ def test_module_files_ship_as_package_data():
         assert any(fnmatch.fnmatch(name, pat) for pat in patterns), name
 
 
+@pytest.mark.slow
 def test_fresh_offline_interpreter_loads_both_ways(tmp_path: Path):
     # a new process, so the offline switches are in force when evaluate reads its config
     code = (
