@@ -150,7 +150,7 @@ def add_replicate_parser(sub: argparse._SubParsersAction) -> None:
         "miniature zoo (under 30 minutes on 2 CPU cores); --quick the same, smaller, in under 3 minutes.",
     )
     p.add_argument("--quick", action="store_true",
-                   help="the zoo on 12 drawn scenes, attacks at a tenth of the paper's updates, a reduced ablation, a short LoRA "
+                   help="the zoo on 16 drawn scenes, attacks at a tenth of the paper's updates, a reduced ablation, a short LoRA "
                         "fine-tune and the offline stand-ins (under 3 minutes on 2 cores); findings its size cannot decide say so")
     p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default: the miniature zoo "
                    "(vhx-mini, vhx-mini-yes, vhx-mini-neg, vhx-mini-weak) on the embedded benchmark, offline, sized for a CPU "
