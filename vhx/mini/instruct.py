@@ -279,7 +279,8 @@ def write_synthetic_instruct(out_dir: str | Path, num_images: int = 200, seed: i
         relative = image_path(seed, i)
         atomic_write_bytes(out / relative, encode_png(render_scene(scene)))
         written.add(Path(relative).name)
-        rng = random.Random(f"vhx.mini.instruct:{GENERATOR_VERSION}:{seed}:{i}")
+        # the stream's name from before the module moved (vhx.mini.instruct): the same seed draws the same records
+        rng = random.Random(f"vhx.synthetic_instruct:{GENERATOR_VERSION}:{seed}:{i}")
         records.append({"id": record_id(seed, i), "image": relative, "conversations": conversation(scene, rng)})
     for stale in images.glob("instruct_*.png"):
         if stale.name not in written:

@@ -208,8 +208,9 @@ TRAIN_STREAM = "train"
 
 def _rng(*parts: Any) -> random.Random:
     # Seeding with a string hashes it with SHA-512, which is stable across processes and platforms
-    # (unlike hash()), and keeps the streams of different images and kinds independent.
-    return random.Random(":".join(["vhx.mini.synthetic", *map(str, parts)]))
+    # (unlike hash()), and keeps the streams of different images and kinds independent. "vhx.synthetic" names the
+    # stream, not the module (it moved to vhx.mini.synthetic): renamed, every scene, benchmark and zoo would change.
+    return random.Random(":".join(["vhx.synthetic", *map(str, parts)]))
 
 
 def _article(word: str) -> str:
@@ -561,7 +562,7 @@ def generate_synthetic(
                         question=question.text,
                         answer=answer,
                         provenance={
-                            "generator": "vhx.mini.synthetic",
+                            "generator": "vhx.synthetic",
                             "generator_version": GENERATOR_VERSION,
                             "seed": seed,
                             **({"stream": TRAIN_STREAM} if config.training else {}),
@@ -671,7 +672,7 @@ def generate_synthetic_mme(config: SyntheticConfig | None = None) -> datasets.Da
                 image_id=f"synthetic-mme:{seed}/{i:05d}",
                 question=chosen[2 * i + j].text,
                 answer=answers[2 * i + j],
-                provenance={"generator": "vhx.mini.synthetic.generate_synthetic_mme", "generator_version": GENERATOR_VERSION,
+                provenance={"generator": "vhx.synthetic.generate_synthetic_mme", "generator_version": GENERATOR_VERSION,
                             "seed": seed, "image_index": i, "kind": kind, "query": chosen[2 * i + j].query},
             )
             for i in range(len(scenes))
