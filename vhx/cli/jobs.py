@@ -182,7 +182,8 @@ def add_replicate_parser(sub: argparse._SubParsersAction) -> None:
                         "'none' skips the ablation")
     g = p.add_argument_group("scoring")
     g.add_argument("--mode", choices=["generate", "logits"], default="generate", help="generate a reply and parse it (the paper's), or compare P(yes) and P(no)")
-    g.add_argument("--batch-size", type=positive_int, default=8, help="cases per batch")
+    g.add_argument("--batch-size", type=positive_int,
+                   help="cases per batch (default 8; --quick on the zoo 32: a batch of its tiny models is mostly per-call overhead)")
     g.add_argument("--dtype", help="auto, float32, bfloat16, float16")
     g.add_argument("--device", help="cpu, cuda, ... (default: the accelerate process's device)")
     g = p.add_argument_group("fine-tuning (recipes/finetune.py)")
@@ -212,7 +213,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     """``vhx replicate``: the paper's tables from one command."""
     from vhx.adversarial.choices import FAST_STEPS
     from vhx.replicate import (
-        DEFAULT_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ZOO_ABLATION, ZOO_ATTACK, ReplicateConfig,
+        DEFAULT_ABLATION, PAPER_ATTACK_DEFAULTS, QUICK_ABLATION, QUICK_ATTACK, ZOO_ABLATION, ZOO_ATTACK, ZOO_EVAL_BATCH_SIZE, ReplicateConfig,
         quick_config, replicate, zoo_config,
     )
 
@@ -235,7 +236,8 @@ def cmd_replicate(args: argparse.Namespace) -> int:
         attack["converge_window"] = args.converge_window or 0
     preset = "paper" if args.preset in (None, "fast") else args.preset
     attack_options = {k: v for k, v in (("preset", preset), ("batch_size", args.attack_batch_size), ("device", args.device)) if v is not None}
-    eval_options = {k: v for k, v in (("mode", args.mode), ("batch_size", args.batch_size), ("dtype", args.dtype), ("device", args.device)) if v is not None}
+    batch_size = args.batch_size or (ZOO_EVAL_BATCH_SIZE if args.quick and not models else 8)
+    eval_options = {k: v for k, v in (("mode", args.mode), ("batch_size", batch_size), ("dtype", args.dtype), ("device", args.device)) if v is not None}
     fields: dict[str, Any] = dict(
         benchmarks=[b.strip() for b in args.benchmarks.split(",") if b.strip()], stages=tuple(s.strip() for s in args.stages.split(",") if s.strip()),
         mme=args.mme, seed=args.seed, attack=attack, attack_options=attack_options, eval_options=eval_options,

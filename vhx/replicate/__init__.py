@@ -49,6 +49,7 @@ from vhx.replicate.study import (
     PAPER_DATASETS,
     PAPER_MODELS,
     QUICK_ABLATION,
+    ZOO_EVAL_BATCH_SIZE,
     QUICK_ATTACK,
     STAGES,
     ZOO_ABLATION,
@@ -69,7 +70,7 @@ from vhx.replicate.tables import build_tables, findings_lines, tables_html, tabl
 
 __all__ = [
     "ABLATABLE", "ABLATION_PARTS", "ABLATION_TITLES", "ATTACKS", "COMMON", "DEFAULT_ABLATION", "FINETUNE_ARMS", "FINETUNE_KINDS", "GENERAL_KINDS", "LABELS",
-    "MME_MARGIN", "PAPER_ABLATION", "PAPER_ATTACK_DEFAULTS", "PAPER_DATASETS", "PAPER_MODELS", "QUICK_ABLATION", "QUICK_ATTACK",
+    "MME_MARGIN", "PAPER_ABLATION", "PAPER_ATTACK_DEFAULTS", "PAPER_DATASETS", "PAPER_MODELS", "QUICK_ABLATION", "QUICK_ATTACK", "ZOO_EVAL_BATCH_SIZE",
     "STAGES", "STAGE_FUNCTIONS", "ZOO_ABLATION", "ZOO_ATTACK", "ZOO_FINETUNE_CONFIG", "ZOO_FINETUNE_MODEL", "ZOO_NUM_IMAGES",
     "ReplicateConfig", "Study", "ablation_units", "benchmark_name", "build_tables", "findings_lines", "model_slug", "paper_model",
     "paper_numbers", "quick_config", "replicate", "tables_html", "tables_markdown", "zoo_config",
