@@ -205,13 +205,13 @@ def test_quick_writes_tables_3_to_8(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert all(c["cell"] is not None for c in part_v["cells"])
     assert part_v["cells"][0]["cell"]["source"] != part_v["cells"][1]["cell"]["source"]  # 0 is the main I-FGSM run, 20 one of its own
     # row (w): the paper's constant step (a run of its own) against --quick's APGD attack (the main run), at one budget:
-    # --quick affords 50 updates of each, not the paper's 500
+    # --quick's own 30 updates for each, not the paper's 500
     part_w = next(p for p in result["tables"][3]["parts"] if p["parameter"] == "schedule")
     assert part_w["part"] == "w" and [c["setting"] for c in part_w["cells"]] == ["schedule=constant", "schedule=apgd"]
     paper_cell, fast_cell = (c["cell"] for c in part_w["cells"])
     assert Path(fast_cell["source"]) == out / "runs" / "vhx-mini" / "synthetic-adversarial"
     paper_params = [json.loads(r["transform_params"]) for r in load_folder(Path(paper_cell["source"]).parent / "data")["ifgsm"]]
-    assert {p["steps"] for p in paper_params if p["branch"] == "min"} == {50} and {p["schedule"] for p in paper_params} == {"constant"}
+    assert {p["steps"] for p in paper_params if p["branch"] == "min"} == {30} and {p["schedule"] for p in paper_params} == {"constant"}
     assert "## Table 6" in markdown and "step schedule" in markdown
     assert len(result["findings"]) == 7
     # every finding is decided or says that --quick's size cannot decide it
@@ -273,13 +273,13 @@ def test_convergence_stopping_in_the_study_settings() -> None:
     assert ablation_settings(converging, "eps", 4)["converge_window"] == 20
 
 
-def test_the_schedule_row_compares_the_fast_attack_with_the_papers_500_updates() -> None:
+def test_the_schedule_row_compares_the_fast_attack_with_the_papers_500_updates_or_at_quicks_budget() -> None:
     import vhx.replicate as rep
     from vhx.replicate.study import _attack_settings, _setting_name, ablation_settings, attack_plan, same_attack
 
-    # --quick attacks as `vhx run` does (APGD, 50 updates); the paper's defaults and the zoo's stay the paper's schedule
+    # --quick attacks with `vhx run`'s APGD schedule at 30 updates; the paper's defaults and the zoo's stay the paper's schedule
     assert rep.QUICK_ATTACK["schedule"] == 1 and _attack_settings(rep.QUICK_ATTACK)["schedule"] == "apgd"
-    assert _attack_settings(rep.QUICK_ATTACK)["steps_nonvh"] == 50
+    assert _attack_settings(rep.QUICK_ATTACK)["steps_nonvh"] == 30
     assert "schedule" not in _attack_settings(rep.PAPER_ATTACK_DEFAULTS) and "schedule" not in _attack_settings(rep.ZOO_ATTACK)
     assert "APGD step schedule" in attack_plan(rep.QUICK_ATTACK) and "APGD" not in attack_plan(rep.ZOO_ATTACK)
     # every default ablation has the row; the paper's grid itself does not
@@ -291,9 +291,15 @@ def test_the_schedule_row_compares_the_fast_attack_with_the_papers_500_updates()
         fast = _attack_settings(ablation_settings(attack, "schedule", 1))
         assert paper["steps_nonvh"] == 500 and "schedule" not in paper and "converge_window" not in paper
         assert fast["steps_nonvh"] == 50 and fast["schedule"] == "apgd" and "converge_window" not in fast
-    # in --quick the fast cell is the main attack (not run twice); the paper's cell is a run of its own
-    assert same_attack(ablation_settings(rep.QUICK_ATTACK, "schedule", 1), rep.QUICK_ATTACK)
-    assert not same_attack(ablation_settings(rep.QUICK_ATTACK, "schedule", 0), rep.QUICK_ATTACK)
+    # in --quick both cells run at its own budget: the fast cell is the main attack (not run twice), the constant-step
+    # cell a run of its own at the same 30 updates
+    quick = rep.quick_config("q")
+    budget = rep.study.schedule_budget(quick)
+    assert budget == 30 and rep.study.schedule_budget(rep.zoo_config("z")) is None
+    assert same_attack(ablation_settings(rep.QUICK_ATTACK, "schedule", 1, budget=budget), rep.QUICK_ATTACK)
+    constant = ablation_settings(rep.QUICK_ATTACK, "schedule", 0, budget=budget)
+    assert not same_attack(constant, rep.QUICK_ATTACK) and _attack_settings(constant)["steps_nonvh"] == 30
+    assert "constant step at 30 updates, as APGD here" in attack_plan(rep.QUICK_ATTACK, budget)
     assert (_setting_name("schedule", 0), _setting_name("schedule", 1)) == ("schedule=constant", "schedule=apgd")
 
 

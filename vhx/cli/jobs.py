@@ -150,7 +150,7 @@ def add_replicate_parser(sub: argparse._SubParsersAction) -> None:
         "miniature zoo (under 30 minutes on 2 CPU cores); --quick the same, smaller, in under 3 minutes.",
     )
     p.add_argument("--quick", action="store_true",
-                   help="the zoo on 16 drawn scenes, attacks at a tenth of the paper's updates, a reduced ablation, a short LoRA "
+                   help="the zoo on 16 drawn scenes, attacks at 30 of the paper's 500 updates (APGD schedule), a reduced ablation, a short LoRA "
                         "fine-tune and the offline stand-ins (under 3 minutes on 2 cores); findings its size cannot decide say so")
     p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default: the miniature zoo "
                    "(vhx-mini, vhx-mini-yes, vhx-mini-neg, vhx-mini-weak) on the embedded benchmark, offline, sized for a CPU "
@@ -166,7 +166,7 @@ def add_replicate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
     _add_negation_form(p)
     _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
-    g = p.add_argument_group("attacks (defaults: the paper's with --models; the zoo a fifth of its updates; --quick a tenth)")
+    g = p.add_argument_group("attacks (defaults: the paper's with --models; the zoo a fifth of its updates; --quick 30 APGD updates)")
     g.add_argument("--preset", choices=["paper", "authors", "fast"],
                    help="attack preset, as in `vhx expand` (default paper; --quick: fast, the APGD schedule at 50 updates)")
     g.add_argument("--eps", type=positive_fraction, help="L-inf radius, e.g. 8/255")
@@ -261,7 +261,7 @@ def cmd_replicate(args: argparse.Namespace) -> int:
     if "attack" in config.stages:
         from vhx.replicate.study import attack_plan, schedule_budget
 
-        print(attack_plan(config.attack, schedule_budget(config) if "schedule" in config.ablation else None))
+        print(attack_plan(config.attack, schedule_budget(config)))
     paths = replicate(config)
     if "json" in paths:
         from vhx.replicate.tables import findings_lines

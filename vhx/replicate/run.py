@@ -258,7 +258,7 @@ def stage_ablation(study: Study) -> None:
                         _free()
                 bar.update()
                 continue
-            settings = ablation_settings(cfg.attack, key, value, constant_steps=schedule_budget(cfg))
+            settings = ablation_settings(cfg.attack, key, value, budget=schedule_budget(cfg))
             if same_attack(settings, cfg.attack):
                 bar.update()
                 continue  # the default cell is the main I-FGSM split (Table 5's)

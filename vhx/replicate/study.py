@@ -76,18 +76,19 @@ ABLATION_TITLES = {
     "eps": "L-inf bound eps (x/255)", "step": "step size gamma (x/255)", "steps_vh": "iterations, hallucinated cases",
     "steps_nonvh": "iterations, non-hallucinated cases", "repetitions": "repetitions of the evaluation",
     "converge_window": "convergence stopping window, non-hallucinated cases (vhx's; 0: off)",
-    "schedule": "step schedule, non-hallucinated cases (vhx's): the paper's constant step for 500 updates (--quick: 50, the same "
-                "budget as APGD), or APGD for 50 (--preset fast)",
+    "schedule": "step schedule, non-hallucinated cases (vhx's): the paper's constant step for 500 updates, or APGD for 50 "
+                "(--preset fast); --quick runs both at its own budget of 30",
     "temperature": "decoding temperature",
 }
 
-#: ``--quick``: the same study scaled to a 2-core CPU: a tenth of the paper's updates under the APGD schedule
-#: (``--preset fast``, as `vhx run` attacks), which reaches the strength of the paper's 500 constant steps.
-QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 10, "steps_nonvh": 50, "converge_window": 0, "schedule": 1}
+#: ``--quick``: the same study scaled to a 2-core CPU: 30 updates (3/50 of the paper's 500) under the APGD schedule
+#: of ``--preset fast`` (as `vhx run` attacks, which takes 50); APGD is far stronger than the constant step at a
+#: small budget (Table 6's row w shows both at 30), and the attacks are the largest share of the quick study's time.
+QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 10, "steps_nonvh": 30, "converge_window": 0, "schedule": 1}
 #: Two values per row (the main attack's and one other): each other value is an attack run or a scoring run of its own.
 QUICK_ABLATION: dict[str, tuple[float, ...]] = {
     "eps": (8, 16),
-    "steps_nonvh": (10, 50),
+    "steps_nonvh": (10, 30),
     "temperature": (0.0, 1.0),
     **SCHEDULE_ABLATION,
 }
@@ -192,7 +193,7 @@ def zoo_config(out: str | Path, models: Sequence[str] | None = None, **overrides
 
 
 def quick_config(out: str | Path, models: Sequence[str] | None = None, **overrides: Any) -> ReplicateConfig:
-    """``--quick``: the zoo (or ``models``) on 16 drawn scenes, attacks and a reduced ablation at a tenth of
+    """``--quick``: the zoo (or ``models``) on 16 drawn scenes, attacks and a reduced ablation at 3/50 of
     the paper's updates, a short LoRA fine-tune of vhx-mini-yes, the stand-ins; minutes on 2 cores.
     Findings its size cannot decide say so."""
     from vhx.mini.zoo import ZOO
@@ -490,15 +491,15 @@ def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
     return out
 
 
-def attack_plan(values: Mapping[str, float], constant_steps: int | None = None) -> str:
+def attack_plan(values: Mapping[str, float], budget: int | None = None) -> str:
     """One line on the study's attacks, printed before they run (convergence stopping named when on);
-    ``constant_steps``: the updates of row (w)'s constant-step cell (:func:`schedule_budget`)."""
-    constant = int(PAPER_ATTACK_DEFAULTS["steps_nonvh"]) if constant_steps is None else constant_steps
+    ``budget``: row (w)'s one budget for both schedules (:func:`schedule_budget`), None the paper's 500 constant steps."""
+    constant = f"{budget} updates, as APGD here" if budget is not None else f"{int(PAPER_ATTACK_DEFAULTS['steps_nonvh'])} updates"
     if values.get("schedule"):
         text = (f"attacks (I-FGSM, PGD) with the APGD step schedule (--preset fast: per-image steps from 2 eps, not the paper's "
                 f"constant {values['step']:g}/255): eps {values['eps']:g}/255, {int(values['steps_nonvh'])} updates on non-VH pairs, at "
                 f"most {int(values['steps_vh'])} on VH pairs; Table 6's row (w) compares it with the paper's constant step at "
-                f"{constant} updates")
+                f"{constant}")
     else:
         text = (f"attacks (I-FGSM, PGD): eps {values['eps']:g}/255, step {values['step']:g}/255, {int(values['steps_nonvh'])} updates "
                 f"on non-VH pairs, at most {int(values['steps_vh'])} on VH pairs")
@@ -515,21 +516,20 @@ def same_attack(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
     return _attack_settings(a) == _attack_settings(b)
 
 
-def schedule_budget(config: ReplicateConfig) -> int:
-    """The updates of row (w)'s constant-step cell: the paper's 500, or under ``--quick`` the fast attack's own
-    budget (50), so that the row compares the two schedules at one budget the quick study can afford."""
-    from vhx.adversarial.choices import FAST_STEPS
-
-    return FAST_STEPS if config.quick else int(PAPER_ATTACK_DEFAULTS["steps_nonvh"])
+def schedule_budget(config: ReplicateConfig) -> int | None:
+    """Under ``--quick``, the one budget at which row (w) runs both schedules: the study's own attack's (30), so that
+    the row compares the two at a cost the quick study can afford and its APGD cell is the main attack. Else None:
+    the paper's 500 constant steps against APGD's 50 (``--preset fast``)."""
+    return int(config.attack["steps_nonvh"]) if config.quick else None
 
 
 def ablation_settings(attack: Mapping[str, float], key: str, value: float, *,
-                      constant_steps: int | None = None) -> dict[str, float]:
+                      budget: int | None = None) -> dict[str, float]:
     """The attack of one ablation cell: ``attack`` with ``key`` set to ``value``.
 
     The cells of the non-VH iteration count run every update (no convergence stopping), so that
-    they measure the count they name. ``constant_steps``: the updates of the schedule row's constant-step
-    cell (default the paper's 500; :func:`schedule_budget`).
+    they measure the count they name. ``budget``: the updates of both cells of the schedule row (:func:`schedule_budget`);
+    None: the paper's 500 for the constant step, 50 for APGD.
     """
     settings = {**attack, key: value}
     if key == "steps_nonvh":
@@ -538,8 +538,8 @@ def ablation_settings(attack: Mapping[str, float], key: str, value: float, *,
         # the paper's I-FGSM as it ran (500 constant steps), or vhx's fast attack at its budget; every update runs
         from vhx.adversarial.choices import FAST_STEPS
 
-        constant = PAPER_ATTACK_DEFAULTS["steps_nonvh"] if constant_steps is None else constant_steps
-        settings.update(converge_window=0, steps_nonvh=FAST_STEPS if value else constant)
+        steps = (FAST_STEPS if value else PAPER_ATTACK_DEFAULTS["steps_nonvh"]) if budget is None else budget
+        settings.update(converge_window=0, steps_nonvh=steps)
     return settings
 
 
