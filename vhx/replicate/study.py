@@ -84,7 +84,7 @@ ABLATION_TITLES = {
 #: ``--quick``: the same study scaled to a 2-core CPU: 30 updates (3/50 of the paper's 500) under the APGD schedule
 #: of ``--preset fast`` (as `vhx run` attacks, which takes 50); APGD is far stronger than the constant step at a
 #: small budget (Table 6's row w shows both at 30), and the attacks are the largest share of the quick study's time.
-QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 10, "steps_nonvh": 30, "converge_window": 0, "schedule": 1}
+QUICK_ATTACK = {"eps": 8, "step": 0.5, "steps_vh": 5, "steps_nonvh": 30, "converge_window": 0, "schedule": 1}
 #: Two values per row (the main attack's and one other): each other value is an attack run or a scoring run of its own.
 QUICK_ABLATION: dict[str, tuple[float, ...]] = {
     "eps": (8, 16),
@@ -92,7 +92,7 @@ QUICK_ABLATION: dict[str, tuple[float, ...]] = {
     "temperature": (0.0, 1.0),
     **SCHEDULE_ABLATION,
 }
-QUICK_FINETUNE_OVERRIDES = ("max_steps=24", "instruct_examples=16", "save_steps=12")
+QUICK_FINETUNE_OVERRIDES = ("max_steps=20", "instruct_examples=16", "save_steps=10")
 #: Cases per scoring batch of ``--quick`` on the zoo's models (4M parameters) when no --batch-size is given: at 8 a batch is mostly
 #: per-call overhead; 32 scores vhx-mini 1.25x faster on 2 CPU cores, with the same answers.
 ZOO_EVAL_BATCH_SIZE = 32
