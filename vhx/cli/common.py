@@ -182,7 +182,7 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--adapter", help="PEFT/LoRA adapter applied on top of --model")
     g.add_argument("--prompt-template", help="prompt with {question}; default appends 'Answer the question using a single word or phrase.'")
     g.add_argument("--max-new-tokens", type=positive_int, help="generate mode: longest reply in tokens (default: the model's generation config's max_new_tokens, "
-                        "e.g. 8 for vhx-mini, else 16; at least 4096 for a model that thinks before it answers)")
+                        "e.g. 4 for vhx-mini, else 16; at least 4096 for a model that thinks before it answers)")
     g.add_argument("--temperature", dest="gen_temperature", type=non_negative_float, help="generate mode: sampling temperature (default: the model's generation config)")
     g.add_argument("--top-p", type=share_0_1, help="generate mode: nucleus sampling")
     g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")

@@ -392,8 +392,9 @@ def new_model(model_args: MiniModelArguments, tokenizer: Any) -> tuple[Any, Any]
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         do_sample=False,
-        # its answer is one word: 8 tokens hold it (a reply that does not stop ran to 32, "No No No ...", four times the work)
-        max_new_tokens=8,
+        # its answer is one word, one token: 4 hold it (its replies do not stop by themselves: at 32 they ran "No No No ...",
+        # and generating those 28 repeats was most of its scoring time)
+        max_new_tokens=4,
     )
     image_processor = CLIPImageProcessorPil(size={"shortest_edge": side}, crop_size={"height": side, "width": side})
     processor = LlavaProcessor(

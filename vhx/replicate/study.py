@@ -193,7 +193,7 @@ def zoo_config(out: str | Path, models: Sequence[str] | None = None, **overrides
 
 
 def quick_config(out: str | Path, models: Sequence[str] | None = None, **overrides: Any) -> ReplicateConfig:
-    """``--quick``: the zoo (or ``models``) on 16 drawn scenes, attacks and a reduced ablation at 3/50 of
+    """``--quick``: the zoo (or ``models``) on 14 drawn scenes, attacks and a reduced ablation at 3/50 of
     the paper's updates, a short LoRA fine-tune of vhx-mini-yes, the stand-ins; minutes on 2 cores.
     Findings its size cannot decide say so."""
     from vhx.mini.zoo import ZOO
@@ -201,7 +201,7 @@ def quick_config(out: str | Path, models: Sequence[str] | None = None, **overrid
     models = list(models or ZOO)
     fields = dict(
         out=Path(out), models=models, benchmarks=["synthetic"], quick=True,
-        num_images=16, attack=dict(QUICK_ATTACK), ablation=dict(QUICK_ABLATION), finetune_config=ZOO_FINETUNE_CONFIG,
+        num_images=14, attack=dict(QUICK_ATTACK), ablation=dict(QUICK_ABLATION), finetune_config=ZOO_FINETUNE_CONFIG,
         finetune_overrides=QUICK_FINETUNE_OVERRIDES, finetune_model=ZOO_FINETUNE_MODEL if ZOO_FINETUNE_MODEL in models else None,
         finetune_scenes=8, instruct_images=16,
     )
