@@ -150,7 +150,7 @@ def add_replicate_parser(sub: argparse._SubParsersAction) -> None:
         "miniature zoo (under 30 minutes on 2 CPU cores); --quick the same, smaller, in under 3 minutes.",
     )
     p.add_argument("--quick", action="store_true",
-                   help="the zoo on 16 drawn scenes, attacks at 30 of the paper's 500 updates (APGD schedule), a reduced ablation, a short LoRA "
+                   help="the zoo on 14 drawn scenes, attacks at 30 of the paper's 500 updates (APGD schedule), a reduced ablation, a short LoRA "
                         "fine-tune and the offline stand-ins (under 3 minutes on 2 cores); findings its size cannot decide say so")
     p.add_argument("--models", help="comma-separated models (Hub ids, folders, openai:NAME); default: the miniature zoo "
                    "(vhx-mini, vhx-mini-yes, vhx-mini-neg, vhx-mini-weak) on the embedded benchmark, offline, sized for a CPU "
@@ -161,7 +161,7 @@ def add_replicate_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mme", help="MME Hub folder (`vhx build mme`) for Table 8 (with --quick: MME's format on drawn scenes)")
     p.add_argument("--out", default="vhx-replicate", help="study folder (default vhx-replicate)")
     p.add_argument("--stages", default=",".join(STAGES), help=f"comma-separated stages to run (default all: {','.join(STAGES)})")
-    p.add_argument("--num-images", type=positive_int, help="scenes of the synthetic benchmark (default 80 for the zoo, 60 with --models; --quick 16)")
+    p.add_argument("--num-images", type=positive_int, help="scenes of the synthetic benchmark (default 80 for the zoo, 60 with --models; --quick 14)")
     p.add_argument("--seed", type=int, default=0, help="seed of the synthetic benchmark, perturbations, attacks and fine-tuning")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
     _add_negation_form(p)
