@@ -123,3 +123,16 @@ def test_the_gallery_cell_of_an_attack_is_one_short_line_with_every_parameter_in
     page = write_gallery(out, tmp_path / "g.html", n=2)
     body = Path(page).read_text(encoding="utf-8")
     assert "<div class='meta'>c=0.5, rounding=truncate</div>" in body  # short already: shown whole, no tooltip
+
+
+def test_max_new_tokens_help_gives_the_models_own_default(capsys: pytest.CaptureFixture):
+    """vhx-mini's replies ran to its generation config's 32 tokens while --help said 16: the help names the model's default."""
+    import json as _json
+
+    from vhx.mini.zoo import resolve_model
+
+    with pytest.raises(SystemExit):
+        main(["evaluate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    configured = _json.loads((Path(resolve_model("vhx-mini")) / "generation_config.json").read_text())["max_new_tokens"]
+    assert "the model's generation config's max_new_tokens" in text and f"e.g. {configured} for vhx-mini" in text

@@ -512,3 +512,33 @@ def test_score_axes_zoom_in_when_every_value_is_high():
     assert _axis_floor(high, ["accuracy_original", "symmetric_accuracy"]) == 0.5  # a tenth below the lowest interval (0.648)
     low = high.assign(symmetric_accuracy_ci_low=[0.947, 0.30])
     assert _axis_floor(low, ["accuracy_original", "symmetric_accuracy"]) == 0.0  # something low: the whole 0-1 axis
+
+
+def test_a_long_model_name_is_wrapped_to_its_panel_not_cut():
+    """Plot titles wrap to their panel's width (a POPE-vs-RePOPE title ran past both sides of its panel)."""
+    from matplotlib.figure import Figure
+
+    from vhx.report.html import _fit
+
+    fig = Figure(figsize=(6.0, 3.0))
+    ax = fig.subplots(1, 2)[0]
+    title = _fit("vhx-mini|generate|greedy @ pope-expanded relabelled by RePOPE: yes-ratio", ax)
+    lines = title.splitlines()
+    assert len(lines) > 1 and " ".join(lines) == "vhx-mini|generate|greedy @ pope-expanded relabelled by RePOPE: yes-ratio"
+    assert max(map(len, lines)) <= max(20, int(6.0 * ax.get_position().width * 11)) or len(lines[0].split()) == 1
+
+
+def test_column_labels_are_short_and_never_collide():
+    from vhx.report import column_labels
+
+    df = pd.DataFrame({"model": ["llava-hf/llava-1.5-7b-hf|generate|greedy @ pope", "llava-hf/llava-1.5-7b-hf|generate|greedy @ amber",
+                                 "vhx-mini|logits", "vhx-mini|generate|greedy"],
+                       "model_id": ["llava-hf/llava-1.5-7b-hf|generate|greedy", "llava-hf/llava-1.5-7b-hf|generate|greedy",
+                                    "vhx-mini|logits", "vhx-mini|generate|greedy"],
+                       "run": ["a", "b", "c", "d"]})
+    labels = column_labels(df, [], [])
+    assert labels["llava-hf/llava-1.5-7b-hf|generate|greedy @ pope"] == "llava-1.5-7b-hf (pope)"
+    assert labels["llava-hf/llava-1.5-7b-hf|generate|greedy @ amber"] == "llava-1.5-7b-hf (amber)"
+    # two modes of one model would both be "vhx-mini": each keeps its spec
+    assert labels["vhx-mini|logits"] == "vhx-mini|logits" and labels["vhx-mini|generate|greedy"] == "vhx-mini|generate|greedy"
+    assert len(set(labels.values())) == len(labels)

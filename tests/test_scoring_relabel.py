@@ -81,6 +81,18 @@ def test_relabel_command_and_report_side_by_side(tmp_path: Path, capsys: pytest.
     md = paths["markdown"].read_text()
     assert "## POPE and RePOPE" in md
     assert "did not score the same data" not in md and "relabelled by RePOPE (`vhx relabel`)" in md
+    # short column labels (the Runs table pairs each with its spec), and findings that fit one run's replies relabelled
+    scores = pd.read_csv(paths["csv"])
+    labels = dict(zip(scores["model"], scores["model_spec"]))
+    assert set(labels) == {"m (POPE labels)", "m (RePOPE labels)"}, labels
+    assert all(" @ " in spec and "|" not in label for label, spec in labels.items())
+    assert "| split | m (POPE labels) | m (RePOPE labels) |" in md
+    findings = json.loads(paths["json"].read_text())["findings"]
+    assert not any("rank the models" in f for f in findings)
+    (line,) = [f for f in findings if f.startswith("RePOPE's corrected labels")]
+    pooled = scores[scores["split"] == "original"].set_index("model")
+    before, after = pooled.loc["m (POPE labels)", "accuracy_original"], pooled.loc["m (RePOPE labels)", "accuracy_original"]
+    assert f"accuracy {before:.3f} -> {after:.3f} ({after - before:+.3f})" in line and "the labels', not the model's" in line
     side = pd.read_csv(paths["repope_csv"])
     mean = side[(side["subset"] == "mean") & (side["split"] == "original")].iloc[0]
     # independent: F1 of the source questions on the original images, each label set, averaged over subsets

@@ -268,7 +268,8 @@ def _fit(title: str, ax: Any) -> str:
 
     fig = ax.get_figure()
     width = fig.get_figwidth() * ax.get_position().width
-    return textwrap.fill(title, max(20, int(width * 11)))
+    # whole words only: a model name is not split at its hyphens (vhx- / mini)
+    return textwrap.fill(title, max(20, int(width * 11)), break_on_hyphens=False, break_long_words=False)
 
 
 def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path, label: Any) -> Path:

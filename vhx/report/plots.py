@@ -46,7 +46,7 @@ def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str],
         ax.set_ylim(bottom, 1 + 0.25 * (1 - bottom))
         ax.set_yticks(np.linspace(bottom, 1, 6 if bottom == 0 else 5))
         ax.set_ylabel("score" if bottom == 0 else f"score (axis from {bottom:g})")
-        ax.set_title(textwrap.fill(model or "(unnamed model)", max(20, int(fig.get_figwidth() * 11))), fontsize="medium")
+        ax.set_title(textwrap.fill(model or "(unnamed model)", max(20, int(fig.get_figwidth() * 11)), break_on_hyphens=False, break_long_words=False), fontsize="medium")
         ax.legend(loc="upper center", ncols=2, fontsize="small")
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110)
