@@ -3,8 +3,8 @@
 A metric over pairs or groups is only right on whole groups: symmetric accuracy needs a case *and*
 its negated twin, HallusionBench's figure and question-pair accuracy need every question of a figure
 and every visual context of a question, MME's accuracy+ both questions of an image. A sample of the
-first N rows of a split cuts them (on HallusionBench, ``--limit 40`` cut 138 of the 235 groups it
-touched), so :func:`sample_indices` draws whole groups instead:
+first N rows of a split cuts them (on the released HallusionBench, the first 40 rows of each split cut 143 of
+the 370 figures and question pairs they touched), so :func:`sample_indices` draws whole groups instead:
 
 * a group is every case sharing :func:`case_group`: the source case (``{source}/{subset}/{source_id}``,
   its negated twin and its transformed versions alike); a HallusionBench question set
