@@ -27,6 +27,7 @@ import shutil
 import logging
 import math
 import os
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -224,10 +225,7 @@ def column_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[s
     full = [str(m) for m in dict.fromkeys(df["model"])]
     ids = dict(zip(df["model"].astype(str), df["model_id"].astype(str))) if "model_id" in df.columns else {}
     run_of = dict(zip(df["model"].astype(str), df["run"].astype(str))) if "run" in df.columns else {}
-    relabelled = {}
-    if _relabelled_pair(dirs, metas):
-        for d, meta in zip(dirs, metas):
-            relabelled[str(d)] = "RePOPE labels" if isinstance(meta.get("relabelled"), dict) else "POPE labels"
+    relabelled = {run: f"{'RePOPE' if role == 'repope' else 'POPE'} labels" for run, role in _relabel_roles(dirs, metas).items()}
 
     def short(label: str) -> str:
         model_id = ids.get(label, label)
@@ -239,9 +237,7 @@ def column_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[s
         return f"{name} ({tag})" if tag else name
 
     shorts = {label: short(label) for label in full}
-    seen: dict[str, int] = {}
-    for value in shorts.values():
-        seen[value] = seen.get(value, 0) + 1
+    seen = Counter(shorts.values())
     return {label: (value if seen[value] == 1 else label) for label, value in shorts.items()}
 
 
@@ -343,10 +339,10 @@ def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFram
 def relabelled_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
     """(POPE column, RePOPE column) of a run and its ``vhx relabel`` copy, or None."""
     cols: dict[str, str] = {}
-    for d, meta in zip(dirs, metas):
-        models = df.loc[df["run"] == str(d), "model"].unique()
+    for run, role in _relabel_roles(dirs, metas).items():
+        models = df.loc[df["run"] == run, "model"].unique()
         if len(models) == 1:
-            cols["repope" if isinstance(meta.get("relabelled"), dict) else "pope"] = str(models[0])
+            cols[role] = str(models[0])
     return (cols["pope"], cols["repope"]) if len(cols) == 2 else None
 
 
@@ -412,6 +408,13 @@ def _compare_section(cmp: pd.DataFrame, keys: list[str]) -> str:
             ]
         )
     return _md_table(header, rows)
+
+
+def _relabel_roles(dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """``{run folder: "pope" | "repope"}`` when the runs are a run and its ``vhx relabel`` copy, else empty."""
+    if not _relabelled_pair(dirs, metas):
+        return {}
+    return {str(d): "repope" if isinstance(meta.get("relabelled"), dict) else "pope" for d, meta in zip(dirs, metas)}
 
 
 def _relabelled_pair(dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> bool:
@@ -633,6 +636,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     labels = column_labels(df, dirs, metas)
     specs = {short: label for label, short in labels.items()}
     df["model"] = df["model"].astype(str).map(labels)
+    relabelled_pair = relabelled_labels(df, dirs, metas)  # (POPE column, RePOPE column), or None
     relabelled = _relabelled_pair(dirs, metas)
     models = list(dict.fromkeys(df["model"]))
     is_mme = (df["source"] == "mme").to_numpy() if "source" in df.columns else np.zeros(len(df), dtype=bool)
@@ -800,7 +804,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     atomic_write_text(paths["markdown"], "\n".join(md))
     from vhx.report.html import write_report_html
 
-    findings = summary_lines(scores, keys, relabelled=relabelled_labels(df, dirs, metas) if relabelled else None)
+    findings = summary_lines(scores, keys, relabelled=relabelled_pair)
     doc["findings"] = findings
     paths["html"] = write_report_html("\n".join(md), findings, metas, out)
     paths["json"] = out / "scores.json"

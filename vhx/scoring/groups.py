@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vhx.errors import DataError
+from vhx.scoring.hallusionbench import hb_fields
 
 #: The columns :func:`sample_indices` reads.
 GROUP_COLUMNS: tuple[str, ...] = ("source", "subset", "source_id", "image_id")
@@ -32,8 +33,6 @@ def case_group(source: str, subset: str, source_id: str, image_id: str) -> str:
     """The key of the group a case is scored in (see the module docstring): cases with equal keys are
     sampled together."""
     if source == "hallusionbench":
-        from vhx.scoring.hallusionbench import hb_fields
-
         try:
             fields = hb_fields(subset, source_id)
         except DataError:
