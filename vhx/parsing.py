@@ -57,7 +57,7 @@ anywhere), on purpose: that heuristic inverts on negated questions.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Literal, NamedTuple
 
 Answer = Literal["yes", "no", "unknown"]
 
@@ -246,3 +246,31 @@ def vote_share_yes(answers: list[str]) -> float | None:
     yes = sum(a == "yes" for a in answers)
     no = sum(a == "no" for a in answers)
     return yes / (yes + no) if yes + no else None
+
+
+# --------------------------------------------------------------------------------------- with the question
+#: How a reading was reached; a prediction row records one of these in ``reading``.
+READ_FIRST_WORD = "first word"
+READ_CONCLUSION = "conclusion"
+READ_RESTATED = "restated claim"
+READ_COMPARISON = "comparison"
+READ_PARTS = "several parts"
+READ_JUDGE = "judge"
+READ_UNKNOWN = "unknown"
+READINGS: tuple[str, ...] = (READ_FIRST_WORD, READ_CONCLUSION, READ_RESTATED, READ_COMPARISON, READ_PARTS, READ_JUDGE, READ_UNKNOWN)
+
+
+class Reading(NamedTuple):
+    """A reply read with its question: the answer, how it was reached (one of :data:`READINGS`), why it is
+    unknown (one of :data:`UNKNOWN_REASONS`, else ``None``) and whether a judge should check it."""
+
+    answer: Answer
+    how: str
+    reason: str | None = None
+    uncertain: bool = False
+
+
+def read_reply(text: str | None, question: str | None = None) -> Reading:
+    """Read ``text`` as the answer to ``question`` (module docs)."""
+    answer, reason = _read(text)
+    return Reading(answer, READ_FIRST_WORD if answer != "unknown" else READ_UNKNOWN, reason)
