@@ -32,7 +32,7 @@ from vhx.schema import FEATURES, make_case
 
 EXPECTED_KEYS = [
     "id", "pair_id", "split", "source", "subset", "image_id", "negated", "transform",
-    "target_model", "answer", "model", "raw", "pred", "correct", "p_yes", "case",
+    "target_model", "answer", "model", "raw", "pred", "reading", "correct", "p_yes", "case",
 ]  # fmt: skip
 
 

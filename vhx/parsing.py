@@ -269,6 +269,11 @@ class Reading(NamedTuple):
     reason: str | None = None
     uncertain: bool = False
 
+    @property
+    def label(self) -> str:
+        """What a prediction row records in ``reading``: ``how``, or ``"unknown: REASON"``."""
+        return f"{READ_UNKNOWN}: {self.reason}" if self.answer == "unknown" else self.how
+
 
 def read_reply(text: str | None, question: str | None = None) -> Reading:
     """Read ``text`` as the answer to ``question`` (module docs)."""

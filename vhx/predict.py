@@ -362,7 +362,7 @@ def _row(case: Mapping[str, Any], split: str, model_name: str, p: Prediction) ->
     row["split"] = split
     for k in ("source", "subset", "image_id", "negated", "transform", "target_model", "answer"):
         row[k] = case[k]
-    row.update(model=model_name, raw=p.raw, pred=p.pred, correct=p.pred == case["answer"], p_yes=p.p_yes)
+    row.update(model=model_name, raw=p.raw, pred=p.pred, reading=p.reading, correct=p.pred == case["answer"], p_yes=p.p_yes)
     row["case"] = case_digest(case)
     return row
 

@@ -74,10 +74,11 @@ FIELD_DOCS: dict[str, str] = {
 #: The keys of every row of a run's ``predictions.jsonl`` (written by vhx.predict, read by vhx.scoring).
 #: ``case`` is a digest of the case's question, answer, image_id and transform_params
 #: (vhx.predict.case_digest): a resumed run scores again a case whose digest changed. Scoring does
-#: not need it, so rows written by other tools may leave it out.
+#: not need it, so rows written by other tools may leave it out. ``reading`` says how ``pred`` was read from
+#: ``raw`` (one of vhx.parsing.READINGS; ``None`` where no text was read, as in ``--mode logits``).
 PREDICTION_FIELDS: tuple[str, ...] = (
     "id", "pair_id", "split", "source", "subset", "image_id", "negated", "transform", "target_model",
-    "answer", "model", "raw", "pred", "correct", "p_yes", "case",
+    "answer", "model", "raw", "pred", "reading", "correct", "p_yes", "case",
 )
 PREDICTIONS_FILE = "predictions.jsonl"
 #: The longest question a case may ask (characters). Benchmark questions are tens to hundreds of

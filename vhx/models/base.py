@@ -36,12 +36,15 @@ class Prediction:
         p_yes: P(yes) / (P(yes) + P(no)) in ``logits`` mode; the share of yes votes among parsed
             samples in ``generate`` mode with several samples; ``None`` otherwise.
         samples: every generated text when several samples were drawn (empty otherwise).
+        reading: how ``pred`` was read from ``raw`` (one of :data:`vhx.parsing.READINGS`, ``"unknown: REASON"``
+            for an unread reply); ``None`` where no text was read (``logits`` mode).
     """
 
     raw: str
     pred: Answer
     p_yes: float | None = None
     samples: tuple[str, ...] = field(default=(), compare=False)
+    reading: str | None = None
 
 
 @runtime_checkable
