@@ -39,6 +39,7 @@ BUILDERS: dict[str, str | type[datasets.GeneratorBasedBuilder]] = {
     "mme": "mme:MMEBuilder",
     "hallusionbench": "hallusionbench:HallusionBenchBuilder",
     "amber": "amber:AmberBuilder",
+    "dash-b": "dash_b:DashBBuilder",
     "llava_instruct": "llava_instruct:LlavaInstructBuilder",
     "custom": "custom:CustomBuilder",
 }

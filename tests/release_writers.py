@@ -1,4 +1,4 @@
-"""Small RePOPE, HallusionBench and AMBER releases written in their published layouts, with generated images.
+"""Small RePOPE, HallusionBench, AMBER, MME, MMVP, VHTest and DASH-B releases written in their published layouts, with generated images.
 
 The records are made up here (questions in each release's wording style, ids, labels); the files,
 folders and fields are those of the public releases.
@@ -184,3 +184,33 @@ def write_vhtest_release(root: Path) -> Path:
         with (folder / f"{mode}.csv").open("w", newline="", encoding="utf-8") as handle:
             csv.writer(handle).writerows([("image_path", "yes_or_no_question", "yes_or_no_ground_truth"), *rows])
     return root
+
+
+#: DASH-B-style lists: {dataset: {object: [image files]}} per set. Negative images carry long numeric names,
+#: positive ones per-object indexes, reused across objects, as in the release.
+DASH_B_LISTS = {
+    "neg": {"coco": {"backpack": ["2327067188.png", "3621495305.png"], "teddy bear": ["5298418666.png", "754408371.png"]},
+            "spurious_imagenet": {"airplane wing": ["4481287623.png", "1992331325.png"]},
+            "objects_365_100": {"Basket": ["4031789710.png", "2124170126.png"]}},
+    "pos": {"coco": {"backpack": ["88.jpg", "76.jpg"], "teddy bear": ["88.jpg", "61.jpg"]},
+            "spurious_imagenet": {"airplane wing": ["17.jpg", "88.jpg"]},
+            "objects_365_100": {"Basket": ["3.jpg", "76.jpg"]}},
+}
+
+
+def write_dash_b_release(root: Path, lists: dict[str, dict] | None = None) -> dict[str, dict]:
+    """A DASH-B clone with its images unzipped: ``images/dash_benchmark_{neg,pos}.json`` (``{dataset: {object:
+    [image file, ...]}}``, indented as released) and ``images/{neg,pos}/{dataset}/{object}/{image file}``.
+
+    Returns the lists written (:data:`DASH_B_LISTS` by default)."""
+    lists = DASH_B_LISTS if lists is None else lists
+    i = 0
+    for kind, datasets_ in lists.items():
+        (root / "images").mkdir(parents=True, exist_ok=True)
+        (root / "images" / f"dash_benchmark_{kind}.json").write_text(json.dumps(datasets_, indent=4), encoding="utf-8")
+        for dataset, objects in datasets_.items():
+            for obj, files in objects.items():
+                for name in files:
+                    i += 1
+                    _image(root / "images" / kind / dataset / obj / name, i)
+    return lists

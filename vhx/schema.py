@@ -27,7 +27,7 @@ import datasets
 
 from vhx.errors import DataError
 
-SOURCES: tuple[str, ...] = ("pope", "repope", "mmvp", "vhtest", "mme", "hallusionbench", "amber", "synthetic", "custom")
+SOURCES: tuple[str, ...] = ("pope", "repope", "mmvp", "vhtest", "mme", "hallusionbench", "amber", "dash-b", "synthetic", "custom")
 ANSWERS: tuple[str, ...] = ("yes", "no")
 ORIGINAL = "original"
 NEG_SUFFIX = "+neg"
