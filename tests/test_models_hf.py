@@ -13,7 +13,7 @@ from PIL import Image
 
 from vhx.models import DEFAULT_PROMPT_TEMPLATE, Prediction, VHModel, load_model
 from vhx.models.hf import HFModel, load_processor, yes_no_token_ids
-from vhx.parsing import majority_vote, parse_yes_no
+from vhx.parsing import majority_vote, parse_yes_no, read_reply
 from vhx.mini.tiny_models import EXTRA_ARCHS, MORE_ARCHS, NESTED_IMAGE_ARCHS, TINY_ARCHS, build_tiny_model
 
 PROCESSOR_CLASSES = {
@@ -208,12 +208,12 @@ def test_generate_mode_greedy_is_deterministic_and_batch_invariant(arch, tiny):
     model.batch_size = 1
     single = model.predict(IMAGES, QUESTIONS)
     assert [p.raw for p in first] == [p.raw for p in again] == [p.raw for p in single]
-    for p in first:
+    for p, question in zip(first, QUESTIONS):
         # the decoded answer only: no prompt (longer than 16 words), no special tokens
         assert p.raw.strip() == p.raw
         assert len(p.raw.split()) <= 16
         assert not any(t in p.raw for t in ("<image>", "<pad>", "</s>", "<|im_end|>", "Answer the question"))
-        assert p.pred == parse_yes_no(p.raw)
+        assert p.pred == read_reply(p.raw, question).answer and p.reading == read_reply(p.raw, question).label
         assert p.p_yes is None
 
 

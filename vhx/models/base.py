@@ -44,7 +44,7 @@ class Prediction:
     pred: Answer
     p_yes: float | None = None
     samples: tuple[str, ...] = field(default=(), compare=False)
-    reading: str | None = None
+    reading: str | None = field(default=None, compare=False)
 
 
 @runtime_checkable
@@ -62,6 +62,22 @@ class VHModel(Protocol):
         """One :class:`Prediction` per (image, question), in order; an image ``None`` asks the
         question without an image (a benchmark's text-only question)."""
         ...
+
+
+def prediction_from_replies(texts: list[str] | tuple[str, ...], question: str | None) -> Prediction:
+    """The :class:`Prediction` of one case from its generated reply (or several samples, voted), each read with
+    the question by :func:`vhx.parsing.read_reply`."""
+    import json
+
+    from vhx.parsing import majority_vote, read_reply, vote_share_yes
+
+    if len(texts) == 1:
+        reading = read_reply(texts[0], question)
+        return Prediction(raw=texts[0], pred=reading.answer, reading=reading.label)
+    readings = [read_reply(t, question) for t in texts]
+    votes = [r.answer for r in readings]
+    return Prediction(raw=json.dumps(list(texts), ensure_ascii=False), pred=majority_vote(votes), p_yes=vote_share_yes(votes),
+                      samples=tuple(texts), reading=f"vote of {len(texts)}")
 
 
 def check_mode(mode: str) -> str:

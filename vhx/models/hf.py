@@ -16,7 +16,7 @@ Answer modes:
 * ``generate``: decode up to ``max_new_tokens`` (default: the checkpoint's generation config's, else 16; at
   least :data:`THINKING_MAX_NEW_TOKENS` for a model that thinks before it answers, :meth:`HFModel.thinks`) with the model's generation config or
   the ``temperature`` / ``top_p`` / ``do_sample`` overrides, parse with
-  :func:`vhx.parsing.parse_yes_no`; ``num_samples=N`` draws N answers and takes the majority vote.
+  :func:`vhx.parsing.read_reply` (with the question); ``num_samples=N`` draws N answers and takes the majority vote.
 * ``logits``: one forward pass; P(yes) and P(no) of the first answer token, each summed over the
   vocabulary's spellings (``yes``, ``Yes``, ``YES``, with or without a leading-space marker);
   ``p_yes = P(yes) / (P(yes) + P(no))``.
@@ -41,12 +41,11 @@ from PIL import Image
 
 from vhx.errors import VHXError
 from vhx.images import to_rgb
-from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
+from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question, prediction_from_replies
 from vhx.models.loading import input_device, load_pretrained, model_dtype
 from vhx.models.prefix_sharing import PrefixSharing
 from vhx.models.processors import load_processor  # noqa: F401  (re-exported for callers of the old home)
 from vhx.parsing import MARKER as PARSE_MARKER
-from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
 
 logger = logging.getLogger("vhx")
 
@@ -469,18 +468,7 @@ class HFModel(PrefixSharing):
         preds: list[Prediction] = []
         for i in range(len(questions)):
             group = texts[i * repeats : (i + 1) * repeats] * (n if not sampling else 1)
-            if n == 1:
-                preds.append(Prediction(raw=group[0], pred=parse_yes_no(group[0])))
-            else:
-                votes = [parse_yes_no(t) for t in group]
-                preds.append(
-                    Prediction(
-                        raw=json.dumps(group, ensure_ascii=False),
-                        pred=majority_vote(votes),
-                        p_yes=vote_share_yes(votes),
-                        samples=tuple(group),
-                    )
-                )
+            preds.append(prediction_from_replies(group[:1] if n == 1 else group, questions[i]))
         return preds
 
     def decode_replies(self, token_ids: Any) -> list[str]:

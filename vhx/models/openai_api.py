@@ -54,8 +54,7 @@ from vhx.api_client import (
 from vhx.errors import VHXError
 from vhx.images import to_rgb
 from vhx.jsonl import JsonlCache
-from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question
-from vhx.parsing import majority_vote, parse_yes_no, vote_share_yes
+from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question, prediction_from_replies
 
 #: Where ``openai:<model>`` goes without ``@<base_url>`` and without ``$OPENAI_BASE_URL``.
 OPENAI_BASE_URL = OPENAI_ENDPOINT
@@ -371,9 +370,9 @@ class OpenAIModel:
             values = self.api.complete_many(cases, build=self._body, extract=self._extract, key=key)
         except ApiRequestError as exc:
             raise self._error(exc) from None
-        return [self._prediction(v) for v in values]
+        return [self._prediction(v, q) for v, q in zip(values, questions)]
 
-    def _prediction(self, value: dict[str, Any]) -> Prediction:
+    def _prediction(self, value: dict[str, Any], question: str | None = None) -> Prediction:
         texts = [t.strip() for t in value["texts"]]
         if self.mode == "logits":
             yes = no = 0.0
@@ -392,13 +391,5 @@ class OpenAIModel:
                 return Prediction(raw=raw, pred="unknown", p_yes=None)
             pred = "yes" if yes > no else "no" if no > yes else "unknown"
             return Prediction(raw=raw, pred=pred, p_yes=yes / (yes + no))
-        if len(texts) == 1:
-            return Prediction(raw=texts[0], pred=parse_yes_no(texts[0]))
-        votes = [parse_yes_no(t) for t in texts]
-        return Prediction(
-            raw=json.dumps(texts, ensure_ascii=False),
-            pred=majority_vote(votes),
-            p_yes=vote_share_yes(votes),
-            samples=tuple(texts),
-        )
+        return prediction_from_replies(texts, question)
 

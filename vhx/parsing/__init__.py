@@ -259,10 +259,24 @@ READ_JUDGE = "judge"
 READ_UNKNOWN = "unknown"
 READINGS: tuple[str, ...] = (READ_FIRST_WORD, READ_CONCLUSION, READ_RESTATED, READ_COMPARISON, READ_PARTS, READ_JUDGE, READ_UNKNOWN)
 
+#: Why :func:`read_reply` leaves a reply unknown, beyond :data:`UNKNOWN_REASONS`.
+CONTRADICTS = "contradicts itself"
+REFUSES = "refuses or cannot tell"
+SAYS_NOTHING = "says nothing of the question"
+READ_UNKNOWN_REASONS: tuple[str, ...] = (*UNKNOWN_REASONS, CONTRADICTS, REFUSES, SAYS_NOTHING)
+
 
 class Reading(NamedTuple):
-    """A reply read with its question: the answer, how it was reached (one of :data:`READINGS`), why it is
-    unknown (one of :data:`UNKNOWN_REASONS`, else ``None``) and whether a judge should check it."""
+    """A reply read with its question.
+
+    Attributes:
+        answer: ``yes``, ``no`` or ``unknown``.
+        how: how it was reached, one of :data:`READINGS`.
+        reason: why it is unknown (one of :data:`READ_UNKNOWN_REASONS`), else ``None``.
+        uncertain: a reading a careful person could take otherwise (a first word the reply's own conclusion or
+            claim reverses, a contrary word, another subject named for an exclusive claim, a hedge beside the
+            claim): ``vhx evaluate --judge`` has the judge read these too.
+    """
 
     answer: Answer
     how: str
@@ -275,7 +289,159 @@ class Reading(NamedTuple):
         return f"{READ_UNKNOWN}: {self.reason}" if self.answer == "unknown" else self.how
 
 
+_ANSWER_WORD = re.compile(r"\b(yes|no)\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:)]|$|\n))", re.IGNORECASE)
+_SENTENCE_START = re.compile(r"[.!?\n;:]\s*[*_#>`'\"“‘(\[~-]*\s*$|^[\s*_#>`'\"“‘(\[~-]*$")
+_MARKER_BEFORE = re.compile(
+    r"(?:^|[.!?\n;:,]\s*|\s)(?:and\s+)?(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in\s+(?:short|summary|"
+    r"conclusion|sum|the\s+end)|to\s+(?:sum\s+up|summarize|summarise|conclude)|all\s+in\s+all|in\s+a\s+word|simply\s+put|"
+    r"(?:my|the|our)\s+(?:final\s+|short\s+)?answer\s+(?:is|would\s+be))\b[\s,:：*_\"'“—-]*$",
+    re.IGNORECASE,
+)
+_INTRO_BEFORE = re.compile(
+    r"(?:^|[.!?\n;:]\s*)(?:(?:based\s+on|according\s+to|from|looking\s+at|judging\s+(?:by|from)|given|in|on|upon|after|"
+    r"considering|as\s+(?:shown|seen|depicted)\s+in|well|actually|indeed|honestly|unfortunately|sadly|correct|right|"
+    r"to\s+answer\s+(?:your|the)\s+question)\b[^.!?\n;:]{0,70},|well|oh|ah|sure|okay|ok)\s*[*_\"'“]*$",
+    re.IGNORECASE,
+)
+_ONLY_ANSWER_WORDS = re.compile(r"^\W*(?:(?:yes|no)\b\W*)+$", re.IGNORECASE)
+_LEADING_ANSWER = re.compile(r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:(?:final\s+answer|answer|a)\s*[:：]\s*)?(?:yes|no)\b[\s*_,.!:;-]*",
+                             re.IGNORECASE)
+_HAS_MARKER = re.compile(
+    r"\b(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in (?:short|summary|conclusion|sum)|to sum up|"
+    r"answer)\b|[.!?;]\s*(?:yes|no)\b",
+    re.IGNORECASE,
+)
+
+
+def _answer_marks(text: str) -> list[tuple[int, Answer, bool]]:
+    """Every yes/no the reply gives as an answer: ``(position, answer, marked as a conclusion)``.
+
+    A yes or no followed by punctuation or the end counts when it starts a sentence, follows an introduction
+    ("Based on the chart, no.") or a conclusion marker ("so yes", "In short: no", "the answer is no").
+    """
+    marks: list[tuple[int, Answer, bool]] = []
+    for match in _ANSWER_WORD.finditer(text):
+        before = text[max(0, match.start() - 90) : match.start()]
+        word: Answer = "yes" if match.group(1).lower() == "yes" else "no"
+        if _MARKER_BEFORE.search(before):
+            window = text[max(0, match.start() - _CONDITION_WINDOW) : match.start()]
+            if not _CONDITION_BEFORE.search(re.sub(r"\s*(?:is|would\s+be)\W*$", "", window)):
+                marks.append((match.start(), word, True))
+        elif _SENTENCE_START.search(before) or _INTRO_BEFORE.search(before):
+            marks.append((match.start(), word, False))
+    return marks
+
+
+def _region(text: str | None) -> tuple[str, str | None, bool]:
+    """The part of a reply read for its answer, the reason it has none, and whether it is a box's content."""
+    if text is None:
+        return "", EMPTY_REPLY, False
+    text = str(text)
+    if not text.strip():
+        return "", EMPTY_REPLY, False
+    closed = _last(_THOUGHT_CLOSE, text)
+    if closed:
+        text = text[closed.end() :]
+    if _THOUGHT_OPEN.search(text):
+        return "", CUT_OFF_THINKING, False
+    if closed and not text.strip():
+        return "", NOTHING_AFTER_THINKING, False
+    opened = _last(_ANSWER_OPEN, text)
+    if opened:
+        end = _ANSWER_CLOSE.search(text, opened.end())
+        text = text[opened.end() : end.start() if end else len(text)]
+    box = _last_box(text)
+    if box is not None:
+        return box, None, True
+    return text, None, False
+
+
+def _answer(holds: bool, negated: bool) -> Answer:
+    return "yes" if holds != negated else "no"
+
+
 def read_reply(text: str | None, question: str | None = None) -> Reading:
-    """Read ``text`` as the answer to ``question`` (module docs)."""
-    answer, reason = _read(text)
-    return Reading(answer, READ_FIRST_WORD if answer != "unknown" else READ_UNKNOWN, reason)
+    """Read ``text`` as a person would, as the answer to ``question`` (module docs; without a question only the
+    reply's own yes/no words are read).
+
+    In order: a box decides alone; a leading yes/no decides unless a marked conclusion of the reply reverses it
+    (or, to a negated question, the clause right after it restates the claim the other way); otherwise the
+    reply's yes/no answers (after a conclusion marker, at a sentence start, after an introduction); otherwise
+    what its clauses say of the question's claim (:mod:`vhx.parsing.claims`). Disagreement is ``unknown``
+    (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
+    """
+    from vhx.parsing.claims import _HEDGE, clause_verdict, clauses, order_verdict, parse_claim
+
+    region, reason, boxed = _region(text)
+    if reason is not None:
+        return Reading("unknown", READ_UNKNOWN, reason)
+    if boxed:
+        answer = _leading_word(region)
+        return Reading(answer, READ_FIRST_WORD if answer != "unknown" else READ_UNKNOWN,
+                       None if answer != "unknown" else NO_YES_NO_ANSWER)
+    first = _leading_word(region)
+    claim = parse_claim(question) if question else None
+    if len(region) > 20_000:
+        region = region[:10_000] + "\n" + region[-10_000:]  # a runaway reply: its start and its end are what is read
+    marks = _answer_marks(region) if first == "unknown" or _HAS_MARKER.search(region) else []
+    announced = _announced(region)
+    if announced != "unknown" and not any(m[2] and m[1] == announced for m in marks):
+        marks.append((len(region), announced, True))
+        marks.sort()
+    if first != "unknown":
+        if _ONLY_ANSWER_WORDS.match(region) and len({w.lower() for w in re.findall(r"[A-Za-z]+", region)}) > 1:
+            return Reading("unknown", READ_UNKNOWN, CONTRADICTS)  # "No Yes Yes Yes"
+        later = [m for m in marks if m[0] > 0]
+        opposite = [m for m in later if m[1] != first]
+        if opposite:
+            concluded = [m for m in later if m[2]]
+            if concluded and concluded[-1][1] != first:
+                return Reading(concluded[-1][1], READ_CONCLUSION, uncertain=True)
+            if not concluded or concluded[-1][1] != first:
+                return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
+        if claim is not None and (claim.negated or _HAS_MARKER.search(region)):
+            pieces = clauses(_LEADING_ANSWER.sub("", region, count=1))
+            verdicts = [(i, clause_verdict(claim, c, conc)) for i, (c, conc, _) in enumerate(pieces)]
+            verdicts = [(i, v) for i, v in verdicts if v is not None]
+            concluded_v = [v for _, v in verdicts if v.conclusion]
+            if concluded_v and _answer(concluded_v[-1].holds, claim.negated) != first and not any(m[2] for m in later):
+                return Reading(_answer(concluded_v[-1].holds, claim.negated), READ_CONCLUSION, uncertain=True)
+            if claim.negated and verdicts and verdicts[0][0] == 0:
+                said = _answer(verdicts[0][1].holds, claim.negated)
+                if said != first:
+                    return Reading(said, READ_RESTATED, uncertain=True)
+        return Reading(first, READ_FIRST_WORD)
+    if marks:
+        answers = {m[1] for m in marks}
+        concluded = [m for m in marks if m[2]]
+        if len(answers) == 1:
+            return Reading(marks[-1][1], READ_CONCLUSION)
+        if concluded and marks[-1][2] and concluded[-1] == marks[-1]:
+            return Reading(concluded[-1][1], READ_CONCLUSION, uncertain=True)
+        return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
+    if claim is None:
+        return Reading("unknown", READ_UNKNOWN, REFUSES if question and _HEDGE.search(region) else NO_YES_NO_ANSWER)
+    ranked = order_verdict(claim, region)
+    if ranked is not None:
+        return Reading(_answer(ranked, claim.negated), READ_PARTS)
+    pieces = clauses(region)
+    verdicts = [v for c, conc, _ in pieces if (v := clause_verdict(claim, c, conc)) is not None]
+    hedged = bool(_HEDGE.search(region))
+    if not verdicts:
+        return Reading("unknown", READ_UNKNOWN, REFUSES if hedged else SAYS_NOTHING)
+    concluded_v = [v for v in verdicts if v.conclusion]
+    if concluded_v:
+        if len({v.holds for v in concluded_v}) > 1:
+            return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
+        v = concluded_v[-1]
+        return Reading(_answer(v.holds, claim.negated), READ_CONCLUSION, uncertain=hedged or v.inferred)
+    held = [v for v in verdicts if v.holds]
+    failed = [v for v in verdicts if not v.holds]
+    if held and failed:
+        # parts of one claim, each said of other words: the claim as a whole fails ("Brazil led, but Chile was second")
+        if all(not (f.words <= h.words or h.words <= f.words) for f in failed for h in held):
+            return Reading(_answer(False, claim.negated), READ_PARTS, uncertain=True)
+        return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
+    v = verdicts[-1]
+    how = READ_COMPARISON if v.how == "comparison" else READ_RESTATED
+    return Reading(_answer(v.holds, claim.negated), how, uncertain=hedged or any(x.inferred for x in verdicts))

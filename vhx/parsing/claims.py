@@ -1,0 +1,527 @@
+"""Reading a reply against the question it answers: the claim a yes/no question asks about, and what each
+clause of a reply says of it.
+
+A yes/no question asks whether a claim holds ("Is the door open?" asks about *the door is open*). A reply
+in sentences answers it by restating the claim ("The door is open."), denying it ("The door is not open.",
+"The door appears to be closed."), comparing ("Both bars are the same height."), giving a number ("There are
+two dogs.") or stating a conclusion ("..., so yes."). This module turns the question into a :class:`Claim`
+and each clause of the reply into a verdict on it: *holds*, *fails*, or nothing (the clause is about
+something else). :func:`vhx.parsing.read_reply` combines the verdicts.
+
+Everything here is word-level rules: no model, no dictionary beyond the lists below, so a reading is
+deterministic and fast. The rules decline rather than guess: a clause that does not name the claim's words
+gives no verdict, and a reply whose verdicts disagree is unknown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+_TOKEN = re.compile(r"\$?\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
+_AUX = frozenset(
+    "is are was were am do does did can could will would should shall has have had may might must".split()
+)
+_NEG_AUX = frozenset(
+    "isn't aren't wasn't weren't don't doesn't didn't can't couldn't won't wouldn't shouldn't hasn't haven't "
+    "hadn't mustn't cannot".replace("'", "'").split()
+)
+_NEGATIONS = frozenset("not no never none nothing nobody neither nor without nowhere impossible unable absent".split())
+# words that carry no part of the claim (question scaffolding, the image, function words)
+_STOP = frozenset(
+    """a an the this that these those it its it's there here of in on at to for from by with as into onto about
+    and or any some each every all both either also just only very really quite same
+    is are was were am be been being do does did can could will would should shall has have had may might must
+    i you we they he she him her them his their our your my me us
+    image picture photo photograph figure chart graph diagram map plot screenshot scene frame visual
+    shown show shows showing depicted depict depicts visible seen see appear appears appearing appeared seem seems
+    seemed look looks looking according based given provided displayed display displays illustrated present
+    presented question answer yes what which who whom whose how where when why whether if than then""".split()
+)
+# A word whose presence in a clause signals the clause states the question's contrary ("open" vs "closed").
+_CONTRARIES = [
+    ("open", "closed"), ("open", "shut"), ("on", "off"), ("full", "empty"), ("same", "different"),
+    ("equal", "different"), ("equal", "unequal"), ("identical", "different"), ("true", "false"),
+    ("correct", "incorrect"), ("correct", "wrong"), ("right", "wrong"), ("visible", "invisible"),
+    ("visible", "hidden"), ("present", "absent"), ("inside", "outside"), ("wet", "dry"), ("hot", "cold"),
+    ("light", "dark"), ("day", "night"), ("daytime", "nighttime"), ("old", "new"), ("old", "young"),
+    ("straight", "curved"), ("straight", "bent"), ("moving", "stationary"), ("moving", "parked"),
+    ("standing", "sitting"), ("standing", "lying"), ("awake", "asleep"), ("alive", "dead"), ("clean", "dirty"),
+    ("increase", "decrease"), ("increasing", "decreasing"), ("increased", "decreased"), ("rise", "fall"),
+    ("rising", "falling"), ("rose", "fell"), ("up", "down"), ("upward", "downward"), ("positive", "negative"),
+    ("win", "lose"), ("won", "lost"), ("horizontal", "vertical"), ("parallel", "perpendicular"),
+    ("even", "odd"), ("indoor", "outdoor"), ("indoors", "outdoors"), ("smiling", "frowning"),
+    ("happy", "sad"), ("real", "fake"), ("real", "artificial"), ("natural", "artificial"), ("male", "female"),
+    ("man", "woman"), ("boy", "girl"), ("left", "right"), ("above", "below"), ("top", "bottom"),
+    ("front", "back"), ("before", "after"), ("north", "south"), ("east", "west"), ("first", "last"),
+    ("highest", "lowest"), ("largest", "smallest"), ("biggest", "smallest"), ("most", "least"),
+    ("maximum", "minimum"), ("longest", "shortest"), ("tallest", "shortest"), ("leading", "trailing"),
+    ("convex", "concave"), ("clockwise", "counterclockwise"), ("symmetric", "asymmetric"),
+    ("same", "differ"), ("same", "unequal"), ("identical", "differ"), ("complete", "incomplete"),
+    ("possible", "impossible"), ("able", "unable"), ("lit", "unlit"), ("healthy", "unhealthy"),
+]
+_COLOURS = frozenset(
+    "red orange yellow green blue purple violet pink brown black white gray grey silver gold golden beige "
+    "tan maroon navy teal turquoise cyan magenta".split()
+)
+# Comparatives and their opposites; a comparison question is answered by which side a reply puts first.
+_COMPARATIVE_PAIRS = [
+    ("taller", "shorter"), ("longer", "shorter"), ("larger", "smaller"), ("bigger", "smaller"),
+    ("greater", "smaller"), ("greater", "less"), ("higher", "lower"), ("more", "less"), ("more", "fewer"),
+    ("wider", "narrower"), ("heavier", "lighter"), ("older", "younger"), ("faster", "slower"),
+    ("closer", "farther"), ("closer", "further"), ("nearer", "farther"), ("darker", "lighter"),
+    ("darker", "brighter"), ("thicker", "thinner"), ("deeper", "shallower"), ("stronger", "weaker"),
+    ("earlier", "later"), ("warmer", "colder"), ("hotter", "colder"), ("richer", "poorer"),
+    ("cheaper", "expensive"), ("steeper", "flatter"), ("above", "below"), ("over", "under"),
+]
+_SAMENESS = frozenset("same equal identical equally equivalent indistinguishable congruent".split())
+_EXCLUSIVE = frozenset(
+    """leading largest biggest highest greatest most top first best only smallest lowest least fewest last
+    tallest shortest longest widest heaviest oldest youngest fastest slowest maximum minimum primary main""".split()
+)
+_NUMBER_WORDS = {w: i for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+    "seventeen eighteen nineteen twenty".split())}
+_NUMBER_WORDS.update({"single": 1, "a pair of": 2, "couple": 2, "dozen": 12})
+_LESS = ("below", "under", "less", "lower", "fewer", "smaller", "beneath", "underneath")
+_MORE = ("above", "over", "more", "greater", "higher", "larger", "exceeding", "exceeds", "exceed", "bigger")
+# A clause that talks about the question instead of answering it ("To determine whether the bar is ...").
+_META = frozenset("whether if question asks asked asking determine determining wonder suppose assuming unless".split())
+# Clauses hedged beyond reading: "it might be", "it is difficult to tell".
+_HEDGE = re.compile(
+    r"\b(?:can(?:not|'t|’t)|could(?:n't|n’t| not)|unable to|not (?:possible|able|clear|certain|sure|enough)|"
+    r"impossible to|difficult to|hard to|unclear|uncertain|not be (?:determined|confirmed|seen|verified)|"
+    r"no (?:way|information|indication|data|details?) (?:to|about|on|of|that|regarding)|insufficient|ambiguous|"
+    r"i'?m sorry|i am sorry|as an ai|i don'?t know|i do not know|"
+    r"(?:does|do|did) not (?:provide|give|contain|include|show|specify|indicate|mention) (?:enough|any|specific|"
+    r"the|clear|sufficient|information|data|details?)|without (?:more|additional|further) (?:information|context))",
+    re.IGNORECASE,
+)
+_MAYBE = re.compile(r"\b(?:might|may|possibly|perhaps|maybe|could be|either)\b", re.IGNORECASE)
+_CLAUSE_SPLIT = re.compile(
+    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:but|however|whereas|while|although|though|yet)\b,?\s+|"
+    r";\s*|,\s+(?=(?:so|thus|therefore|hence|which means|meaning)\b)|\s+(?=(?:so|thus|therefore|hence)\b)",
+    re.IGNORECASE,
+)
+_CONCLUSION_START = re.compile(
+    r"^\W*(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in (?:short|summary|conclusion|sum|"
+    r"the end)|to (?:sum up|summarize|summarise|conclude)|all in all|which means|meaning)\b",
+    re.IGNORECASE,
+)
+_CONTRAST_START = re.compile(r"^\W*(?:but|however|whereas|while|although|though|yet)\b", re.IGNORECASE)
+
+
+_IRREGULAR = {
+    "led": "lead", "won": "win", "lost": "lose", "rose": "rise", "risen": "rise", "fell": "fall", "fallen": "fall",
+    "grew": "grow", "grown": "grow", "held": "hold", "saw": "see", "seen": "see", "took": "take", "taken": "take",
+    "made": "make", "had": "have", "ran": "run", "sat": "sit", "stood": "stand", "wore": "wear", "worn": "wear",
+    "ate": "eat", "eaten": "eat", "drove": "drive", "flew": "fly", "threw": "throw", "caught": "catch",
+    "bought": "buy", "sold": "sell", "gave": "give", "given": "give", "went": "go", "gone": "go", "came": "come",
+    "broke": "break", "broken": "break", "hung": "hang", "lay": "lie", "lying": "lie", "spent": "spend",
+    "men": "man", "women": "woman", "children": "child", "people": "person", "mice": "mouse", "feet": "foot",
+    "teeth": "tooth", "geese": "goose", "leaves": "leaf", "knives": "knife", "shelves": "shelf", "wolves": "wolf",
+}
+
+
+def stem(word: str) -> str:
+    """A crude, consistent stem: lowercase, possessive and plural endings, -ed / -ing, common irregular forms
+    (enough to match a question's words in a reply: "dogs"/"dog", "led"/"lead", "parked"/"park")."""
+    w = word.lower().replace("’", "'")
+    if w in _IRREGULAR:
+        return _IRREGULAR[w]
+    if w.endswith("'s"):
+        w = w[:-2]
+    if len(w) > 4 and w.endswith("ies"):
+        return w[:-3] + "y"
+    if len(w) > 4 and w.endswith(("ches", "shes", "sses", "xes")):
+        return w[:-2]
+    if len(w) > 3 and w.endswith("s") and not w.endswith(("ss", "us", "is")):
+        w = w[:-1]
+    if len(w) > 5 and w.endswith("ing"):
+        w = w[:-3]
+    elif len(w) > 4 and w.endswith("ed"):
+        w = w[:-2]
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
+        w = w[:-1]
+    return w
+
+
+def _contraries() -> dict[str, frozenset[str]]:
+    out: dict[str, set[str]] = {}
+    for a, b in _CONTRARIES:
+        out.setdefault(stem(a), set()).add(stem(b))
+        out.setdefault(stem(b), set()).add(stem(a))
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+_CONTRARY = _contraries()
+_COMP = {}
+for _a, _b in _COMPARATIVE_PAIRS:
+    _COMP.setdefault(_a, set()).add(_b)
+    _COMP.setdefault(_b, set()).add(_a)
+_COLOUR_STEMS = frozenset(stem(c) for c in _COLOURS)
+
+
+def _number(token: str) -> float | None:
+    t = token.lower().lstrip("$").rstrip("%").replace(",", "")
+    if t in _NUMBER_WORDS:
+        return float(_NUMBER_WORDS[t])
+    try:
+        return float(t)
+    except ValueError:
+        return None
+
+
+def tokens(text: str) -> list[str]:
+    """The words and numbers of ``text``, in order."""
+    return _TOKEN.findall(text)
+
+
+def _negations(words: list[str]) -> int:
+    n = 0
+    for i, w in enumerate(words):
+        lw = w.lower().replace("’", "'")
+        if lw in _NEGATIONS or lw in _NEG_AUX or lw.endswith("n't"):
+            # "not only", "no doubt", "no longer ... but": not a denial of the claim
+            nxt = words[i + 1].lower() if i + 1 < len(words) else ""
+            if lw == "not" and nxt == "only" or lw == "no" and nxt in ("doubt", "longer", "matter"):
+                continue
+            n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a yes/no question asks about.
+
+    Attributes:
+        negated: the question asks about the claim's denial ("Is there no dog?", "Is it false that ...?").
+        content: the stems of the claim's content words.
+        required: proper nouns and numbers the claim names: a clause without them is about something else.
+        exclusive: the claim holds for one thing only ("the leading importer"), so naming another denies it.
+        compare: a comparison ``(comparative, a_words, b_words)`` (``"same"`` for sameness), or None.
+        number: ``(operator, value, noun stem or "")`` for a claim about a count or value, or None.
+    """
+
+    text: str
+    negated: bool
+    content: frozenset[str]
+    required: frozenset[str] = frozenset()
+    exclusive: bool = False
+    compare: tuple[str, frozenset[str], frozenset[str]] | None = None
+    number: tuple[str, float, str] | None = None
+    colours: frozenset[str] = field(default=frozenset())
+    order: tuple[str, ...] = ()
+
+
+_INTRO_WORDS = frozenset(
+    "according based in on from looking judging given considering as upon after within for by observing viewing "
+    "assuming regarding".split()
+)
+_FRAME = re.compile(
+    r"^(?:is|was)\s+it\s+(?:(not)\s+)?(true|false|correct|incorrect|the\s+case|untrue|accurate|inaccurate|right|"
+    r"wrong)\s+(?:to\s+say\s+)?that\s+",
+    re.IGNORECASE,
+)
+
+
+def _question_sentence(question: str) -> str:
+    text = " ".join(question.split())
+    # the last sentence that asks something; instructions after it ("Please answer yes or no.") are not the claim
+    parts = re.split(r"(?<=[?])\s+", text)
+    asked = [p for p in parts if p.rstrip().endswith("?")]
+    sentence = asked[-1] if asked else text
+    # "Please answer yes or no. Is the ...?" in one chunk: keep from the last sentence start
+    pieces = re.split(r"(?<=[.!])\s+", sentence)
+    return pieces[-1] if pieces else sentence
+
+
+@lru_cache(maxsize=4096)
+def parse_claim(question: str) -> Claim | None:
+    """The claim ``question`` asks about, or None when it is not a yes/no question the rules can read."""
+    sentence = _question_sentence(question)
+    words = tokens(sentence)
+    if not words:
+        return None
+    # an introduction before the question proper: "According to the chart, is ..."
+    lower = [w.lower() for w in words]
+    if lower[0] not in _AUX and lower[0].replace("’", "'") not in _NEG_AUX:
+        if lower[0] in _INTRO_WORDS or lower[0] in ("the", "this", "here"):
+            comma = sentence.find(",")
+            if comma > 0:
+                rest = sentence[comma + 1 :].strip()
+                rest_words = tokens(rest)
+                if rest_words and (rest_words[0].lower() in _AUX or rest_words[0].lower() in _NEG_AUX):
+                    sentence, words = rest, rest_words
+                    lower = [w.lower() for w in words]
+    if not lower or (lower[0] not in _AUX and lower[0].replace("’", "'") not in _NEG_AUX):
+        return None
+    negated = False
+    framed = _FRAME.match(sentence)
+    if framed:
+        verdict = framed.group(2).lower()
+        negated = verdict in ("false", "incorrect", "untrue", "inaccurate", "wrong")
+        if framed.group(1):
+            negated = not negated
+        sentence = sentence[framed.end() :]
+        words = tokens(sentence)
+        lower = [w.lower() for w in words]
+        if _negations(words) % 2:
+            negated = not negated
+    else:
+        negated = _negations(words) % 2 == 1
+    stems = [stem(w) for w in words]
+    content = frozenset(s for s, w in zip(stems, lower) if w not in _STOP and w not in _NEGATIONS
+                        and not w.endswith("n't") and _number(w) is None and len(s) > 1)
+    first = 0 if framed else 1
+    required = frozenset(stem(w) for i, w in enumerate(words) if i > first and w[:1].isupper() and w.lower() not in _STOP
+                         and w.upper() != w or (w[:1].isdigit() and len(w) == 4 and w.isdigit()))
+    exclusive = any(w in _EXCLUSIVE for w in lower)
+    compare = _question_comparison(lower, stems)
+    number = _question_number(lower, stems)
+    colours = frozenset(s for s in content if s in _COLOUR_STEMS)
+    if not content and number is None:
+        return None
+    order: tuple[str, ...] = ()
+    if any(w in _ORDER_CUES for w in lower):
+        named = [stem(w) for i, w in enumerate(words) if i > first and w[:1].isupper() and w.lower() not in _STOP]
+        order = tuple(dict.fromkeys(named))
+    return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
+                 order if len(order) >= 2 else ())
+
+
+def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
+    if "than" in lower:
+        t = lower.index("than")
+        comp = None
+        for i in range(t - 1, 0, -1):
+            if lower[i] in _COMP or (lower[i].endswith("er") and len(lower[i]) > 4 and lower[i] not in _STOP):
+                comp = lower[i]
+                break
+        if comp is None:
+            return None
+        start = 2 if len(lower) > 1 and lower[1] in ("there", "it") else 1
+        a = frozenset(s for s, w in zip(stems[start:i], lower[start:i]) if w not in _STOP and w not in _COMP)
+        b = frozenset(s for s, w in zip(stems[t + 1 :], lower[t + 1 :]) if w not in _STOP)
+        return comp, a, b
+    if any(w in _SAMENESS for w in lower) or "different" in lower or "differ" in lower:
+        return ("same", frozenset(), frozenset())
+    return None
+
+
+def _question_number(lower: list[str], stems: list[str]) -> tuple[str, float, str] | None:
+    for i, w in enumerate(lower):
+        value = _number(w)
+        if value is None or (w == "one" and i + 1 < len(lower) and lower[i + 1] in ("of", "another")):
+            continue
+        if len(w) == 4 and w.isdigit() and 1800 <= value <= 2100:
+            continue  # a year names the claim's time, it is not the count asked about
+        before = lower[max(0, i - 3) : i]
+        op = "=="
+        if "least" in before:
+            op = ">="
+        elif "most" in before and "at" in before:
+            op = "<="
+        elif any(b in _LESS for b in before):
+            op = "<"
+        elif any(b in _MORE for b in before):
+            op = ">"
+        # the noun counted: the last word of the phrase after the number ("two red cars on ..." -> car)
+        noun = ""
+        for j in range(i + 1, min(len(lower), i + 5)):
+            if lower[j] in _STOP or _number(lower[j]) is not None or lower[j] in _NEGATIONS:
+                break
+            noun = stems[j]
+        return op, value, noun
+    return None
+
+
+_ORDER_CUES = frozenset("followed then order ranked rank respectively lead leads led leading first second third".split())
+_RANKS = {"first": 1, "1st": 1, "led": 1, "lead": 1, "leads": 1, "leading": 1, "top": 1, "highest": 1, "largest": 1,
+          "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4, "fifth": 5, "5th": 5}
+
+
+def order_verdict(claim: Claim, text: str) -> bool | None:
+    """Whether ``text`` ranks the claim's named things in the question's order ("Did Brazil lead, followed by Peru
+    and Chile?" / "Brazil led, but Chile was second and Peru third."); None when it does not rank them all."""
+    if not claim.order:
+        return None
+    rank: dict[str, int] = {}
+    for clause, _, _ in clauses(text):
+        words = tokens(clause)
+        stems = [stem(w) for w in words]
+        for i, s in enumerate(stems):
+            if s in claim.order and s not in rank:
+                near = [(abs(j - i), _RANKS[w.lower()]) for j, w in enumerate(words) if w.lower() in _RANKS]
+                near = [n for n in near if n[0] <= 4]
+                if near:
+                    rank[s] = min(near)[1]
+    if len(rank) != len(claim.order) or len(set(rank.values())) != len(rank):
+        return None
+    got = sorted(claim.order, key=lambda s: rank[s])
+    return got == list(claim.order)
+
+
+# --------------------------------------------------------------------------------------- verdicts
+HOLDS, FAILS = True, False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one clause of a reply says of the claim: ``holds`` or not, and how it was read."""
+
+    holds: bool
+    how: str  # "restated claim", "comparison", "several parts" (set by the caller), "number"
+    words: frozenset[str]
+    conclusion: bool = False
+    inferred: bool = False  # read through a contrary word or another named subject: worth a judge's look
+
+
+def clauses(text: str) -> list[tuple[str, bool, bool]]:
+    """``text`` cut into clauses: ``(clause, starts a conclusion, follows a contrast)``."""
+    out = []
+    pieces = _CLAUSE_SPLIT.split(text)
+    # re-find the separators so that a clause after "but" knows it
+    pos = 0
+    for piece in pieces:
+        if piece is None:
+            continue
+        at = text.find(piece, pos)
+        sep = text[pos:at] if at >= 0 else ""
+        pos = at + len(piece) if at >= 0 else pos
+        piece = piece.strip()
+        if not piece:
+            continue
+        contrast = bool(re.search(r"\b(?:but|however|whereas|while|although|though|yet)\b", sep, re.IGNORECASE)) or bool(
+            _CONTRAST_START.match(piece))
+        out.append((piece, bool(_CONCLUSION_START.match(piece)), contrast))
+    return out
+
+
+def clause_verdict(claim: Claim, clause: str, conclusion: bool = False) -> Verdict | None:
+    """What ``clause`` says of ``claim``, or None when it says nothing of it (other words, a hedge, a question)."""
+    words = tokens(clause)
+    if not words:
+        return None
+    lower = [w.lower() for w in words]
+    if any(w in _META for w in lower) or clause.rstrip().endswith("?"):
+        return None
+    if _HEDGE.search(clause) or _MAYBE.search(clause):
+        return None
+    stems = [stem(w) for w in words]
+    have = set(stems)
+    negations = _negations(words)
+    if claim.compare is not None:
+        verdict = _comparison_verdict(claim, lower, stems, negations)
+        if verdict is not None:
+            return Verdict(verdict, "comparison", frozenset(claim.content & have), conclusion)
+    if "yes" in lower and ("no" in lower or negations):
+        return None  # a clause that says both words is no statement of the claim
+    if claim.number is not None and (claim.number[2] in have or not claim.number[2]):
+        verdict = _number_verdict(claim, lower, stems)
+        if verdict is not None:
+            return Verdict(verdict, "restated claim", frozenset(claim.content & have), conclusion)
+    matched = claim.content & have
+    flips = 0
+    inferred = False
+    # a contrary word stands for the claim's word it contradicts ("closed" for "open")
+    for word in claim.content - have:
+        if _CONTRARY.get(word, frozenset()) & have:
+            matched = matched | {word}
+            flips += 1
+            inferred = True
+        elif word in claim.colours and (have & _COLOUR_STEMS) - claim.colours:
+            matched = matched | {word}
+            flips += 1
+            inferred = True
+    if not matched:
+        return None
+    missing_required = claim.required - have
+    needed = max(1, (len(claim.content) + 1) // 2)
+    if len(matched) < needed:
+        return None
+    if missing_required:
+        # the claim's predicate said of another named thing: denies an exclusive claim, else says nothing of it
+        others = {stem(w) for i, w in enumerate(words) if i > 0 and w[:1].isupper() and w.lower() not in _STOP}
+        if claim.exclusive and others - claim.content and not negations:
+            return Verdict(False, "restated claim", frozenset(matched), conclusion, True)
+        return None
+    holds = (negations + flips) % 2 == 0
+    return Verdict(holds, "restated claim", frozenset(matched), conclusion, inferred)
+
+
+def _side(words: set[str], a: frozenset[str], b: frozenset[str]) -> int:
+    only_a, only_b = a - b, b - a
+    in_a, in_b = bool(words & only_a), bool(words & only_b)
+    if in_a and not in_b:
+        return 1
+    if in_b and not in_a:
+        return -1
+    return 0
+
+
+def _comparison_verdict(claim: Claim, lower: list[str], stems: list[str], negations: int) -> bool | None:
+    comp, a, b = claim.compare  # type: ignore[misc]
+    same = any(w in _SAMENESS for w in lower)
+    if comp == "same":
+        if same:
+            return negations % 2 == 0
+        if "different" in lower or "differ" in stems:
+            return negations % 2 == 1
+        if any(w in _COMP for w in lower) and "than" in lower and not negations:
+            return False
+        return None
+    if same and not ("than" in lower):
+        return negations % 2 == 1 and None  # "not the same" says nothing of which is larger
+    found = None
+    for i, w in enumerate(lower):
+        if w == comp:
+            found = (i, 1)
+            break
+        if w in _COMP.get(comp, ()):
+            found = (i, -1)
+            break
+    if found is None:
+        return None
+    i, direction = found
+    before = set(stems[:i])
+    after = set(stems[i + 1 :])
+    order = _side(before, a, b)
+    if order == 0:
+        order = -_side(after, a, b)
+    if order == 0:
+        return None
+    return (direction * order > 0) != bool(negations % 2)
+
+
+def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | None:
+    op, value, noun = claim.number  # type: ignore[misc]
+    values = []
+    for i, w in enumerate(lower):
+        v = _number(w)
+        if v is None or (len(w) == 4 and w.isdigit() and 1800 <= v <= 2100):
+            continue
+        if w == "one" and (i + 1 < len(lower) and lower[i + 1] in ("of", "another")):
+            continue
+        if noun and noun not in stems[i + 1 : i + 5]:
+            continue
+        values.append(v)
+    if noun and not values and noun in stems:
+        # "There is a dog" / "There are no dogs" against "Are there two dogs?": a count the words imply
+        idx = stems.index(noun)
+        prev = lower[idx - 1] if idx else ""
+        if prev in ("a", "an", "one", "single"):
+            values = [1.0]
+        elif prev in ("no", "zero") or (prev in ("any",) and _negations(lower[: idx]) % 2):
+            return {"==": value == 0, "<": 0 < value, ">": False, ">=": value <= 0, "<=": True}[op]
+    if len(set(values)) != 1:
+        return None
+    got = values[0]
+    holds = {"==": got == value, "<": got < value, ">": got > value, ">=": got >= value, "<=": got <= value}[op]
+    # "There are not three dogs": a denial of the very number; "$10, not below it" denies the operator, which the
+    # value already settles
+    if holds and op == "==" and any(w in ("not", "no") or w.endswith("n't") for w in lower[: lower.index(next(
+            w for w in lower if _number(w) == got))][-3:]):
+        return False
+    return holds
