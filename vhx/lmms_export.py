@@ -7,7 +7,7 @@ lmms-eval users score the models lmms-eval already runs on vhx's expanded sets: 
 
 Each task reads the folder's parquet files the way :func:`vhx.hub.load_folder` does
 (``dataset_path: parquet`` with the split's files), asks the question with vhx's default prompt,
-and scores the reply with vhx's own code: :func:`vhx.parsing.parse_yes_no` reads yes / no /
+and scores the reply with vhx's own code: :func:`vhx.parsing.read_reply` reads yes / no /
 unknown, and every metric of :func:`vhx.scoring.metric_values` (accuracy, symmetric accuracy over
 pairs, POPE's precision / recall / F1, yes-ratio, ...) is one lmms-eval metric, aggregated over the
 split's results (a pair whose twin is missing is left out of symmetric accuracy). ``utils.py``
@@ -65,11 +65,11 @@ GROUP_POOLING: dict[str, str] = {
 
 _UTILS = '''"""lmms-eval task functions over a vhx Hub folder, written by `vhx export-lmms-eval` (vhx {version}).
 
-Replies are read by vhx.parsing.parse_yes_no and scored by vhx.scoring.metric_values, so the numbers
+Replies are read by vhx.parsing.read_reply (with the question) and scored by vhx.scoring.metric_values, so the numbers
 are vhx's own; install vhx in the lmms-eval environment.
 """
 
-from vhx.parsing import parse_yes_no
+from vhx.parsing import read_reply
 from vhx.scoring import metric_values
 
 METRICS = {metrics!r}
@@ -88,7 +88,7 @@ def vhx_doc_to_text(doc, lmms_eval_specific_kwargs=None):
 def vhx_process_results(doc, results):
     """One result per metric: what a case contributes (its pair, side, answer and read reply)."""
     result = {{"id": doc["id"], "pair_id": doc["pair_id"], "negated": bool(doc["negated"]), "answer": doc["answer"],
-               "pred": parse_yes_no(results[0])}}
+               "pred": read_reply(results[0], doc["question"]).answer}}
     return {{name: result for name in METRICS}}
 
 

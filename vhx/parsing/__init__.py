@@ -264,6 +264,21 @@ CONTRADICTS = "contradicts itself"
 REFUSES = "refuses or cannot tell"
 SAYS_NOTHING = "says nothing of the question"
 READ_UNKNOWN_REASONS: tuple[str, ...] = (*UNKNOWN_REASONS, CONTRADICTS, REFUSES, SAYS_NOTHING)
+#: Unknown replies that hold words a judge can read (the others are empty, or a thought that never ended).
+JUDGEABLE_REASONS: tuple[str, ...] = (NO_YES_NO_ANSWER, CONTRADICTS, REFUSES, SAYS_NOTHING)
+#: Appended to an uncertain reading's label in a prediction row's ``reading``.
+UNCERTAIN_SUFFIX = " (uncertain)"
+
+
+def reading_parts(label: str | None) -> tuple[str | None, str | None, bool]:
+    """``(how, unknown reason, uncertain)`` of a prediction row's ``reading`` label (``None``s for a row without one)."""
+    if not isinstance(label, str) or not label:
+        return None, None, False
+    if label.startswith(f"{READ_UNKNOWN}: "):
+        return READ_UNKNOWN, label[len(READ_UNKNOWN) + 2 :], False
+    if label.endswith(UNCERTAIN_SUFFIX):
+        return label[: -len(UNCERTAIN_SUFFIX)], None, True
+    return label, None, False
 
 
 class Reading(NamedTuple):
@@ -285,8 +300,11 @@ class Reading(NamedTuple):
 
     @property
     def label(self) -> str:
-        """What a prediction row records in ``reading``: ``how``, or ``"unknown: REASON"``."""
-        return f"{READ_UNKNOWN}: {self.reason}" if self.answer == "unknown" else self.how
+        """What a prediction row records in ``reading``: ``how`` (with ``" (uncertain)"`` for an uncertain one), or
+        ``"unknown: REASON"``."""
+        if self.answer == "unknown":
+            return f"{READ_UNKNOWN}: {self.reason}"
+        return f"{self.how}{UNCERTAIN_SUFFIX}" if self.uncertain else self.how
 
 
 _ANSWER_WORD = re.compile(r"\b(yes|no)\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:)]|$|\n))", re.IGNORECASE)

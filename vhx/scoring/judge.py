@@ -1,11 +1,17 @@
 """A judge model for the replies vhx's reading rules cannot settle (``vhx evaluate --judge SPEC``).
 
-:func:`vhx.parsing.parse_yes_no` reads a reply by its first word or an announced answer. Two kinds of reply
-need the meaning instead, and go to a text model, the *judge*, with the question (never the image):
+:func:`vhx.parsing.read_reply` reads a reply with its question, and records how in each prediction row's
+``reading``. Two kinds of reply go to a text model, the *judge*, with the question (never the image):
 
-* a reply the rules read as unknown although it says something ("There is no dog in the picture.");
-* a reply to a negated twin that says yes or no *and* restates the negation ("No, there is no cup." to
-  "Is there no cup?": the first word says no, the sentence agrees that there is no cup, which is yes).
+* a reply the rules leave unknown although it says something (it contradicts itself, hedges, says nothing the
+  rules can tie to the question, or gives no yes/no at all): :data:`UNREAD`;
+* a reply whose reading the rules mark as uncertain (:attr:`vhx.parsing.Reading.uncertain`: a first word its own
+  conclusion reverses, "No, there is no cup." to "Is there no cup?", a contrary word such as "closed" for "open",
+  another subject named for a claim only one thing can hold, several parts, a hedge beside the claim):
+  :data:`UNCERTAIN`.
+
+Rows written before vhx recorded ``reading`` are chosen as before: unread replies, and replies to negated twins
+that say yes or no *and* restate the negation (:data:`RESTATED`).
 
 The judge answers yes, no or unknown (:data:`JUDGE_PROMPT`); that reading is scored. Each prediction row it
 read keeps the rules' reading in ``rules`` and the judge's in ``judge`` beside the raw reply, and ``pred`` /
@@ -30,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from vhx.errors import VHXError
-from vhx.parsing import NO_YES_NO_ANSWER, answer_text, parse_yes_no, unknown_reason
+from vhx.parsing import JUDGEABLE_REASONS, NO_YES_NO_ANSWER, READ_JUDGE, answer_text, read_reply, reading_parts, unknown_reason
 
 #: What the judge is asked. It sees the question and the reply, not the image, and is told to report what
 #: the reply answers rather than whether it is true; the worked example is the case the rules misread (a
@@ -56,6 +62,7 @@ MAX_REPLY_CHARS = 4000
 
 #: Why a row goes to the judge.
 UNREAD = "unread by the rules"
+UNCERTAIN = "uncertain reading"
 RESTATED = "restates the negation"
 
 _NEGATION = re.compile(r"\b(?:no|not|none|never|nothing|nobody|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
@@ -81,6 +88,13 @@ def judge_reason(row: Mapping[str, Any]) -> str | None:
         except ValueError:
             pass
     pred = row.get("rules", row.get("pred"))
+    how, why, uncertain = reading_parts(row.get("reading"))
+    if how == READ_JUDGE:  # read by a judge already: why it went there is the rules' own reading
+        how, why, uncertain = reading_parts(row.get("rules_reading"))
+    if how is not None:
+        if pred == "unknown":
+            return UNREAD if why in JUDGEABLE_REASONS else None
+        return UNCERTAIN if uncertain else None
     if pred == "unknown":
         return UNREAD if unknown_reason(raw) == NO_YES_NO_ANSWER else None
     if row.get("negated") and pred in ("yes", "no") and restates_negation(raw):
@@ -139,7 +153,7 @@ class Judge:
             for q, r in zip(questions, replies)
         ]
         answers = self.client.complete_many(requests)
-        return [parse_yes_no(a) if isinstance(a, str) else None for a in answers]
+        return [read_reply(a).answer if isinstance(a, str) else None for a in answers]
 
 
 @dataclass
@@ -175,6 +189,8 @@ def judge_predictions(path: Path, questions: Mapping[tuple[str, str], str], mode
             row["rules"] = row["pred"]
             row["judge"] = reading
             row["pred"] = reading
+            if "reading" in row:
+                row["rules_reading"], row["reading"] = row["reading"], READ_JUDGE
             row["correct"] = reading == row["answer"]
             counts.changed += reading != row["rules"]
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
