@@ -388,7 +388,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     what its clauses say of the question's claim (:mod:`vhx.parsing.claims`). Disagreement is ``unknown``
     (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
     """
-    from vhx.parsing.claims import _HEDGE, clause_verdict, clauses, order_verdict, parse_claim
+    from vhx.parsing.claims import HEDGE, MAYBE, clause_verdict, clauses, order_verdict, parse_claim
 
     region, reason, boxed = _region(text)
     if reason is not None:
@@ -438,13 +438,13 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
             return Reading(concluded[-1][1], READ_CONCLUSION, uncertain=True)
         return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
     if claim is None:
-        return Reading("unknown", READ_UNKNOWN, REFUSES if question and _HEDGE.search(region) else NO_YES_NO_ANSWER)
+        return Reading("unknown", READ_UNKNOWN, REFUSES if question and HEDGE.search(region) else NO_YES_NO_ANSWER)
     ranked = order_verdict(claim, region)
     if ranked is not None:
         return Reading(_answer(ranked, claim.negated), READ_PARTS)
     pieces = clauses(region)
-    verdicts = [v for c, conc, _ in pieces if (v := clause_verdict(claim, c, conc)) is not None]
-    hedged = bool(_HEDGE.search(region))
+    verdicts = [v for c, conc, contrast in pieces if (v := clause_verdict(claim, c, conc, contrast)) is not None]
+    hedged = bool(HEDGE.search(region) or MAYBE.search(region))
     if not verdicts:
         return Reading("unknown", READ_UNKNOWN, REFUSES if hedged else SAYS_NOTHING)
     concluded_v = [v for v in verdicts if v.conclusion]

@@ -62,7 +62,7 @@ _CONTRARIES = [
     ("possible", "impossible"), ("able", "unable"), ("lit", "unlit"), ("healthy", "unhealthy"),
 ]
 _COLOURS = frozenset(
-    "red orange yellow green blue purple violet pink brown black white gray grey silver gold golden beige "
+    "red orange yellow green blue purple violet pink brown black white gray grey beige "
     "tan maroon navy teal turquoise cyan magenta".split()
 )
 # Comparatives and their opposites; a comparison question is answered by which side a reply puts first.
@@ -89,7 +89,7 @@ _MORE = ("above", "over", "more", "greater", "higher", "larger", "exceeding", "e
 # A clause that talks about the question instead of answering it ("To determine whether the bar is ...").
 _META = frozenset("whether if question asks asked asking determine determining wonder suppose assuming unless".split())
 # Clauses hedged beyond reading: "it might be", "it is difficult to tell".
-_HEDGE = re.compile(
+HEDGE = re.compile(
     r"\b(?:can(?:not|'t|’t)|could(?:n't|n’t| not)|unable to|not (?:possible|able|clear|certain|sure|enough)|"
     r"impossible to|difficult to|hard to|unclear|uncertain|not be (?:determined|confirmed|seen|verified)|"
     r"no (?:way|information|indication|data|details?) (?:to|about|on|of|that|regarding)|insufficient|ambiguous|"
@@ -98,7 +98,7 @@ _HEDGE = re.compile(
     r"the|clear|sufficient|information|data|details?)|without (?:more|additional|further) (?:information|context))",
     re.IGNORECASE,
 )
-_MAYBE = re.compile(r"\b(?:might|may|possibly|perhaps|maybe|could be|either)\b", re.IGNORECASE)
+MAYBE = re.compile(r"\b(?:might|may|possibly|perhaps|maybe|could be|either)\b", re.IGNORECASE)
 _CLAUSE_SPLIT = re.compile(
     r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:but|however|whereas|while|although|though|yet)\b,?\s+|"
     r";\s*|,\s+(?=(?:so|thus|therefore|hence|which means|meaning)\b)|\s+(?=(?:so|thus|therefore|hence)\b)",
@@ -275,7 +275,7 @@ def parse_claim(question: str) -> Claim | None:
     content = frozenset(s for s, w in zip(stems, lower) if w not in _STOP and w not in _NEGATIONS
                         and not w.endswith("n't") and _number(w) is None and len(s) > 1)
     first = 0 if framed else 1
-    required = frozenset(stem(w) for i, w in enumerate(words) if i > first and w[:1].isupper() and w.lower() not in _STOP
+    required = frozenset(stem(w) for i, w in enumerate(words) if i >= first and w[:1].isupper() and w.lower() not in _STOP
                          and w.upper() != w or (w[:1].isdigit() and len(w) == 4 and w.isdigit()))
     exclusive = any(w in _EXCLUSIVE for w in lower)
     compare = _question_comparison(lower, stems)
@@ -285,7 +285,7 @@ def parse_claim(question: str) -> Claim | None:
         return None
     order: tuple[str, ...] = ()
     if any(w in _ORDER_CUES for w in lower):
-        named = [stem(w) for i, w in enumerate(words) if i > first and w[:1].isupper() and w.lower() not in _STOP]
+        named = [stem(w) for i, w in enumerate(words) if i >= first and w[:1].isupper() and w.lower() not in _STOP]
         order = tuple(dict.fromkeys(named))
     return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
                  order if len(order) >= 2 else ())
@@ -353,10 +353,11 @@ def order_verdict(claim: Claim, text: str) -> bool | None:
         stems = [stem(w) for w in words]
         for i, s in enumerate(stems):
             if s in claim.order and s not in rank:
-                near = [(abs(j - i), _RANKS[w.lower()]) for j, w in enumerate(words) if w.lower() in _RANKS]
+                # the nearest rank word, the one after the name first ("Peru second")
+                near = [(abs(j - i), j < i, _RANKS[w.lower()]) for j, w in enumerate(words) if w.lower() in _RANKS]
                 near = [n for n in near if n[0] <= 4]
                 if near:
-                    rank[s] = min(near)[1]
+                    rank[s] = min(near)[2]
     if len(rank) != len(claim.order) or len(set(rank.values())) != len(rank):
         return None
     got = sorted(claim.order, key=lambda s: rank[s])
@@ -399,15 +400,17 @@ def clauses(text: str) -> list[tuple[str, bool, bool]]:
     return out
 
 
-def clause_verdict(claim: Claim, clause: str, conclusion: bool = False) -> Verdict | None:
-    """What ``clause`` says of ``claim``, or None when it says nothing of it (other words, a hedge, a question)."""
+def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast: bool = False) -> Verdict | None:
+    """What ``clause`` says of ``claim``, or None when it says nothing of it (other words, a hedge, a question).
+    ``contrast``: the clause follows "but", "however", ...: there one word of the claim is enough ("..., but
+    there is no cat" to "Is there a dog and a cat?")."""
     words = tokens(clause)
     if not words:
         return None
     lower = [w.lower() for w in words]
     if any(w in _META for w in lower) or clause.rstrip().endswith("?"):
         return None
-    if _HEDGE.search(clause) or _MAYBE.search(clause):
+    if HEDGE.search(clause) or MAYBE.search(clause):
         return None
     stems = [stem(w) for w in words]
     have = set(stems)
@@ -438,12 +441,12 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False) -> Verdi
     if not matched:
         return None
     missing_required = claim.required - have
-    needed = max(1, (len(claim.content) + 1) // 2)
+    needed = 1 if contrast else max(1, (len(claim.content) + 1) // 2)
     if len(matched) < needed:
         return None
     if missing_required:
         # the claim's predicate said of another named thing: denies an exclusive claim, else says nothing of it
-        others = {stem(w) for i, w in enumerate(words) if i > 0 and w[:1].isupper() and w.lower() not in _STOP}
+        others = {stem(w) for w in words if w[:1].isupper() and w.lower() not in _STOP}
         if claim.exclusive and others - claim.content and not negations:
             return Verdict(False, "restated claim", frozenset(matched), conclusion, True)
         return None

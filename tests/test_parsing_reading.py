@@ -1,0 +1,150 @@
+"""The reader that sees the question (vhx.parsing.read_reply): each shape of reply a careful person reads, what
+stays unknown and why, how the reading is recorded, and the property that a case and its negated twin (made by
+vhx's own negator) read opposite from the same sentence."""
+
+from __future__ import annotations
+
+import pytest
+
+from vhx.negation.rules import RuleNegator
+from vhx.parsing import (
+    CONTRADICTS,
+    READ_COMPARISON,
+    READ_CONCLUSION,
+    READ_FIRST_WORD,
+    READ_PARTS,
+    READ_RESTATED,
+    READ_UNKNOWN_REASONS,
+    REFUSES,
+    SAYS_NOTHING,
+    UNCERTAIN_SUFFIX,
+    parse_yes_no,
+    read_reply,
+    reading_parts,
+)
+
+# (question, reply, answer, how): the shapes of issue 64, and more of each
+SHAPES = [
+    # a conclusion later in the reply
+    ("Is the bottle on the left the larger one?", "The label says 500 ml, so yes, it is the larger bottle.", "yes", READ_CONCLUSION),
+    ("Is the cat black?", "The cat has dark grey fur with stripes. Therefore, no.", "no", READ_CONCLUSION),
+    ("Is the sign red?", "It is hard to see the whole sign. In short: no.", "no", READ_CONCLUSION),
+    ("Is the man holding an umbrella?", "Looking at the man's hands, he grips a long handle. So the answer is yes.", "yes", READ_CONCLUSION),
+    ("Is there a clock on the wall?", "Based on the image, no, there is no clock on the wall.", "no", READ_CONCLUSION),
+    # the question's claim restated, denied, or its contrary stated
+    ("Is the door open?", "The door is open and a cat walks through it.", "yes", READ_RESTATED),
+    ("Is the door open?", "The door is not open.", "no", READ_RESTATED),
+    ("Is the door open?", "The door appears to be closed.", "no", READ_RESTATED),
+    ("Is there a dog in the image?", "There is no dog in the image, only a cat on a sofa.", "no", READ_RESTATED),
+    ("Is there a dog in the image?", "I can see a brown dog lying on the grass.", "yes", READ_RESTATED),
+    ("Is the car red?", "The car in the picture is blue.", "no", READ_RESTATED),
+    ("According to the chart, is China the leading importer of gold in 2018?",
+     "According to the chart, Switzerland is the leading importer of gold in 2018, not China.", "no", READ_RESTATED),
+    ("According to the chart, is China the leading importer of gold in 2018?",
+     "According to the chart, China was the leading importer of gold in 2018.", "yes", READ_RESTATED),
+    # comparisons answered by sameness or by order
+    ("Is the left bar taller than the right bar?", "Both bars are the same height.", "no", READ_COMPARISON),
+    ("Are the two bars the same height?", "They look equal.", "yes", READ_COMPARISON),
+    ("Is the right orange circle larger than the left orange circle?", "The left orange circle is larger than the right one.", "no", READ_COMPARISON),
+    ("Is the right orange circle larger than the left orange circle?", "The right orange circle is smaller than the left one.", "no", READ_COMPARISON),
+    ("Is the right orange circle larger than the left orange circle?", "The left circle is smaller than the right circle.", "yes", READ_COMPARISON),
+    ("Is the right orange circle the same size as the left orange circle?", "The two orange circles are different sizes.", "no", READ_COMPARISON),
+    # numbers
+    ("Is the price below $10?", "The price is $10, not below it.", "no", READ_RESTATED),
+    ("Is the price below $10?", "The price shown is $7.50.", "yes", READ_RESTATED),
+    ("Are there three dogs in the image?", "There are two dogs in the image.", "no", READ_RESTATED),
+    ("Are there three dogs in the image?", "I count three dogs playing in the park.", "yes", READ_RESTATED),
+    ("Are there two red cars on the street?", "There is a single red car parked on the street.", "no", READ_RESTATED),
+    # a first word the reply's own conclusion reverses
+    ("Is the glass more than half full?", "Yes, it is filled to the halfway mark exactly, so it is not more than half full.", "no", READ_CONCLUSION),
+    ("Is the light on?", "No, wait. Looking again, the lamp glows, so yes.", "yes", READ_CONCLUSION),
+    # claims in several parts
+    ("Did Brazil lead, followed by Peru and Chile?", "Brazil led, but Chile was second and Peru third.", "no", READ_PARTS),
+    ("Did Brazil lead, followed by Peru and Chile?", "Brazil was first, Peru second and Chile third.", "yes", READ_PARTS),
+    ("Is there a dog and a cat on the sofa?", "There is a dog on the sofa, but there is no cat.", "no", READ_PARTS),
+    # negated questions (vhx's twins) answered by restating the fact
+    ("Is there no cup on the table?", "No, there is no cup.", "yes", READ_RESTATED),
+    ("Is there not a dog in the image?", "There is a dog sleeping on the rug.", "no", READ_RESTATED),
+    ("Is it false that the car is red?", "The car is red.", "no", READ_RESTATED),
+    ("Is the door not open?", "The door is closed.", "yes", READ_RESTATED),
+    # first words as before
+    ("Is there a dog?", "Yes, there is a dog lying on the grass, not moving.", "yes", READ_FIRST_WORD),
+    ("Is there a dog?", "No.", "no", READ_FIRST_WORD),
+    ("Is the car red?", "**Yes**, the car is red.", "yes", READ_FIRST_WORD),
+]
+
+UNKNOWNS = [
+    ("Is there a dog?", "Yes, there is a dog. No, there isn't.", CONTRADICTS),
+    ("Is the car red?", "No Yes Yes Yes", CONTRADICTS),
+    ("Is the door open?", "The door is open. The door is closed.", CONTRADICTS),
+    ("Is there a dog?", "The image shows a sunny beach with people walking.", SAYS_NOTHING),
+    ("Is there a dog?", "I'm sorry, I cannot determine that from the image.", REFUSES),
+    ("Is the left bar taller than the right bar?", "It is difficult to tell which bar is taller from this image.", REFUSES),
+    ("Is the animal a dog?", "The animal might be a dog or a fox.", REFUSES),
+    ("Is the door open?", "To determine whether the door is open, look at the hinges.", SAYS_NOTHING),
+]
+
+
+@pytest.mark.parametrize(("question", "reply", "answer", "how"), SHAPES)
+def test_shapes_a_person_reads(question: str, reply: str, answer: str, how: str):
+    reading = read_reply(reply, question)
+    assert (reading.answer, reading.how) == (answer, how), reading
+
+
+@pytest.mark.parametrize(("question", "reply", "reason"), UNKNOWNS)
+def test_what_stays_unknown_says_why(question: str, reply: str, reason: str):
+    reading = read_reply(reply, question)
+    assert reading.answer == "unknown" and reading.reason == reason, reading
+    assert reading.label == f"unknown: {reason}" and reason in READ_UNKNOWN_REASONS
+
+
+def test_uncertain_readings_are_labelled_and_parsed_back():
+    reading = read_reply("Yes, it is filled to the halfway mark exactly, so it is not more than half full.",
+                         "Is the glass more than half full?")
+    assert reading.uncertain and reading.label == READ_CONCLUSION + UNCERTAIN_SUFFIX
+    assert reading_parts(reading.label) == (READ_CONCLUSION, None, True)
+    assert reading_parts("unknown: contradicts itself") == ("unknown", CONTRADICTS, False)
+    plain = read_reply("Yes.", "Is there a dog?")
+    assert not plain.uncertain and plain.label == READ_FIRST_WORD
+
+
+@pytest.mark.parametrize("reply", ["Yes", "No.", "yes, there is.", "**No**", "The answer is no.", "<think>hmm</think>Yes",
+                                   "<think>Yes", "", None, r"\boxed{No}", "Maybe"])
+def test_without_a_question_first_words_read_as_before(reply):
+    assert read_reply(reply).answer == parse_yes_no(reply)
+    assert read_reply(reply, "Is there a dog?").answer == parse_yes_no(reply)
+
+
+# Declarative replies whose reading rests on the claim: the same sentence against the question and against its
+# twin made by vhx's own negator must read opposite (a twin flips the answer on every reading).
+TWIN_CASES = [
+    ("Is there a dog in the image?", "There is a dog on the sofa."),
+    ("Is there a dog in the image?", "There is no dog in this picture."),
+    ("Is the door open?", "The door appears to be closed."),
+    ("Is the door open?", "The door is wide open."),
+    ("Is the left bar taller than the right bar?", "Both bars are the same height."),
+    ("Is the left bar taller than the right bar?", "The left bar is taller than the right bar."),
+    ("Are there three dogs?", "There are two dogs."),
+    ("Is the price below $10?", "The price is $10, not below it."),
+    ("Is the cat black?", "The cat is white with grey spots."),
+    ("According to the chart, is China the leading importer of gold in 2018?", "Switzerland is the leading importer of gold in 2018."),
+    ("Are all of the characters from One Piece?", "All the characters are from One Piece."),
+    ("Is the man wearing a hat?", "The man is not wearing a hat."),
+]
+
+
+@pytest.mark.parametrize(("question", "reply"), TWIN_CASES)
+def test_a_sentence_reads_opposite_against_a_question_and_its_twin(question: str, reply: str):
+    twin = RuleNegator().negate(question).question
+    first, second = read_reply(reply, question), read_reply(reply, twin)
+    assert first.answer in ("yes", "no"), first
+    assert {first.answer, second.answer} == {"yes", "no"}, (twin, first, second)
+
+
+def test_long_and_odd_replies_stay_fast_and_total():
+    q = "Is there a dog in the image?"
+    for reply in ["There is a dog. " * 20_000, "no " * 50_000 + "yes", "," * 100_000, "\n" * 50_000, "The dog " * 30_000]:
+        reading = read_reply(reply, q)
+        assert reading.answer in ("yes", "no", "unknown")
+    for question in ["", "?", "Describe the image.", "What colour is the car?", "x" * 5000]:
+        assert read_reply("The car is red.", question).answer == "unknown"
