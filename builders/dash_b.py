@@ -81,7 +81,8 @@ JSON_FILES: dict[str, str] = {"neg": "dash_benchmark_neg.json", "pos": "dash_ben
 ANSWERS: dict[str, str] = {"neg": "no", "pos": "yes"}
 IMAGES = "images"
 _SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")  # what datasets accepts as a split name
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+#: Where each JSON value (and key) starts: a string, a number, a literal, or an object's or array's opening bracket.
+_JSON_VALUE = re.compile(r'"(?:[^"\\]|\\.)*"|-?(?:Infinity|\d[\d.eE+-]*)|NaN|true|false|null|[{\[]')
 
 
 def prompt_choice(prompt: str | int) -> tuple[str, int, str]:
@@ -127,13 +128,13 @@ class _Pairs(list):
     """A JSON object read as its (key, value) pairs in file order, repeated keys kept (a dict keeps only the last)."""
 
 
-def _strings(value: Any) -> int:
-    """How many JSON strings (keys included) ``value`` was written with: entries to step over in the line index."""
+def _values(value: Any) -> int:
+    """How many JSON values (keys included) ``value`` was written with: entries to step over in the line index."""
     if isinstance(value, _Pairs):
-        return sum(1 + _strings(v) for _, v in value)
+        return 1 + sum(1 + _values(v) for _, v in value)
     if isinstance(value, list):
-        return sum(_strings(v) for v in value)
-    return 1 if isinstance(value, str) else 0
+        return 1 + sum(_values(v) for v in value)
+    return 1
 
 
 def _bad_name(name: Any) -> str | None:
@@ -195,7 +196,7 @@ class DashBBuilder(VHBuilder):
         return [datasets.SplitGenerator(name=dataset, gen_kwargs={"dataset": dataset}) for dataset in by_dataset]
 
     def _read(self, path: Path) -> tuple[_Pairs, list[int]]:
-        """The file's top-level object as pairs, and the line of every JSON string in it, in file order."""
+        """The file's top-level object as pairs, and the line where each JSON value and key of it starts, in file order."""
         text = read_text(path)
         try:
             data = json.loads(text, object_pairs_hook=_Pairs)
@@ -206,14 +207,15 @@ class DashBBuilder(VHBuilder):
         if not isinstance(data, _Pairs):
             raise DataError(f"expected a JSON object {{dataset: {{object: [image file, ...]}}}}, got a JSON {type(data).__name__}",
                             file=str(path), line=1)
-        # outside strings JSON has no '"', so the strings found in order are the parsed ones, keys included
-        lines = [text.count("\n", 0, m.start()) + 1 for m in _JSON_STRING.finditer(text)]
+        # JSON that parsed has no '"' outside strings, and no digit or letter outside strings, numbers and literals:
+        # the values found in order are the parsed ones
+        lines = [text.count("\n", 0, m.start()) + 1 for m in _JSON_VALUE.finditer(text)]
         return data, lines
 
     def _cases(self, kind: str, path: Path, image_root: Path, prompt: tuple[str, int],
                keys: dict[tuple[str, str], str]) -> Iterator[dict[str, Any]]:
         data, lines = self._read(path)
-        at = 0  # index into lines: the next JSON string of the file
+        at = 1  # index into lines: the next JSON value of the file, after the top-level object's opening
 
         def fail(message: str, line: int, field: str) -> None:
             self.fail(DataError(message, file=str(path), line=line, field=field))
@@ -227,8 +229,9 @@ class DashBBuilder(VHBuilder):
             if problem is not None or not self.wanted(dataset):
                 if problem is not None:
                     fail(problem, line, "dataset")
-                at += _strings(objects)
+                at += _values(objects)
                 continue
+            at += 1  # the opening of the dataset's object
             seen_objects: dict[str, int] = {}
             for object_name, images in objects:
                 line, at = lines[at], at + 1
@@ -239,15 +242,15 @@ class DashBBuilder(VHBuilder):
                     problem = f"object {object_name!r}: expected a list of image files, got a JSON {type(images).__name__}"
                 if problem is not None:
                     fail(problem, line, "object")
-                    at += _strings(images)
+                    at += _values(images)
                     continue
                 seen_objects[object_name] = line
+                at += 1  # the opening of the object's list
                 for image in images:
+                    line, at = lines[at], at + _values(image)
                     if not isinstance(image, str):
-                        at += _strings(image)
                         fail(f"expected an image file name, got {json.dumps(image, ensure_ascii=False)[:80]}", line, "image")
                         continue
-                    line, at = lines[at], at + 1
                     case = self._case(kind, path, image_root, prompt, dataset, object_name, image, line, keys)
                     if case is not None:
                         yield case

@@ -15,6 +15,7 @@ from PIL import Image
 
 from release_writers import (
     write_amber_release,
+    write_dash_b_release,
     write_hallusionbench_release,
     write_mme_release,
     write_mmvp_release,
@@ -23,7 +24,7 @@ from release_writers import (
 )
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-WALKS = ("pope", "hallusionbench", "amber", "mme", "mmvp-vhtest", "custom")
+WALKS = ("pope", "hallusionbench", "amber", "dash-b", "mme", "mmvp-vhtest", "custom")
 
 
 def walks() -> dict[str, list[str]]:
@@ -55,6 +56,8 @@ def _release(name: str, root: Path) -> None:
         write_hallusionbench_release(root / "HallusionBench")
     elif name == "amber":
         write_amber_release(root / "AMBER", images=2)
+    elif name == "dash-b":
+        write_dash_b_release(root / "DASH-B")
     elif name == "mme":
         write_mme_release(root / "MME_Benchmark")
     elif name == "mmvp-vhtest":
@@ -90,9 +93,11 @@ def test_a_readme_walk_runs_as_written(name, tmp_path, monkeypatch, capsys):
     assert reports and all((r / "report.html").is_file() and (r / "report.md").is_file() for r in reports)
     text = (reports[-1] / "report.md").read_text(encoding="utf-8")
     # each walk's report holds its benchmark's own section, as the README says
-    own = {"pope": "## POPE and RePOPE", "hallusionbench": "## Symmetric accuracy", "amber": "## AMBER", "mme": "## MME",
+    own = {"pope": "## POPE and RePOPE", "hallusionbench": "## Symmetric accuracy", "amber": "## AMBER", "dash-b": "## DASH-B", "mme": "## MME",
            "mmvp-vhtest": "## Symmetric accuracy", "custom": "## Symmetric accuracy"}[name]
     assert own in text, (name, own)
+    if name == "dash-b":
+        assert "## DASH-B" in (reports[0] / "report.md").read_text(encoding="utf-8")  # scored as built, too
     if name == "hallusionbench":
         first = (reports[0] / "report.md").read_text(encoding="utf-8")
         assert "## HallusionBench" in first and "## Symmetric accuracy" not in first

@@ -3,6 +3,7 @@
 * HallusionBench: its own question, figure and question-pair accuracy (:mod:`vhx.scoring.hallusionbench`).
 * AMBER: scores per kind of hallucination (existence, attribute state / number / action, relation),
   with AMBER's own F1 (the answer "no" as the positive class, as AMBER's evaluation counts it).
+* DASH-B: its ACC, TNR, TPR and their harmonic mean, all questions and per source dataset (:mod:`vhx.scoring.dash_b`).
 * POPE vs RePOPE: a model's POPE run beside the same run relabelled by RePOPE (``vhx relabel``).
 * Unreadable replies: how many replies could not be read as yes or no, and why where that can be told.
 
@@ -234,3 +235,64 @@ def judge_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFra
 
 def _num3(value: float) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def dash_b_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+    """DASH-B's ACC, TNR, TPR and harmonic mean per model (:mod:`vhx.scoring.dash_b`), all questions and per source
+    dataset, on the original images, with symmetric accuracy beside them where the data were expanded; where the raw
+    replies are at hand and DASH-B's substring reading reads some of them otherwise than vhx, the same numbers read
+    its way too (rows with ``reading`` "dash-b" in the CSV)."""
+    from vhx.scoring.dash_b import DASH_B_SIZE, SOURCE as DASH_B, dash_b_rows, dash_b_scores
+
+    if "source" not in df.columns or not (df["source"] == DASH_B).any():
+        return [], pd.DataFrame()
+    frame = dash_b_scores(df)
+    if frame.empty:
+        return [], frame
+    original = df[(df["source"] == DASH_B).to_numpy() & (df["transform"] == ORIGINAL).to_numpy()]
+    n_pairs, sym = [], []
+    for _, r in frame.iterrows():
+        part = original[(original["model"] == r["model"]).to_numpy()]
+        if r["dataset"] != "all":
+            part = part[(part["subset"] == r["dataset"]).to_numpy()]
+        s = score(part, [], allow_unpaired=True).iloc[0] if part["negated"].to_numpy(dtype=bool).any() else None
+        n_pairs.append(int(s["n_pairs"]) if s is not None else 0)
+        sym.append(s["symmetric_accuracy"] if s is not None else math.nan)
+    frame = frame.assign(reading="vhx", n_pairs=n_pairs, symmetric_accuracy=sym)
+    notes = []
+    if "raw" in df.columns:
+        # DASH-B reads "yes"/"no" anywhere in the reply ("I do not know" is no): say where that reads otherwise
+        theirs = dash_b_rows(df, reading="dash-b")
+        differ = (dash_b_rows(df)["pred"] != theirs["pred"]).groupby(theirs["model"], sort=False).sum()
+        read_theirs = dash_b_scores(theirs.drop(columns="correct"))
+        for model, n in differ.items():
+            if not n:
+                continue
+            mine = read_theirs[(read_theirs["model"] == model).to_numpy()].assign(reading="dash-b", n_pairs=0, symmetric_accuracy=math.nan)
+            frame = pd.concat([frame, mine], ignore_index=True)
+            r = mine[mine["dataset"] == "all"].iloc[0]
+            notes.append(f"- {md_text(model)}: {int(n):,} replies read otherwise by DASH-B's rule (\"yes\" anywhere in the reply, "
+                         f"else \"no\" anywhere); read its way: ACC {_num(r['acc'])}, TNR {_num(r['tnr'])}, TPR {_num(r['tpr'])}, "
+                         f"harmonic mean {_num(r['harmonic_mean'])}.")
+    shown = frame[frame["reading"] == "vhx"]
+    body = [[str(r["model"]), str(r["dataset"]), f"{int(r['n_questions']):,} ({int(r['n_neg']):,} / {int(r['n_pos']):,})",
+             _num(r["acc"]), _num(r["tnr"]), _num(r["tpr"]), _num(r["harmonic_mean"]),
+             _num(r["symmetric_accuracy"]) if r["n_pairs"] else "n/a", f"{int(r['n_unknown']):,}"] for _, r in shown.iterrows()]
+    header = ["model", "dataset", "questions (neg / pos)", "ACC", "TNR", "TPR", "harmonic mean", "symmetric accuracy", "unreadable"]
+    lines = ["## DASH-B", "",
+             "DASH-B's own metrics on its source questions (not negated) on the original images, as its evaluation counts "
+             "them: **ACC** (share answered right), **TNR** (share of the images without the object answered \"no\"), "
+             "**TPR** (share of the images with it answered \"yes\") and their **harmonic mean**; an unreadable reply is "
+             "wrong on either kind. Per source dataset too (DASH-B's script gives the whole benchmark's only). Symmetric "
+             "accuracy is over the pairs (question and negated twin) where the data were expanded. DASH-B's leaderboard "
+             "prints these x100.", ""]
+    partial = {str(r["model"]): int(r["n_questions"]) for _, r in shown[shown["dataset"] == "all"].iterrows()
+               if int(r["n_questions"]) != DASH_B_SIZE}
+    if partial:
+        lines += ["Over part of the release (" + ", ".join(f"{md_text(m)}: {n:,} of {DASH_B_SIZE:,} questions" for m, n in partial.items())
+                  + "): ACC pools what was scored, so it need not be the mean of TNR and TPR; score the whole built folder for "
+                  "numbers comparable with DASH-B's leaderboard.", ""]
+    lines += [table(header, body), ""]
+    if notes:
+        lines += ["Read as DASH-B's evaluation reads replies:", "", *notes, ""]
+    return lines, frame.reset_index(drop=True)
