@@ -8,6 +8,8 @@ Built-in backends:
   without a registered prefix goes here.
 * ``openai`` (:mod:`vhx.models.openai_api`): ``openai:gpt-4o`` or ``openai:<model>@<base_url>`` for
   any OpenAI-compatible chat server (vLLM, SGLang, ...).
+* ``replies`` (:mod:`vhx.models.replies`): ``replies:PATH``, replies made elsewhere (a file or folder of
+  lmms-eval, VLMEvalKit, a benchmark's own scripts, vhx's predictions.jsonl), matched to their cases; no model runs.
 
 Other backends plug in with :func:`register_backend` under a spec prefix (``"mybackend:"``).
 Backends are imported when first used, so loading vhx never imports torch or transformers.
@@ -44,11 +46,21 @@ def _openai_factory(rest: str, **options: Any) -> VHModel:
 register_backend("openai", _openai_factory)
 
 
+def _replies_factory(rest: str, **options: Any) -> VHModel:
+    from vhx.models.replies import load_replies_model
+
+    return load_replies_model(rest, **options)
+
+
+register_backend("replies", _replies_factory)
+
+
 def load_model(spec: str, **options: Any) -> VHModel:
     """Load a scorer from a spec string.
 
     Args:
         spec: ``openai:<model>`` / ``openai:<model>@<base_url>`` for an OpenAI-compatible API,
+            ``replies:PATH`` for replies made elsewhere (:mod:`vhx.models.replies`),
             ``<prefix>:<rest>`` for a backend added with :func:`register_backend`, and otherwise a
             Hub id or local folder for transformers (``llava-hf/llava-1.5-7b-hf``, ``./my-lora``).
         options: backend options, e.g. ``mode="logits"``, ``dtype="bfloat16"``, ``batch_size=16``,
