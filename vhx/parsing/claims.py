@@ -213,8 +213,11 @@ class Claim:
     number: tuple[str, float, str] | None = None
     colours: frozenset[str] = field(default=frozenset())
     order: tuple[str, ...] = ()
+    key: frozenset[str] = frozenset()
 
 
+_PREPOSITIONS = frozenset("in on at near under behind beside above below inside outside of with by next around between "
+                          "across along against over underneath within".split())
 _INTRO_WORDS = frozenset(
     "according based in on from looking judging given considering as upon after within for by observing viewing "
     "assuming regarding".split()
@@ -287,8 +290,20 @@ def parse_claim(question: str) -> Claim | None:
     if any(w in _ORDER_CUES for w in lower):
         named = [stem(w) for i, w in enumerate(words) if i >= first and w[:1].isupper() and w.lower() not in _STOP]
         order = tuple(dict.fromkeys(named))
+    # "Is there a red cup on the table?": the thing asked about is what a reply must name; where it is can go unsaid
+    key: frozenset[str] = frozenset()
+    at = lower.index("there") if "there" in lower[:3] else -1
+    if at >= 0 and at + 1 < len(lower) and (lower[at - 1] in _AUX or lower[at - 1].replace("’", "'") in _NEG_AUX or at == 0
+                                             or lower[at + 1] in ("is", "are", "was", "were")):
+        phrase = []
+        for w, st in zip(lower[at + 1 :], stems[at + 1 :]):
+            if w in _PREPOSITIONS and phrase:
+                break
+            if w not in _STOP and w not in _NEGATIONS and _number(w) is None:
+                phrase.append(st)
+        key = frozenset(phrase) & content
     return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
-                 order if len(order) >= 2 else ())
+                 order if len(order) >= 2 else (), key)
 
 
 def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
@@ -302,8 +317,12 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
         if comp is None:
             return None
         start = 2 if len(lower) > 1 and lower[1] in ("there", "it") else 1
-        a = frozenset(s for s, w in zip(stems[start:i], lower[start:i]) if w not in _STOP and w not in _COMP)
+        between = [s for s, w in zip(stems[i + 1 : t], lower[i + 1 : t]) if w not in _STOP]
         b = frozenset(s for s, w in zip(stems[t + 1 :], lower[t + 1 :]) if w not in _STOP)
+        if len(between) > 1:
+            # "more suitable for winter than summer": the sides are what follows the comparative and what follows "than"
+            return comp, frozenset(between[1:]), b
+        a = frozenset(s for s, w in zip(stems[start:i], lower[start:i]) if w not in _STOP and w not in _COMP)
         return comp, a, b
     if any(w in _SAMENESS for w in lower) or "different" in lower or "differ" in lower:
         return ("same", frozenset(), frozenset())
@@ -425,6 +444,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
         verdict = _number_verdict(claim, lower, stems)
         if verdict is not None:
             return Verdict(verdict, "restated claim", frozenset(claim.content & have), conclusion)
+        if any(_number(w) is not None for w in lower):
+            return None  # numbers the rules cannot tie to the one asked about: not a reading of the claim
     matched = claim.content & have
     flips = 0
     inferred = False
@@ -441,8 +462,10 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     if not matched:
         return None
     missing_required = claim.required - have
-    needed = 1 if contrast else max(1, (len(claim.content) + 1) // 2)
-    if len(matched) < needed:
+    # most of the claim's words: "a group of people is walking through the road" does not answer "Is it a good
+    # time to walk through the road?"
+    needed = 1 if contrast else max(1, -(-3 * len(claim.content) // 5))
+    if len(matched) < needed and not (claim.key and claim.key <= matched):
         return None
     if missing_required:
         # the claim's predicate said of another named thing: denies an exclusive claim, else says nothing of it
