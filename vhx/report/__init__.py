@@ -6,7 +6,7 @@ A run directory holds ``predictions*.jsonl`` and ``run.json`` (see :mod:`vhx.sco
 metadata, comparison and MME scores), ``compare.csv`` when exactly two models are given,
 ``mme.csv`` when MME rows are present, ``pope.csv`` (POPE's metrics per subset and their mean F1,
 :func:`vhx.scoring.pope_scores`) when POPE or RePOPE rows are present, ``repope.csv`` (a POPE run
-beside its RePOPE relabelling), ``hallusionbench.csv``, ``amber.csv``, ``dash_b.csv`` and ``unknown.csv`` (unreadable
+beside its RePOPE relabelling), ``hallusionbench.csv``, ``amber.csv``, ``dash_b.csv``, ``readings.csv`` (how the replies were read) and ``unknown.csv`` (unreadable
 replies by reason) where they apply (:mod:`vhx.report.sources`), and the PNG plots.
 
 The metric tables of ``report.md`` are those of the metric registry
@@ -743,6 +743,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         ("hallusionbench", report_sources.hallusionbench_section(main, _md_table, sampled=bool(sampled))),
         ("amber", report_sources.amber_section(main, _md_table)),
         ("dash_b", report_sources.dash_b_section(main, _md_table)),
+        ("readings", report_sources.readings_section(df, _md_table)),
         ("unknown", report_sources.unknown_section(df, _md_table)),
         ("judge", report_sources.judge_section(df, _md_table)),
     ):

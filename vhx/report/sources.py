@@ -156,33 +156,68 @@ def pope_repope_section(pope: pd.DataFrame, model_ids: dict[str, str], table: Ta
 
 
 def unknown_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
-    """Unreadable replies per model, by reason (``vhx.parsing.unknown_reason``; a failed model call says so)."""
-    from vhx.parsing import unknown_reason
+    """Unreadable replies per model, by reason (the row's ``reading``, or ``vhx.parsing.unknown_reason`` for rows of
+    older runs; a failed model call says so)."""
+    from vhx.parsing import reading_parts, unknown_reason
 
     if "pred" not in df.columns:
         return [], pd.DataFrame()
     unknown = df[df["pred"] == "unknown"]
     if unknown.empty:
         return [], pd.DataFrame()
-    errors = unknown["error"] if "error" in unknown.columns else pd.Series([None] * len(unknown), index=unknown.index)
-    raws = unknown["raw"] if "raw" in unknown.columns else pd.Series([None] * len(unknown), index=unknown.index)
-    reasons = [("model call failed" if isinstance(e, str) and e else (unknown_reason(r) or "no yes/no answer"))
-               for e, r in zip(errors, raws)]
+    nothing = pd.Series([None] * len(unknown), index=unknown.index)
+    errors = unknown["error"] if "error" in unknown.columns else nothing
+    raws = unknown["raw"] if "raw" in unknown.columns else nothing
+    readings = unknown["reading"] if "reading" in unknown.columns else nothing
+    reasons = [("model call failed" if isinstance(e, str) and e else
+                (reading_parts(g)[1] or unknown_reason(r) or "no yes/no answer"))
+               for e, r, g in zip(errors, raws, readings)]
     counts = unknown.assign(reason=reasons).groupby(["model", "reason"], sort=False).size().reset_index(name="n")
     totals = df.groupby("model", sort=False).size()
     rows = [[str(r["model"]), str(r["reason"]), f"{int(r['n']):,}", f"{int(r['n']) / int(totals[r['model']]):.1%}"] for _, r in counts.iterrows()]
     lines = ["## Unreadable replies", "",
              "Replies that could not be read as yes or no count as wrong everywhere (never turned into an answer). Why, "
              "where the reply tells: *cut off while thinking* is a thought that never closed (raise `--max-new-tokens`), "
-             "*nothing after thinking* a closed thought with no answer after it.", ""]
+             "*nothing after thinking* a closed thought with no answer after it, *contradicts itself* a reply that gives "
+             "both answers, *refuses or cannot tell* a refusal or a hedge, *says nothing of the question* a reply whose "
+             "sentences do not speak of what the question asks (a description of the image).", ""]
     return [*lines, table(["model", "reason", "replies", "share of the model's replies"], rows), ""], counts
+
+
+def readings_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+    """How each model's replies were read (the ``reading`` of each prediction row, :func:`vhx.parsing.read_reply`):
+    replies, their share, how many of them are uncertain, and the accuracy over them, so a reader sees how much of
+    a score rests on which reading."""
+    from vhx.parsing import READINGS, reading_parts
+
+    if "reading" not in df.columns or not df["reading"].notna().any():
+        return [], pd.DataFrame()
+    parts = [reading_parts(r) for r in df["reading"]]
+    frame = df.assign(how=[p[0] or "not read (logits, or a run before readings were recorded)" for p in parts],
+                      uncertain=[p[2] for p in parts])
+    records = []
+    for model, rows in frame.groupby("model", sort=False):
+        for how, group in rows.groupby("how", sort=False):
+            records.append({"model": model, "reading": how, "replies": len(group), "share": len(group) / len(rows),
+                            "uncertain": int(group["uncertain"].sum()), "accuracy": float(group["correct"].astype(bool).mean())})
+    order = {h: i for i, h in enumerate(READINGS)}
+    records.sort(key=lambda r: (list(frame["model"].unique()).index(r["model"]), order.get(r["reading"], len(order))))
+    rows_md = [[str(r["model"]), str(r["reading"]), f"{r['replies']:,}", f"{r['share']:.1%}", f"{r['uncertain']:,}",
+                _num(r["accuracy"])] for r in records]
+    lines = ["## How the replies were read", "",
+             "Each reply is read with its question (`vhx.parsing.read_reply`): by its *first word* (yes / no), by a "
+             "*conclusion* it states (\"..., so no.\", \"The answer is yes.\"), by a *restated claim* (\"The door is "
+             "closed.\" to \"Is the door open?\"), a *comparison* (\"Both bars are the same height.\"), *several parts* "
+             "of the claim, or by a *judge* (`--judge`); *uncertain* readings are those a careful person could take "
+             "otherwise (they go to the judge when one is given). Accuracy is over the replies read that way.", ""]
+    return [*lines, table(["model", "read by", "replies", "share", "uncertain", "accuracy"], rows_md), ""], pd.DataFrame(records)
 
 
 def judge_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
     """Per model, how a judge (``vhx evaluate --judge``) read the replies the rules cannot settle, with symmetric
     accuracy beside it as the rules alone read the same replies; for a run without a judge, how many replies one
     would have read (:func:`vhx.scoring.judge.judge_reason`)."""
-    from vhx.scoring.judge import RESTATED, UNREAD, judge_reason, rules_only
+    from vhx.scoring.judge import RESTATED, UNCERTAIN, UNREAD, judge_reason, rules_only
     from vhx.scoring.metrics import symmetric_accuracy
 
     if "raw" not in df.columns or "pred" not in df.columns:
@@ -199,37 +234,42 @@ def judge_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFra
             records.append({"model": model, "readings": int(mine.sum()), "changed": changed,
                             "symmetric_accuracy": sym(rows), "symmetric_accuracy_rules": sym(rules_only(rows))})
         else:
-            reasons = [judge_reason(r) for r in rows[[c for c in ("raw", "pred", "negated", "error", "p_yes") if c in rows.columns]]
-                       .to_dict("records")]
-            restated, unread = reasons.count(RESTATED), reasons.count(UNREAD)
-            if restated or unread:
-                waiting.append((model, restated, unread))
+            columns = [c for c in ("raw", "pred", "negated", "error", "p_yes", "reading", "rules_reading") if c in rows.columns]
+            reasons = [judge_reason({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})
+                       for r in rows[columns].to_dict("records")]
+            restated, unread, uncertain = reasons.count(RESTATED), reasons.count(UNREAD), reasons.count(UNCERTAIN)
+            if restated or unread or uncertain:
+                waiting.append((model, restated, unread, uncertain))
     lines: list[str] = []
     if records:
         rows_md = [[str(r["model"]), f"{r['readings']:,}", f"{r['changed']:,}", _num3(r["symmetric_accuracy"]),
                     _num3(r["symmetric_accuracy_rules"])] for r in records]
         lines += ["## Replies read by a judge", "",
                   "A judge model (`vhx evaluate --judge`) read, with the question and without the image, the replies the rules "
-                  "could not settle: those they read as unknown, and replies to negated twins that say yes or no and restate "
-                  "the negation (\"No, there is no cup.\" to \"Is there no cup?\" agrees that there is none). Its readings are "
+                  "could not settle: those they read as unknown, and those whose reading they mark as uncertain (a first word "
+                  "the reply's own conclusion reverses, \"No, there is no cup.\" to \"Is there no cup?\", a contrary word, "
+                  "several parts). Its readings are "
                   "scored everywhere in this report; the last column reads the same replies by the rules alone. Each row of "
                   "predictions.jsonl keeps the raw reply, the rules' reading (`rules`) and the judge's (`judge`).", "",
                   table(["model", "replies the judge read", "read otherwise than the rules", "symmetric accuracy",
                          "symmetric accuracy, rules alone"], rows_md), ""]
     if waiting:
         lines += ["## Replies a judge would read", ""]
-    for model, restated, unread in waiting:
+    for model, restated, unread, uncertain in waiting:
         words = []
         if restated:
             words.append(f"{restated:,} replies to negated twins restate the negation (\"No, there is no cup.\"): read by "
                          "their first word")
+        if uncertain:
+            words.append(f"{uncertain:,} replies the rules read with an uncertain reading (a first word the reply's own "
+                         "conclusion reverses, a negated twin answered by restating the fact, a contrary word, several parts)")
         if unread:
             words.append(f"{unread:,} replies the rules could not read count as unknown")
         lines.append(f"- {md_text(model)}: " + "; ".join(words) + ". `vhx evaluate ... --judge SPEC` reads them by meaning.")
     if waiting:
         lines.append("")
-    frame = pd.DataFrame(records + [{"model": m, "readings": 0, "restated_unjudged": r, "unread_unjudged": u}
-                                    for m, r, u in waiting])
+    frame = pd.DataFrame(records + [{"model": m, "readings": 0, "restated_unjudged": r, "unread_unjudged": u,
+                                     "uncertain_unjudged": c} for m, r, u, c in waiting])
     return lines, frame
 
 
