@@ -13,6 +13,11 @@ and rows are written in that order. Each batch decodes an image once however man
 hold it (same encoded bytes: one PIL image object), and a model with a ``reuse_prefixes()``
 context manager is called inside it for the whole run.
 
+A backend that answers cases by id rather than by image and question (``select_cases`` and ``predict_cases``,
+as :class:`vhx.models.replies.RepliesModel` for replies made elsewhere) scores only the cases it selects:
+the others are left out of the run, counted and listed (:func:`select_replied`, ``run.json`` ``replies``),
+and no image is read.
+
 Under ``accelerate launch`` (or ``torchrun``) each process takes a contiguous share of the remaining cases, writes
 ``predictions.rank{k}.jsonl``, and process 0 merges the shares into ``predictions.jsonl`` once all
 are done. Rank files left by a crashed multi-process run are merged at the start of the next run.
@@ -444,6 +449,25 @@ class _BatchReader:
         return cases
 
 
+class _ColumnReader:
+    """The cases of a batch without their images (``image`` None), for a backend that answers cases by id
+    (``predict_cases``): each split's other columns are read once, not an image per case."""
+
+    def __init__(self, parts: Mapping[str, Any]) -> None:
+        self._parts = parts
+        self._columns: dict[str, dict[str, list[Any]]] = {}
+
+    def read(self, batch: Sequence[tuple[str, int]]) -> list[dict[str, Any]]:
+        cases = []
+        for split, row in batch:
+            if split not in self._columns:
+                ds = self._parts[split]
+                self._columns[split] = ds.select_columns([c for c in ds.column_names if c != "image"])[:]
+            columns = self._columns[split]
+            cases.append({**{name: values[row] for name, values in columns.items()}, "image": None})
+        return cases
+
+
 def _sample(ds: Any, limit: int | None, seed: int) -> list[int]:
     """The rows of ``ds`` a run scores: all, or a ``limit`` sample of whole groups (:mod:`vhx.scoring.groups`)."""
     from vhx.scoring.groups import GROUP_COLUMNS, sample_indices
@@ -542,7 +566,10 @@ def _predict(
     refuse_links(main_file, out / RUN_FILE, *sorted(out.glob("predictions.rank*.jsonl")))
     # what each case and image is now: what a resumed run and the attack's branch scores are checked against
     chosen = {split: _sample(ds, limit, seed) for split, ds in parts.items()}
-    digests = {split: image_digests(ds, chosen[split]) for split, ds in parts.items()}
+    # a backend of replies made elsewhere answers only the cases it has a reply for: the others leave the run
+    replies = select_replied(model, parts, chosen, quiet=not is_main) if callable(getattr(model, "select_cases", None)) else None
+    # replies made elsewhere do not depend on the image bytes here: no image is read for them
+    digests = {split: {} if replies is not None else image_digests(ds, chosen[split]) for split, ds in parts.items()}
     # case digests matter only to a run that resumes or may take branch scores (0.18 s per 36,000 cases)
     branch_scores = isinstance(data, (str, os.PathLike)) and (Path(data) / BRANCH_SCORES).is_dir()
     resuming = main_file.is_file() or any(out.glob("predictions.rank*.jsonl"))
@@ -561,7 +588,11 @@ def _predict(
     state.wait_for_everyone()
 
     # the case digest each earlier prediction recorded (None for rows of versions before it was recorded)
-    recorded_cases = {_key(r): r.get("case") for r in read_predictions(main_file) if r["model"] == name}
+    earlier = [r for r in read_predictions(main_file) if r["model"] == name]
+    recorded_cases = {_key(r): r.get("case") for r in earlier}
+    # replies made elsewhere: a case whose reply differs from the one it was scored with (the file changed) is read again
+    recorded_raw = {_key(r): r.get("raw") for r in earlier} if replies is not None else {}
+    reply_of = getattr(model, "reply_of", None) if replies is not None else None
     done = set(recorded_cases)
     description = _describe(data, parts)
     # A split whose earlier rows each recorded their case, all of them cases the split still has, is
@@ -578,7 +609,7 @@ def _predict(
     # an image replaced under the same image_id since its cases were scored: those cases are scored again
     recorded = _recorded_digests(out / RUN_FILE, name) if done else {}
     changed = {k for k, d in recorded.items() if digests.get(k[0], {}).get(k[1], d) != d}
-    redone = redone_images = 0
+    redone = redone_images = reread = 0
     for split, ds in parts.items():
         rows = chosen[split]
         total += len(rows)
@@ -596,9 +627,15 @@ def _predict(
             elif split in by_case and recorded_cases[key] != cases_now[split][str(cid)]:
                 todo.append((split, i))
                 redone += 1
+            elif callable(reply_of) and recorded_raw.get(key) != reply_of(split, str(cid)):
+                todo.append((split, i))
+                reread += 1
     if redone_images and is_main:
         print(f"{out}: {redone_images:,} cases scored again: {len({i for _, i in changed}):,} of their images changed since they "
               "were scored (same image_id, other bytes)", file=sys.stderr)
+    if reread and is_main:
+        print(f"{out}: {reread:,} cases read again: their reply in {replies.get('file')} differs from the one they were scored with",
+              file=sys.stderr)
     if redone and is_main:
         print(f"{out}: {redone:,} cases scored again: their question, answer or transform (an attack run again, "
               "for one) changed since they were scored (same case id)", file=sys.stderr)
@@ -631,6 +668,8 @@ def _predict(
             "already_done": total - len(todo),
             # cases of the original split answered by the attack's branch scores (reuse_branch_scores)
             **({"reused": reused} if reused else {}),
+            # where the replies of a replies:PATH backend came from and which cases they cover (select_replied)
+            **({"replies": replies} if replies is not None else {}),
             # what each image_id was when scored: a replaced image is scored again on resume
             "images": digests,
             "started": started,
@@ -647,7 +686,7 @@ def _predict(
         **bar_options,
         "disable": not progress or not getattr(state, "is_local_main_process", is_main),
     })
-    reader = _BatchReader(parts)
+    reader = _ColumnReader(parts) if callable(getattr(model, "predict_cases", None)) else _BatchReader(parts)
     reuse = getattr(model, "reuse_prefixes", None)
     try:
         with reuse() if callable(reuse) else contextlib.nullcontext():
@@ -689,6 +728,81 @@ def _run_judge(judge: Any, main_file: Path, parts: Mapping[str, Any], chosen: Ma
     return {**judge.record(), "readings": done.judged, "asked": done.asked, "changed": done.changed, "failed": done.failed}
 
 
+def _ask(model: VHModel, cases: Sequence[Mapping[str, Any]], splits: Sequence[str]) -> list[Prediction]:
+    """The model's answers to ``cases``: by case where the backend answers cases (``predict_cases``: replies made
+    elsewhere, found by each case's id and split), else by image and question."""
+    by_case = getattr(model, "predict_cases", None)
+    if callable(by_case):
+        return list(by_case([{**case, "split": split} for case, split in zip(cases, splits)]))
+    return model.predict([case["image"] for case in cases], [case["question"] for case in cases])
+
+
+def select_replied(model: Any, parts: Mapping[str, Any], chosen: dict[str, list[int]], *, quiet: bool = False) -> dict[str, Any]:
+    """Keep in ``chosen`` (rows per split, after any ``--limit`` sample) the rows ``model`` has a reply for, and say what was left out.
+
+    ``model`` has ``select_cases(split, columns)`` (and, to match over every split at once, ``select_splits``), as
+    :class:`vhx.models.replies.RepliesModel`. Returns the run.json record: the replies' file, format and digest
+    (the model's ``options``), the cases matched, those missing (count, first ids, and how many of them are
+    negated twins or transformed images, which only a vhx predictions file answers) and the replies that matched
+    no case (count, first few with their place and reason). One summary line goes to stderr unless ``quiet``.
+    """
+    from vhx.models.replies import MATCH_COLUMNS
+
+    columns = {split: ds.select_columns([c for c in MATCH_COLUMNS if c in ds.column_names])[:] for split, ds in parts.items()}
+    select_splits = getattr(model, "select_splits", None)
+    if callable(select_splits):
+        picked = select_splits(columns)
+    else:
+        picked = {split: model.select_cases(split, columns[split]) for split in parts}
+    shown = 5
+    matched = 0
+    missing: list[str] = []
+    derived = 0  # missing cases that are negated twins or on transformed images
+    for split in parts:
+        have = set(picked.get(split, []))
+        kept = [i for i in chosen[split] if i in have]
+        cols = columns[split]
+        for i in chosen[split]:
+            if i not in have:
+                missing.append(str(cols["id"][i]))
+                derived += bool(cols["negated"][i]) or cols["transform"][i] != "original"
+        matched += len(kept)
+        chosen[split] = kept
+    unmatched = list(getattr(model, "unmatched", lambda: [])())
+    options = dict(getattr(model, "options", {}) or {})
+    record = {
+        **{k: options[k] for k in ("file", "format", "sha256", "replies") if k in options},
+        "matched": matched,
+        "missing": len(missing),
+        "missing_ids": missing[:shown],
+        "missing_derived": derived,
+        "unmatched": len(unmatched),
+        "unmatched_replies": [f"{where} ({why})" for where, why in unmatched[:shown]],
+    }
+    if not quiet:
+        print(replies_summary(record), file=sys.stderr)
+    if not matched:
+        raise DataError(f"{options.get('file', model)}: none of its {options.get('replies', 0):,} replies matches a case to score "
+                        f"({'; '.join(record['unmatched_replies'][:3]) or 'no reply'})")
+    return record
+
+
+def replies_summary(record: Mapping[str, Any]) -> str:
+    """One line on what a replies run covers (:func:`select_replied`'s record)."""
+    text = f"replies {record.get('file', '')} ({record.get('format', '')}): {record['matched']:,} cases answered"
+    if record["missing"]:
+        ids = ", ".join(record["missing_ids"])
+        more = ", ..." if record["missing"] > len(record["missing_ids"]) else ""
+        why = (f"; {record['missing_derived']:,} of them negated twins or transformed images, which only a vhx predictions "
+               "file answers" if record.get("missing_derived") else "")
+        text += f"; {record['missing']:,} cases have no reply and are left out ({ids}{more}{why})"
+    if record["unmatched"]:
+        shown = "; ".join(record["unmatched_replies"][:3])
+        more = "; ..." if record["unmatched"] > 3 else ""
+        text += f"; {record['unmatched']:,} replies match no case ({shown}{more})"
+    return text
+
+
 def _score_batches(
     model: VHModel, name: str, batches: Iterator[list[tuple[str, int]]], reader: _BatchReader, target: Path, bar: Any
 ) -> int:
@@ -711,7 +825,7 @@ def _score_batches(
         asked = [k for k in range(len(cases)) if k not in reasons]
         preds: dict[int, Prediction] = {}
         try:
-            answers = model.predict([cases[k]["image"] for k in asked], [cases[k]["question"] for k in asked]) if asked else []
+            answers = _ask(model, [cases[k] for k in asked], [batch[k][0] for k in asked]) if asked else []
             if len(answers) != len(asked):
                 raise VHXError(f"model {name!r} returned {len(answers)} predictions for {len(asked)} cases")
             preds.update(zip(asked, answers))
@@ -722,7 +836,7 @@ def _score_batches(
                 raise  # nothing to tell a bad row from a broken model by
             for k in asked:
                 try:
-                    (preds[k],) = model.predict([cases[k]["image"]], [cases[k]["question"]])
+                    (preds[k],) = _ask(model, [cases[k]], [batch[k][0]])
                 except (VHXError, MemoryError):  # vhx's own refusals and exhaustion end the run
                     raise
                 except Exception as one:  # noqa: BLE001

@@ -336,6 +336,25 @@ def _runs_section(dirs: list[Path], metas: list[dict[str, Any]], df: pd.DataFram
     return _md_table(header, rows)
 
 
+def _replies_lines(dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> list[str]:
+    """Where the replies of runs scored from replies made elsewhere (``--model replies:PATH``, run.json ``replies``) came
+    from: file, format, digest, and the cases left out for want of a reply."""
+    lines = []
+    for d, meta in zip(dirs, metas):
+        rec = meta.get("replies")
+        if not isinstance(rec, dict):
+            continue
+        text = (f"- {_md_code(d)}: replies read from {_md_code(rec.get('file', ''))} ({md_text(str(rec.get('format', '')))}, "
+                f"sha256 {str(rec.get('sha256', ''))[:12]}), not made by vhx running the model; "
+                f"{int(rec.get('matched', 0)):,} cases answered")
+        if rec.get("missing"):
+            text += f", {int(rec['missing']):,} without a reply left out"
+        if rec.get("unmatched"):
+            text += f", {int(rec['unmatched']):,} replies matching no case"
+        lines.append(text + ".")
+    return ["Replies made elsewhere:", "", *lines, ""] if lines else []
+
+
 def relabelled_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[str, Any]]) -> tuple[str, str] | None:
     """(POPE column, RePOPE column) of a run and its ``vhx relabel`` copy, or None."""
     cols: dict[str, str] = {}
@@ -643,6 +662,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     main, mme_rows = df[~is_mme], df[is_mme]
     paths: dict[str, Path] = {}
     md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df, statuses, specs), ""]
+    md += _replies_lines(dirs, metas)
     sampled = [(d, meta) for d, meta in zip(dirs, metas) if isinstance(meta.get("limit"), int)]
     if sampled:
         md += ["## A sample, not the whole benchmark", "",
