@@ -144,6 +144,15 @@ def test_expansion_negates_every_question_into_a_twin_that_flips_and_perturbs(tm
             assert sorted(r["id"] for r in expanded["brightness"].remove_columns("image")) == sorted(f"{r['id']}@brightness" for r in rows)
 
 
+def test_portray_is_a_verb_so_a_two_word_object_stays_whole():
+    """DASH-B's prompt 16 ("Does this image portray a {object}?"): "not" goes before "portray", not inside "hair spray"."""
+    from vhx.negation import RuleNegator
+
+    for obj in ("hair spray", "teddy bear"):
+        q = f"Does this image portray a {obj}? Please answer only with yes or no."
+        assert RuleNegator().negate(q).question == f"Does this image not portray a {obj}? Please answer only with yes or no."
+
+
 def _frame(rows: list[tuple]) -> pd.DataFrame:
     out = []
     for i, (model, subset, answer, pred, negated, transform, *raw) in enumerate(rows):
@@ -262,3 +271,25 @@ def test_published_paligemma_numbers_from_its_answers_file():
     assert len(per) == 7 and per["n_questions"].sum() == 2682 and per["n_neg"].sum() == per["n_pos"].sum() == 1341
     # balanced on the whole, ACC is the mean of TNR and TPR, as DASH-B's leaderboard page defines it
     assert s.loc["all", "acc"] == pytest.approx((s.loc["all", "tnr"] + s.loc["all", "tpr"]) / 2)
+
+
+#: DASH-B prompts whose twins still misplace "not" in some two-word object names ("Is airplane not wing in the image?",
+#: "Is the hair not spray present ...?"): the rule negator reads the second word as the predicate or a verb.
+MISPLACED = {"is_in", "visible", "present_in_picture", "can_be_seen", "observable", "the_present"}
+
+
+def test_the_releases_objects_stay_whole_in_the_twins_of_every_other_prompt():
+    from vhx.builders.dash_b import DEFAULT_PROMPT, PROMPTS, dash_b_question
+    from vhx.negation import RuleNegator, is_framed
+
+    neg = json.loads(_release_file("dash_benchmark_neg.json").read_text())
+    objects = sorted({obj for objs in neg.values() for obj in objs})
+    negator = RuleNegator()
+    assert len(objects) == 70
+    for name in PROMPTS:
+        results = [(obj, negator.negate(dash_b_question(obj, name))) for obj in objects]
+        if name == DEFAULT_PROMPT:
+            assert all(is_framed(r.rule) and r.question == "Is it false that you can see a " + obj + " in this image? "
+                       "Please answer only with yes or no." for obj, r in results)
+        if name not in MISPLACED:
+            assert all(obj in r.question for obj, r in results), name

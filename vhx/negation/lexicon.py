@@ -134,7 +134,7 @@ _NOT_PARTICIPLES = {
 _VERBS = {
     "appear", "be", "become", "belong", "bend", "bite", "block", "bloom", "break", "burn", "buy",
     "carry", "cast", "catch", "chase", "climb", "close", "come", "contain", "cook", "cover", "cross",
-    "cry", "cut", "dance", "depict", "display", "do", "drag", "drink", "drip", "drive", "eat", "extend",
+    "cry", "cut", "dance", "depict", "display", "portray", "do", "drag", "drink", "drip", "drive", "eat", "extend",
     "face", "fall", "feature", "feed", "fight", "fill", "fit", "float", "flow", "fly", "follow", "form",
     "get", "give", "glow", "go", "graze", "grow", "hang", "have", "hide", "hit", "hold", "hug",
     "include", "jump", "keep", "kick", "kiss", "land", "laugh", "lay", "lead", "leak", "lean", "leave",
