@@ -44,7 +44,7 @@ def test_build_options_lists_every_key_with_its_default(source: str, capsys: pyt
 
 def test_every_builder_documents_its_own_options():
     # each key of the sources read from releases says what it does (a config docstring's Attributes)
-    for source in ("pope", "repope", "mme", "mmvp", "vhtest", "hallusionbench", "amber", "custom"):
+    for source in ("pope", "repope", "mme", "mmvp", "vhtest", "hallusionbench", "amber", "dash-b", "custom"):
         undocumented = [name for name, _, doc in builder_options(source) if not doc]
         assert not undocumented, (source, undocumented)
 
