@@ -172,7 +172,8 @@ def _llm_config(args: argparse.Namespace) -> Any:
 
 def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
     g = p.add_argument_group("model")
-    g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, or openai:MODEL[@BASE_URL]")
+    g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, openai:MODEL[@BASE_URL], or replies:PATH "
+                        "(a file or folder of replies made elsewhere: lmms-eval, VLMEvalKit, a benchmark's scripts)")
     g.add_argument("--mode", choices=["generate", "logits"], default="generate",
                    help="generate a reply and parse it (the default here, as the paper scores models), or compare P(yes) and "
                         "P(no) in one forward pass (what `vhx run` uses: faster, and no reply to parse)")
