@@ -746,9 +746,11 @@ def select_replied(model: Any, parts: Mapping[str, Any], chosen: dict[str, list[
     negated twins or transformed images, which only a vhx predictions file answers) and the replies that matched
     no case (count, first few with their place and reason). One summary line goes to stderr unless ``quiet``.
     """
-    from vhx.models.replies import MATCH_COLUMNS
-
-    columns = {split: ds.select_columns([c for c in MATCH_COLUMNS if c in ds.column_names])[:] for split, ds in parts.items()}
+    # the columns the model matches on (RepliesModel.match_columns), else every column but the images
+    wanted = list(getattr(model, "match_columns", None) or [])
+    wanted += ["id", "negated", "transform"] if wanted else []  # what the summary counts by
+    columns = {split: ds.select_columns([c for c in ds.column_names if (c in wanted if wanted else c != "image")])[:]
+               for split, ds in parts.items()}
     select_splits = getattr(model, "select_splits", None)
     if callable(select_splits):
         picked = select_splits(columns)

@@ -439,6 +439,9 @@ class RepliesModel:
                 last[(rec.file, rec.split, str(rec.case_id))] = rec  # a case scored again: its last row counts, as in vhx
         return [*last.values(), *(r for r in replies.records if r.fmt != "vhx")]
 
+    #: The columns :meth:`select_cases` reads.
+    match_columns: tuple[str, ...] = MATCH_COLUMNS
+
     # ------------------------------------------------------------------------------ identity
     @property
     def options(self) -> dict[str, Any]:
