@@ -137,10 +137,19 @@ def _values(value: Any) -> int:
     return 1
 
 
+def _shown(value: Any) -> str:
+    """``value`` as the JSON it was written as (objects as objects), cut to 80 characters, for an error message."""
+    def plain(v: Any) -> Any:
+        if isinstance(v, _Pairs):
+            return {str(k): plain(x) for k, x in v}
+        return [plain(x) for x in v] if isinstance(v, list) else v
+    return json.dumps(plain(value), ensure_ascii=False)[:80]
+
+
 def _bad_name(name: Any) -> str | None:
     """Why ``name`` cannot be a folder or file name of the release's layout (None if it can)."""
     if not isinstance(name, str) or not name.strip():
-        return f"expected a non-empty name, got {json.dumps(name, ensure_ascii=False)[:80]}"
+        return f"expected a non-empty name, got {_shown(name)}"
     if "/" in name or "\\" in name or "\x00" in name or name in (".", ".."):
         return f"{name!r} is not a plain file or folder name"
     return None
@@ -249,7 +258,7 @@ class DashBBuilder(VHBuilder):
                 for image in images:
                     line, at = lines[at], at + _values(image)
                     if not isinstance(image, str):
-                        fail(f"expected an image file name, got {json.dumps(image, ensure_ascii=False)[:80]}", line, "image")
+                        fail(f"expected an image file name, got {_shown(image)}", line, "image")
                         continue
                     case = self._case(kind, path, image_root, prompt, dataset, object_name, image, line, keys)
                     if case is not None:
