@@ -368,6 +368,7 @@ def test_two_different_replies_to_one_case_are_refused_naming_both_lines(tmp_pat
     ("c.csv", 'id,reply\npope/random/1,Yes\npope/random/2,No,extra\n', 3),
     ("existence.txt", "1.jpg\tIs there a dog?\tYes\tyes\n2.jpg\tIs there a cat?\tNo\n", 2),
     ("d.jsonl", '{"doc_id": 0, "filtered_resps": ["Yes"], "target": "yes"}\n', 1),
+    ("e.json", '[\n  {"img_id": "1.png", "object_name": "cat", "response": "yes"},\n  {"img_id": "2.png", "response": "no"}\n]\n', 3),
 ])
 def test_a_malformed_line_names_its_file_and_line(tmp_path: Path, name: str, text: str, line: int):
     (tmp_path / name).write_text(text)

@@ -416,15 +416,40 @@ def _dash_record(row: Mapping[str, Any], *, name: str, line: int) -> ReplyRecord
 
 
 # ------------------------------------------------------------------------------------------- files
-def _json_records(items: list[Any], *, name: str, hints: tuple[str, ...]) -> tuple[str, list[ReplyRecord]]:
-    """A JSON array's records, by the shape of its first object."""
+def array_lines(text: str) -> list[int]:
+    """The line on which each element of a JSON array (``text``, valid JSON) starts, so an error names a line, not an index."""
+    decoder = json.JSONDecoder()
+    lines = []
+    pos = text.index("[") + 1
+    while True:
+        while pos < len(text) and text[pos] in " \t\r\n,":
+            pos += 1
+        if pos >= len(text) or text[pos] == "]":
+            return lines
+        lines.append(text.count("\n", 0, pos) + 1)
+        _, pos = decoder.raw_decode(text, pos)
+
+
+def _json_records(items: list[Any], text: str, *, name: str, hints: tuple[str, ...]) -> tuple[str, list[ReplyRecord]]:
+    """A JSON array's records, by the shape of its first object (each named ``file row N``; errors name the element's line)."""
     dicts = [x for x in items if isinstance(x, dict)]
     if not dicts:
         raise NotReplies("a JSON array without objects")
     keys = set(dicts[0])
+    starts = array_lines(text)
     for number, item in enumerate(items, start=1):
         if not isinstance(item, dict):
-            raise DataError("not a JSON object", file=name, line=number)
+            raise DataError(f"element {number} is not a JSON object", file=name, line=starts[number - 1])
+    try:
+        return _json_shapes(items, keys, name=name, hints=hints)
+    except DataError as exc:
+        if exc.file == name and exc.line is not None and exc.row is None:
+            # the records were numbered by element: name the element's line, and the element
+            raise DataError(exc.reason, file=name, line=starts[exc.line - 1], row=exc.line, field=exc.field) from None
+        raise
+
+
+def _json_shapes(items: list[dict[str, Any]], keys: set[str], *, name: str, hints: tuple[str, ...]) -> tuple[str, list[ReplyRecord]]:
     if {"category", "subcategory", "set_id", "figure_id", "question_id"} <= keys:
         outputs = [k for k in keys if k == "model_prediction"] or sorted(k for k in keys if k.endswith("_output"))
         if len(outputs) != 1:
@@ -585,7 +610,7 @@ def read_reply_file(path: Path, name: str | None = None) -> tuple[str, list[Repl
         except ValueError:
             data = None  # JSON lines (several objects), or broken: the line reader says where
         if isinstance(data, list):
-            return _json_records(data, name=name, hints=hints)
+            return _json_records(data, text, name=name, hints=hints)
         if isinstance(data, dict):
             if data and all(isinstance(v, dict) and v and all(isinstance(e, dict) and "response" in e for e in v.values())
                             for v in data.values()):
