@@ -57,7 +57,7 @@ anywhere), on purpose: that heuristic inverts on negated questions.
 from __future__ import annotations
 
 import re
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 Answer = Literal["yes", "no", "unknown"]
 
@@ -312,7 +312,8 @@ _SENTENCE_START = re.compile(r"[.!?\n;:]\s*[*_#>`'\"“‘(\[~-]*\s*$|^[\s*_#>`'
 _MARKER_BEFORE = re.compile(
     r"(?:^|[.!?\n;:,]\s*|\s)(?:and\s+)?(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in\s+(?:short|summary|"
     r"conclusion|sum|the\s+end)|to\s+(?:sum\s+up|summarize|summarise|conclude)|all\s+in\s+all|in\s+a\s+word|simply\s+put|"
-    r"(?:my|the|our)\s+(?:final\s+|short\s+)?answer\s+(?:is|would\s+be))\b[\s,:：*_\"'“—-]*$",
+    r"(?:my|the|our)\s+(?:final\s+|short\s+)?answer\s+(?:is|would\s+be))\b[\s,:：*_\"'“—-]*"
+    r"(?:(?:i\s+would\s+say|i'd\s+say|i\s+think|i\s+believe|i\s+guess|the\s+answer\s+is)[\s,:：*_\"'“—-]*)?$",
     re.IGNORECASE,
 )
 _INTRO_BEFORE = re.compile(
@@ -374,6 +375,28 @@ def _region(text: str | None) -> tuple[str, str | None, bool]:
     return text, None, False
 
 
+_OTHER_FIRST = re.compile(
+    r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:\(?(?:[ivx]+|[a-d])\)\s*)?(?:(true|correct|right|yep|yeah|yup|indeed|certainly|absolutely|definitely)|"
+    r"(false|incorrect|wrong|nope|nah))\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:—–-]|$))",
+    re.IGNORECASE,
+)
+_OPTION_LABEL = re.compile(r"^[\s*_#>`'\"“‘\[{~|•·-]*\((?:[ivx]+|[a-d])\)\s*", re.IGNORECASE)
+_NOT_AN_ANSWER = re.compile(r"^[\s*_#>`'\"“‘(\[{~|•·-]*no\s+(?:doubt|question|wonder|problem|matter)\b", re.IGNORECASE)
+
+
+def _first_word(region: str) -> Answer:
+    """The leading yes/no (rules 5-7), or a word that means one at the start ("True.", "Nope, ...", "(ii) yes")."""
+    if _NOT_AN_ANSWER.match(region):
+        return "unknown"  # "No doubt, it is a brick building."
+    first = _leading_word(_OPTION_LABEL.sub("", region, count=1))
+    if first != "unknown":
+        return first
+    other = _OTHER_FIRST.match(region)
+    if other:
+        return "yes" if other.group(1) else "no"
+    return "unknown"
+
+
 def _answer(holds: bool, negated: bool) -> Answer:
     return "yes" if holds != negated else "no"
 
@@ -397,7 +420,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
         answer = _leading_word(region)
         return Reading(answer, READ_FIRST_WORD if answer != "unknown" else READ_UNKNOWN,
                        None if answer != "unknown" else NO_YES_NO_ANSWER)
-    first = _leading_word(region)
+    first = _first_word(region)
     claim = parse_claim(question) if question else None
     if len(region) > 20_000:
         region = region[:10_000] + "\n" + region[-10_000:]  # a runaway reply: its start and its end are what is read
@@ -417,17 +440,23 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
                 return Reading(concluded[-1][1], READ_CONCLUSION, uncertain=True)
             if not concluded or concluded[-1][1] != first:
                 return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
-        if claim is not None and (claim.negated or _HAS_MARKER.search(region)):
+        if claim is not None:
             pieces = clauses(_LEADING_ANSWER.sub("", region, count=1))
-            verdicts = [(i, clause_verdict(claim, c, conc)) for i, (c, conc, _) in enumerate(pieces)]
+            verdicts = [(i, clause_verdict(claim, c, conc, contrast)) for i, (c, conc, contrast) in enumerate(pieces)]
             verdicts = [(i, v) for i, v in verdicts if v is not None]
             concluded_v = [v for _, v in verdicts if v.conclusion]
             if concluded_v and _answer(concluded_v[-1].holds, claim.negated) != first and not any(m[2] for m in later):
                 return Reading(_answer(concluded_v[-1].holds, claim.negated), READ_CONCLUSION, uncertain=True)
-            if claim.negated and verdicts and verdicts[0][0] == 0:
-                said = _answer(verdicts[0][1].holds, claim.negated)
+            if verdicts and verdicts[0][0] == 0:
+                v = verdicts[0][1]
+                said = _answer(v.holds, claim.negated)
                 if said != first:
-                    return Reading(said, READ_RESTATED, uncertain=True)
+                    if claim.negated and not claim.framed:
+                        # "No, there is no cup." to "Is there no cup?": the fact restated is the answer
+                        return Reading(said, READ_RESTATED, uncertain=True)
+                    if _strong(v, claim):
+                        # "Yes, there is no cat.", "No, the man is taller than the woman."
+                        return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
         return Reading(first, READ_FIRST_WORD)
     if marks:
         answers = {m[1] for m in marks}
@@ -459,7 +488,18 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
         # parts of one claim, each said of other words: the claim as a whole fails ("Brazil led, but Chile was second")
         if all(not (f.words <= h.words or h.words <= f.words) for f in failed for h in held):
             return Reading(_answer(False, claim.negated), READ_PARTS, uncertain=True)
-        return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
-    v = verdicts[-1]
+        if any(_strong(v, claim) for v in held) and any(_strong(v, claim) for v in failed):
+            return Reading("unknown", READ_UNKNOWN, CONTRADICTS)  # "The door is open. The door is closed."
+        # the reply's main statement: the one that says most of the claim, the first of those (later sentences
+        # elaborate, and their negations are often about other things)
+        v = max(verdicts, key=lambda x: (len(x.words), not x.inferred, -verdicts.index(x)))
+        how = READ_COMPARISON if v.how == "comparison" else READ_RESTATED
+        return Reading(_answer(v.holds, claim.negated), how, uncertain=True)
+    v = verdicts[0]
     how = READ_COMPARISON if v.how == "comparison" else READ_RESTATED
     return Reading(_answer(v.holds, claim.negated), how, uncertain=hedged or any(x.inferred for x in verdicts))
+
+
+def _strong(verdict: Any, claim: Any) -> bool:
+    """A verdict that says the whole claim (every content word, or a comparison): one a person cannot read past."""
+    return verdict.how == "comparison" or verdict.words >= claim.content

@@ -27,7 +27,7 @@ _NEG_AUX = frozenset(
     "isn't aren't wasn't weren't don't doesn't didn't can't couldn't won't wouldn't shouldn't hasn't haven't "
     "hadn't mustn't cannot".replace("'", "'").split()
 )
-_NEGATIONS = frozenset("not no never none nothing nobody neither nor without nowhere impossible unable absent".split())
+_NEGATIONS = frozenset("not no never none nothing nobody neither nor without nowhere impossible unable absent unlikely".split())
 # words that carry no part of the claim (question scaffolding, the image, function words)
 _STOP = frozenset(
     """a an the this that these those it its it's there here of in on at to for from by with as into onto about
@@ -60,6 +60,19 @@ _CONTRARIES = [
     ("convex", "concave"), ("clockwise", "counterclockwise"), ("symmetric", "asymmetric"),
     ("same", "differ"), ("same", "unequal"), ("identical", "differ"), ("complete", "incomplete"),
     ("possible", "impossible"), ("able", "unable"), ("lit", "unlit"), ("healthy", "unhealthy"),
+    ("smooth", "rough"), ("smooth", "textured"), ("smooth", "bumpy"), ("long", "short"), ("tall", "short"),
+    ("sleeping", "awake"), ("asleep", "awake"), ("sleeping", "alert"), ("asleep", "alert"), ("ripe", "unripe"),
+    ("cloudy", "clear"), ("cloudy", "cloudless"), ("sunny", "cloudy"), ("sunny", "overcast"), ("made", "unmade"),
+    ("crowded", "empty"), ("crowded", "deserted"), ("busy", "empty"), ("straight", "curve"), ("straight", "curves"),
+    ("flying", "perched"), ("flying", "parked"), ("flying", "landed"), ("calm", "rough"), ("calm", "choppy"),
+    ("large", "small"), ("big", "small"), ("big", "little"), ("large", "tiny"), ("wide", "narrow"), ("thick", "thin"),
+    ("heavy", "light"), ("fast", "slow"), ("high", "low"), ("full", "half"), ("whole", "half"), ("whole", "missing"),
+    ("running", "stopped"), ("running", "off"), ("moving", "still"), ("moving", "stopped"), ("young", "elderly"),
+    ("new", "worn"), ("new", "damaged"), ("fresh", "rotten"), ("fresh", "stale"), ("sharp", "blurry"),
+    ("bright", "dim"), ("bright", "dark"), ("colorful", "monochrome"), ("color", "monochrome"),
+    ("plastic", "glass"), ("plastic", "metal"), ("wood", "metal"), ("wooden", "metal"), ("glass", "metal"),
+    ("winter", "summer"), ("morning", "evening"), ("daytime", "night"), ("inside", "outdoors"),
+    ("indoor", "outside"), ("mountain", "beach"),
 ]
 _COLOURS = frozenset(
     "red orange yellow green blue purple violet pink brown black white gray grey beige "
@@ -87,10 +100,13 @@ _NUMBER_WORDS.update({"single": 1, "a pair of": 2, "couple": 2, "dozen": 12})
 _LESS = ("below", "under", "less", "lower", "fewer", "smaller", "beneath", "underneath")
 _MORE = ("above", "over", "more", "greater", "higher", "larger", "exceeding", "exceeds", "exceed", "bigger")
 # A clause that talks about the question instead of answering it ("To determine whether the bar is ...").
-_META = frozenset("whether if question asks asked asking determine determining wonder suppose assuming unless".split())
+_META = frozenset("whether question asks asked asking determine determining wonder suppose assuming unless".split())
+_EXISTENCE_WORDS = frozenset("visible present there any see seen shown exist exists appear appears".split())
+_FIND_OUT = frozenset("determine tell see check know sure unclear ask asks wonder verify confirm".split())
 # Clauses hedged beyond reading: "it might be", "it is difficult to tell".
 HEDGE = re.compile(
-    r"\b(?:can(?:not|'t|’t)|could(?:n't|n’t| not)|unable to|not (?:possible|able|clear|certain|sure|enough)|"
+    r"\b(?:can(?:not|'t|’t)|could(?:n't|n’t| not)|unable to|not (?:possible|able|clear|certain|sure)\b|"
+    r"not enough (?:information|detail|context|evidence)|"
     r"impossible to|difficult to|hard to|unclear|uncertain|not be (?:determined|confirmed|seen|verified)|"
     r"no (?:way|information|indication|data|details?) (?:to|about|on|of|that|regarding)|insufficient|ambiguous|"
     r"i'?m sorry|i am sorry|as an ai|i don'?t know|i do not know|"
@@ -214,13 +230,15 @@ class Claim:
     colours: frozenset[str] = field(default=frozenset())
     order: tuple[str, ...] = ()
     key: frozenset[str] = frozenset()
+    framed: bool = False
+    subject: str = ""
 
 
 _PREPOSITIONS = frozenset("in on at near under behind beside above below inside outside of with by next around between "
                           "across along against over underneath within".split())
 _INTRO_WORDS = frozenset(
     "according based in on from looking judging given considering as upon after within for by observing viewing "
-    "assuming regarding".split()
+    "assuming regarding if when since because suppose supposing".split()
 )
 _FRAME = re.compile(
     r"^(?:is|was)\s+it\s+(?:(not)\s+)?(true|false|correct|incorrect|the\s+case|untrue|accurate|inaccurate|right|"
@@ -302,8 +320,15 @@ def parse_claim(question: str) -> Claim | None:
             if w not in _STOP and w not in _NEGATIONS and _number(w) is None:
                 phrase.append(st)
         key = frozenset(phrase) & content
+    # the thing the claim is about ("Is the cpu buried in the floor?" -> cpu): a reply saying there is none denies it
+    subject = ""
+    if not key and len(lower) > 2 and lower[1] in ("the", "a", "an", "this", "that", "these", "those"):
+        for w, st in zip(lower[2:], stems[2:]):
+            if w in _STOP or w in _PREPOSITIONS or w in _NEGATIONS:
+                break
+            subject = st
     return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
-                 order if len(order) >= 2 else (), key)
+                 order if len(order) >= 2 else (), key, bool(framed), subject if subject in content else "")
 
 
 def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
@@ -324,8 +349,10 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
             return comp, frozenset(between[1:]), b
         a = frozenset(s for s, w in zip(stems[start:i], lower[start:i]) if w not in _STOP and w not in _COMP)
         return comp, a, b
-    if any(w in _SAMENESS for w in lower) or "different" in lower or "differ" in lower:
+    if any(w in _SAMENESS for w in lower):
         return ("same", frozenset(), frozenset())
+    if "different" in lower or "differ" in lower:
+        return ("different", frozenset(), frozenset())
     return None
 
 
@@ -349,7 +376,7 @@ def _question_number(lower: list[str], stems: list[str]) -> tuple[str, float, st
         # the noun counted: the last word of the phrase after the number ("two red cars on ..." -> car)
         noun = ""
         for j in range(i + 1, min(len(lower), i + 5)):
-            if lower[j] in _STOP or _number(lower[j]) is not None or lower[j] in _NEGATIONS:
+            if lower[j] in _STOP or lower[j] in _PREPOSITIONS or _number(lower[j]) is not None or lower[j] in _NEGATIONS:
                 break
             noun = stems[j]
         return op, value, noun
@@ -429,6 +456,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     lower = [w.lower() for w in words]
     if any(w in _META for w in lower) or clause.rstrip().endswith("?"):
         return None
+    if any(w == "if" and any(x in _FIND_OUT for x in lower[max(0, i - 3) : i]) for i, w in enumerate(lower)):
+        return None
     if HEDGE.search(clause) or MAYBE.search(clause):
         return None
     stems = [stem(w) for w in words]
@@ -446,6 +475,9 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             return Verdict(verdict, "restated claim", frozenset(claim.content & have), conclusion)
         if any(_number(w) is not None for w in lower):
             return None  # numbers the rules cannot tie to the one asked about: not a reading of the claim
+    if claim.subject and claim.subject in have and negations % 2 and _EXISTENCE_WORDS & set(lower) \
+            and not (claim.content - {claim.subject}) & have:
+        return Verdict(False, "restated claim", frozenset({claim.subject}), conclusion, True)
     matched = claim.content & have
     flips = 0
     inferred = False
@@ -473,8 +505,30 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
         if claim.exclusive and others - claim.content and not negations:
             return Verdict(False, "restated claim", frozenset(matched), conclusion, True)
         return None
-    holds = (negations + flips) % 2 == 0
+    targets = set(matched) | {c for w in matched for c in _CONTRARY.get(w, ())} | (have & _COLOUR_STEMS if claim.colours else set())
+    holds = (_scoped_negations(clause, targets) + flips) % 2 == 0
     return Verdict(holds, "restated claim", frozenset(matched), conclusion, inferred)
+
+
+_BREAKS = frozenset("and but while whereas which who that although though with".split())
+
+
+def _scoped_negations(clause: str, targets: set[str]) -> int:
+    """The negations of ``clause`` that bear on the claim's words: those before the last of them, and those right after
+    it with no comma or conjunction between ("A dog is not present"; not "a dog lying on the grass, not moving")."""
+    spans = list(_TOKEN.finditer(clause))
+    words = [m.group(0) for m in spans]
+    last = max((i for i, w in enumerate(words) if stem(w) in targets), default=-1)
+    if last < 0:
+        return _negations(words)
+    n = _negations(words[: last + 1])
+    for j in range(last + 1, min(len(words), last + 4)):
+        between = clause[spans[j - 1].end() : spans[j].start()]
+        if any(c in between for c in ",;:()—–") or words[j].lower() in _BREAKS:
+            break
+        n += _negations(words[j : j + 1]) if not (words[j].lower() == "no" and j + 1 < len(words)
+                                                  and words[j + 1].lower() in ("doubt", "longer", "matter")) else 0
+    return n
 
 
 def _side(words: set[str], a: frozenset[str], b: frozenset[str]) -> int:
@@ -490,14 +544,19 @@ def _side(words: set[str], a: frozenset[str], b: frozenset[str]) -> int:
 def _comparison_verdict(claim: Claim, lower: list[str], stems: list[str], negations: int) -> bool | None:
     comp, a, b = claim.compare  # type: ignore[misc]
     same = any(w in _SAMENESS for w in lower)
-    if comp == "same":
+    if comp in ("same", "different"):
+        said: bool | None = None  # whether the clause says the two are the same
         if same:
-            return negations % 2 == 0
-        if "different" in lower or "differ" in stems:
-            return negations % 2 == 1
-        if any(w in _COMP for w in lower) and "than" in lower and not negations:
-            return False
-        return None
+            said = negations % 2 == 0
+        elif "different" in lower or "differ" in stems:
+            said = negations % 2 == 1
+        elif any(w in _COMP for w in lower) and "than" in lower and not negations:
+            said = False
+        elif not negations and len({w for w in lower if w in _COLOURS}) >= 2 and ("color" in claim.content or "colour" in claim.content):
+            said = False  # "The gloves are black and the trousers are white."
+        if said is None:
+            return None
+        return said if comp == "same" else not said
     if same and not ("than" in lower):
         return negations % 2 == 1 and None  # "not the same" says nothing of which is larger
     found = None
@@ -524,6 +583,7 @@ def _comparison_verdict(claim: Claim, lower: list[str], stems: list[str], negati
 def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | None:
     op, value, noun = claim.number  # type: ignore[misc]
     values = []
+    where = 0
     for i, w in enumerate(lower):
         v = _number(w)
         if v is None or (len(w) == 4 and w.isdigit() and 1800 <= v <= 2100):
@@ -533,6 +593,7 @@ def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | 
         if noun and noun not in stems[i + 1 : i + 5]:
             continue
         values.append(v)
+        where = i
     if noun and not values and noun in stems:
         # "There is a dog" / "There are no dogs" against "Are there two dogs?": a count the words imply
         idx = stems.index(noun)
@@ -547,7 +608,6 @@ def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | 
     holds = {"==": got == value, "<": got < value, ">": got > value, ">=": got >= value, "<=": got <= value}[op]
     # "There are not three dogs": a denial of the very number; "$10, not below it" denies the operator, which the
     # value already settles
-    if holds and op == "==" and any(w in ("not", "no") or w.endswith("n't") for w in lower[: lower.index(next(
-            w for w in lower if _number(w) == got))][-3:]):
+    if holds and op == "==" and values and any(w in ("not", "no") or w.endswith("n't") for w in lower[max(0, where - 3) : where]):
         return False
     return holds
