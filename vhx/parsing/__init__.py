@@ -411,7 +411,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     what its clauses say of the question's claim (:mod:`vhx.parsing.claims`). Disagreement is ``unknown``
     (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
     """
-    from vhx.parsing.claims import HEDGE, MAYBE, clause_verdict, clauses, order_verdict, parse_claim
+    from vhx.parsing.claims import (
+        HEDGE, MAYBE, attribute_sameness, clause_verdict, clauses, numeric_comparison, order_verdict, parse_claim, reversed_claim,
+    )
 
     region, reason, boxed = _region(text)
     if reason is not None:
@@ -471,6 +473,13 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     ranked = order_verdict(claim, region)
     if ranked is not None:
         return Reading(_answer(ranked, claim.negated), READ_PARTS)
+    if reversed_claim(region):
+        return Reading(_answer(False, claim.negated), READ_RESTATED, uncertain=True)
+    compared = attribute_sameness(claim, region)
+    if compared is None:
+        compared = numeric_comparison(claim, region)
+    if compared is not None:
+        return Reading(_answer(compared if claim.compare[0] != "different" else not compared, claim.negated), READ_COMPARISON)
     pieces = clauses(region)
     verdicts = [v for c, conc, contrast in pieces if (v := clause_verdict(claim, c, conc, contrast)) is not None]
     hedged = bool(HEDGE.search(region) or MAYBE.search(region))

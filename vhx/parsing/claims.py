@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-_TOKEN = re.compile(r"\$?\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
+_TOKEN = re.compile(r"(?<![\w.])-?\$?\d+(?:[.,]\d+)*%?|\$?\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
 _AUX = frozenset(
     "is are was were am do does did can could will would should shall has have had may might must".split()
 )
@@ -180,7 +180,7 @@ _COLOUR_STEMS = frozenset(stem(c) for c in _COLOURS)
 
 
 def _number(token: str) -> float | None:
-    t = token.lower().lstrip("$").rstrip("%").replace(",", "")
+    t = token.lower().replace("$", "").rstrip("%").replace(",", "")
     if t in _NUMBER_WORDS:
         return float(_NUMBER_WORDS[t])
     try:
@@ -232,10 +232,14 @@ class Claim:
     key: frozenset[str] = frozenset()
     framed: bool = False
     subject: str = ""
+    colour_near: tuple[tuple[str, frozenset[str]], ...] = ()
+    place: tuple[str, frozenset[str]] | None = None
 
 
 _PREPOSITIONS = frozenset("in on at near under behind beside above below inside outside of with by next around between "
                           "across along against over underneath within".split())
+_PLACE_PREPOSITIONS = frozenset("in on inside under behind".split())
+_GENERIC_PLACES = frozenset("image picture photo scene frame background foreground middle center centre".split())
 _INTRO_WORDS = frozenset(
     "according based in on from looking judging given considering as upon after within for by observing viewing "
     "assuming regarding if when since because suppose supposing".split()
@@ -327,8 +331,19 @@ def parse_claim(question: str) -> Claim | None:
             if w in _STOP or w in _PREPOSITIONS or w in _NEGATIONS:
                 break
             subject = st
+    # each colour with the words beside it ("red shirt and blue jeans"): a clause about the jeans flips only "blue"
+    colour_near = tuple((st, frozenset(stems[max(0, i - 2) : i] + stems[i + 1 : i + 3]) & content)
+                        for i, st in enumerate(stems) if st in colours)
+    # where the claim puts its subject ("standing in a bus"): another place after the same word denies it
+    place = None
+    for i in range(len(lower) - 1, 0, -1):
+        if lower[i] in _PLACE_PREPOSITIONS:
+            obj = frozenset(st for w, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if w not in _STOP and st in content)
+            if obj and not obj & _GENERIC_PLACES:
+                place = (lower[i], obj)
+            break
     return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
-                 order if len(order) >= 2 else (), key, bool(framed), subject if subject in content else "")
+                 order if len(order) >= 2 else (), key, bool(framed), subject if subject in content else "", colour_near, place)
 
 
 def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
@@ -487,7 +502,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             matched = matched | {word}
             flips += 1
             inferred = True
-        elif word in claim.colours and (have & _COLOUR_STEMS) - claim.colours:
+        elif (word in claim.colours and not flips and not have & claim.colours and (have & _COLOUR_STEMS) - claim.colours
+              and any(c == word and (near & have or len(claim.colours) == 1) for c, near in claim.colour_near)):
             matched = matched | {word}
             flips += 1
             inferred = True
@@ -499,6 +515,14 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     needed = 1 if contrast else max(1, -(-3 * len(claim.content) // 5))
     if len(matched) < needed and not (claim.key and claim.key <= matched):
         return None
+    if claim.place and not claim.place[1] & have and not negations:
+        prep, obj = claim.place
+        for i, w in enumerate(lower[:-1]):
+            if w == prep:
+                other = [st for x, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if x not in _STOP]
+                if other and not set(other) & claim.content and not set(other) & _GENERIC_PLACES:
+                    # "The woman is standing in the street." to "... standing in a bus?"
+                    return Verdict(False, "restated claim", frozenset(matched | obj), conclusion, True)
     if missing_required:
         # the claim's predicate said of another named thing: denies an exclusive claim, else says nothing of it
         others = {stem(w) for w in words if w[:1].isupper() and w.lower() not in _STOP}
@@ -611,3 +635,68 @@ def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | 
     if holds and op == "==" and values and any(w in ("not", "no") or w.endswith("n't") for w in lower[max(0, where - 3) : where]):
         return False
     return holds
+
+
+_SHAPES = frozenset("round circular circle square rectangular rectangle triangular triangle oval cube sphere cylinder cylindrical "
+                    "spherical cubic star hexagonal hexagon diamond".split())
+_MATERIALS = frozenset("metal metallic rubber wood wooden plastic glass matte shiny leather fabric paper stone".split())
+_LOWER_COMPS = frozenset("shorter smaller less fewer lower younger lighter narrower cheaper slower thinner earlier weaker colder "
+                         "shallower below under".split())
+_REVERSED = re.compile(r"\b(?:the\s+)?other\s+way\s+a?round\b|\bthe\s+(?:opposite|reverse)\s+(?:is\s+true|holds)\b|"
+                       r"^\W*(?:it\s+is|it's|its)\s+the\s+(?:opposite|reverse)\b", re.IGNORECASE)
+
+
+def reversed_claim(text: str) -> bool:
+    """Whether ``text`` opens by saying the claim holds the other way round ("It's the other way around: ...")."""
+    return bool(_REVERSED.search(text[:120]))
+
+
+def attribute_sameness(claim: Claim, text: str) -> bool | None:
+    """For "Do X and Y have the same colour / shape / material?": False when the reply names two or more different
+    values of that attribute and no sameness ("The gloves are black and the trousers are white."), else None."""
+    if claim.compare is None or claim.compare[0] not in ("same", "different"):
+        return None
+    content = claim.content
+    values: frozenset[str] = frozenset()
+    if content & {"color", "colour"}:
+        values = _COLOURS
+    elif "shape" in content:
+        values = _SHAPES
+    elif "material" in content:
+        values = _MATERIALS
+    if not values:
+        return None
+    lower = [w.lower() for w in tokens(" ".join(re.split(r"(?<=[.!?])\s+", text)[:2]))]
+    if any(w in _SAMENESS for w in lower) or "both" in lower or _negations(lower):
+        return None
+    named = {w for w in lower if w in values}
+    return False if len(named) >= 2 else None
+
+
+def numeric_comparison(claim: Claim, text: str) -> bool | None:
+    """For "Is X lower than Y?": whether the two values the reply gives, each after a word of its side, order as the
+    claim says ("Product X costs $12.99, while product Y costs $9.49." -> False); None when that cannot be told."""
+    if claim.compare is None or claim.compare[0] in ("same", "different"):
+        return None
+    comp, a, b = claim.compare
+    only_a, only_b = a - b, b - a
+    if not only_a or not only_b:
+        return None
+    words = tokens(" ".join(re.split(r"(?<=[.!?])\s+", text)[:2]))
+    stems = [stem(w) for w in words]
+    sides: dict[int, float] = {}
+    for i, w in enumerate(words):
+        value = _number(w) if (w[:1].isdigit() or w[:1] in "-$") else None
+        if value is None:
+            continue
+        for j in range(i - 1, max(-1, i - 7), -1):
+            side = 1 if stems[j] in only_a else -1 if stems[j] in only_b else 0
+            if side:
+                if side in sides:
+                    return None
+                sides[side] = value
+                break
+    if len(sides) != 2 or sides[1] == sides[-1]:
+        return None
+    lower_than = comp in _LOWER_COMPS or comp in ("less", "fewer")
+    return sides[1] < sides[-1] if lower_than else sides[1] > sides[-1]
