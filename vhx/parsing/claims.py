@@ -101,6 +101,7 @@ _LESS = ("below", "under", "less", "lower", "fewer", "smaller", "beneath", "unde
 _MORE = ("above", "over", "more", "greater", "higher", "larger", "exceeding", "exceeds", "exceed", "bigger")
 # A clause that talks about the question instead of answering it ("To determine whether the bar is ...").
 _META = frozenset("whether question asks asked asking determine determining wonder suppose assuming unless".split())
+_PRONOUNS = frozenset("it they he she its their his her them".split())
 _EXISTENCE_WORDS = frozenset("visible present there any see seen shown exist exists appear appears".split())
 _FIND_OUT = frozenset("determine tell see check know sure unclear ask asks wonder verify confirm".split())
 # Clauses hedged beyond reading: "it might be", "it is difficult to tell".
@@ -299,6 +300,10 @@ def parse_claim(question: str) -> Claim | None:
     stems = [stem(w) for w in words]
     content = frozenset(s for s, w in zip(stems, lower) if w not in _STOP and w not in _NEGATIONS
                         and not w.endswith("n't") and _number(w) is None and len(s) > 1)
+    # "Is the television turned on?", "Is the light on?": here "on" is the state asked about, not a place
+    if any(w in ("on", "off") and (i + 1 == len(lower) or lower[i - 1] in ("turned", "switched", "turn", "switch"))
+           for i, w in enumerate(lower) if i):
+        content = content | {w for w in ("on", "off") if w in lower}
     first = 0 if framed else 1
     required = frozenset(stem(w) for i, w in enumerate(words) if i >= first and w[:1].isupper() and w.lower() not in _STOP
                          and w.upper() != w or (w[:1].isdigit() and len(w) == 4 and w.isdigit()))
@@ -328,9 +333,9 @@ def parse_claim(question: str) -> Claim | None:
     subject = ""
     if not key and len(lower) > 2 and lower[1] in ("the", "a", "an", "this", "that", "these", "those"):
         for w, st in zip(lower[2:], stems[2:]):
-            if w in _STOP or w in _PREPOSITIONS or w in _NEGATIONS:
-                break
-            subject = st
+            if w not in _STOP and w not in _PREPOSITIONS and w not in _NEGATIONS:
+                subject = st  # the first word of the noun phrase: "Is the cat asleep?" -> cat
+            break
     # each colour with the words beside it ("red shirt and blue jeans"): a clause about the jeans flips only "blue"
     colour_near = tuple((st, frozenset(stems[max(0, i - 2) : i] + stems[i + 1 : i + 3]) & content)
                         for i, st in enumerate(stems) if st in colours)
@@ -477,6 +482,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
         return None
     stems = [stem(w) for w in words]
     have = set(stems)
+    if claim.subject and claim.subject not in have and _PRONOUNS & set(lower):
+        have.add(claim.subject)  # "..., so it isn't ripe yet": the pronoun stands for the claim's subject
     negations = _negations(words)
     if claim.compare is not None:
         verdict = _comparison_verdict(claim, lower, stems, negations)
