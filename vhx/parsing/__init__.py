@@ -412,7 +412,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
     """
     from vhx.parsing.claims import (
-        HEDGE, MAYBE, attribute_sameness, clause_verdict, clauses, numeric_comparison, order_verdict, parse_claim, reversed_claim,
+        HEDGE, MAYBE, attribute_sameness, clause_verdict, clauses, leads_with_subject, numeric_comparison, order_verdict, parse_claim, reversed_claim,
     )
 
     region, reason, boxed = _region(text)
@@ -456,7 +456,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
                     if claim.negated and not claim.framed:
                         # "No, there is no cup." to "Is there no cup?": the fact restated is the answer
                         return Reading(said, READ_RESTATED, uncertain=True)
-                    if _strong(v, claim):
+                    if _strong(v, claim) and leads_with_subject(claim, pieces[0][0]):
                         # "Yes, there is no cat.", "No, the man is taller than the woman."
                         return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
         return Reading(first, READ_FIRST_WORD)

@@ -37,7 +37,8 @@ _STOP = frozenset(
     image picture photo photograph figure chart graph diagram map plot screenshot scene frame visual
     shown show shows showing depicted depict depicts visible seen see appear appears appearing appeared seem seems
     seemed look looks looking according based given provided displayed display displays illustrated present
-    presented question answer yes what which who whom whose how where when why whether if than then""".split()
+    presented question answer yes what which who whom whose how where when why whether if than then
+    side part portion area region""".split()
 )
 # A word whose presence in a clause signals the clause states the question's contrary ("open" vs "closed").
 _CONTRARIES = [
@@ -360,6 +361,10 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
                 comp = lower[i]
                 break
         if comp is None:
+            if any(w in _SAMENESS for w in lower):
+                return ("same", frozenset(), frozenset())
+            if "different" in lower or "differ" in lower:
+                return ("different", frozenset(), frozenset())  # "Is the shirt different in color than the binder?"
             return None
         start = 2 if len(lower) > 1 and lower[1] in ("there", "it") else 1
         between = [s for s, w in zip(stems[i + 1 : t], lower[i + 1 : t]) if w not in _STOP]
@@ -432,6 +437,19 @@ def order_verdict(claim: Claim, text: str) -> bool | None:
 
 # --------------------------------------------------------------------------------------- verdicts
 HOLDS, FAILS = True, False
+
+
+def leads_with_subject(claim: Claim, clause: str) -> bool:
+    """Whether ``clause`` opens with the claim's subject (or names none of it): "the lid is encasing the bottle" does
+    not, to "Is the bottle encasing the lid?" (the roles swapped, not the claim denied)."""
+    if not claim.subject:
+        return True
+    for w in tokens(clause):
+        lw = w.lower()
+        if lw in _STOP or lw in _NEGATIONS or lw in _PREPOSITIONS:
+            continue
+        return stem(w) == claim.subject or lw in _PRONOUNS
+    return True
 
 
 @dataclass(frozen=True)
