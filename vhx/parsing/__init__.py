@@ -313,7 +313,9 @@ _MARKER_BEFORE = re.compile(
     r"(?:^|[.!?\n;:,]\s*|\s)(?:and\s+)?(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in\s+(?:short|summary|"
     r"conclusion|sum|the\s+end)|to\s+(?:sum\s+up|summarize|summarise|conclude)|all\s+in\s+all|in\s+a\s+word|simply\s+put|"
     r"(?:my|the|our)\s+(?:final\s+|short\s+)?answer\s+(?:is|would\s+be))\b[\s,:：*_\"'“—-]*"
-    r"(?:(?:i\s+would\s+say|i'd\s+say|i\s+think|i\s+believe|i\s+guess|the\s+answer\s+is)[\s,:：*_\"'“—-]*)?$",
+    r"(?:(?:i\s+would\s+say|i'd\s+say|i\s+think|i\s+believe|i\s+guess|the\s+answer\s+is)[\s,:：*_\"'“—-]*)?$|"
+    r"(?:^|[.!?\n;:,—–-]\s*|\s)(?:correct(?:ing|ion)(?:\s+myself)?|on\s+second\s+thought|actually|(?:my\s+)?final\s+answer|"
+    r"to\s+correct\s+myself|i\s+was\s+wrong)\b[\s,:：*_\"'“—-]*$",
     re.IGNORECASE,
 )
 _INTRO_BEFORE = re.compile(
@@ -327,7 +329,7 @@ _LEADING_ANSWER = re.compile(r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:(?:final\s+ans
                              re.IGNORECASE)
 _HAS_MARKER = re.compile(
     r"\b(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in (?:short|summary|conclusion|sum)|to sum up|"
-    r"answer)\b|[.!?;]\s*(?:yes|no)\b",
+    r"answer|correct(?:ing|ion)|actually|second thought|i was wrong)\b|[.!?;]\s*(?:yes|no)\b",
     re.IGNORECASE,
 )
 
@@ -377,7 +379,8 @@ def _region(text: str | None) -> tuple[str, str | None, bool]:
 
 _OTHER_FIRST = re.compile(
     r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:\(?(?:[ivx]+|[a-d])\)\s*)?(?:(true|correct|right|yep|yeah|yup|indeed|certainly|absolutely|definitely)|"
-    r"(false|incorrect|wrong|nope|nah))\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:—–-]|$))",
+    r"(false|incorrect|wrong|nope|nah|not\s+at\s+all|not\s+really|absolutely\s+not|certainly\s+not|definitely\s+not|of\s+course\s+not))"
+    r"\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:—–-]|$))",
     re.IGNORECASE,
 )
 _OPTION_LABEL = re.compile(r"^[\s*_#>`'\"“‘\[{~|•·-]*\((?:[ivx]+|[a-d])\)\s*", re.IGNORECASE)
@@ -412,7 +415,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
     """
     from vhx.parsing.claims import (
-        HEDGE, MAYBE, attribute_sameness, clause_verdict, clauses, leads_with_subject, numeric_comparison, order_verdict, parse_claim, reversed_claim,
+        HEDGE, MAYBE, attribute_sameness, clause_verdict, clauses, leads_with_subject, numeric_comparison, partial_universal, order_verdict, parse_claim, reversed_claim,
     )
 
     region, reason, boxed = _region(text)
@@ -473,6 +476,8 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     ranked = order_verdict(claim, region)
     if ranked is not None:
         return Reading(_answer(ranked, claim.negated), READ_PARTS)
+    if partial_universal(claim, region):
+        return Reading(_answer(False, claim.negated), READ_PARTS, uncertain=True)
     if reversed_claim(region):
         return Reading(_answer(False, claim.negated), READ_RESTATED, uncertain=True)
     compared = attribute_sameness(claim, region)

@@ -61,6 +61,7 @@ _CONTRARIES = [
     ("convex", "concave"), ("clockwise", "counterclockwise"), ("symmetric", "asymmetric"),
     ("same", "differ"), ("same", "unequal"), ("identical", "differ"), ("complete", "incomplete"),
     ("possible", "impossible"), ("able", "unable"), ("lit", "unlit"), ("healthy", "unhealthy"),
+    ("closed", "ajar"), ("shut", "ajar"), ("run", "stand"), ("running", "standing"), ("walking", "standing"),
     ("smooth", "rough"), ("smooth", "textured"), ("smooth", "bumpy"), ("long", "short"), ("tall", "short"),
     ("sleeping", "awake"), ("asleep", "awake"), ("sleeping", "alert"), ("asleep", "alert"), ("ripe", "unripe"),
     ("cloudy", "clear"), ("cloudy", "cloudless"), ("sunny", "cloudy"), ("sunny", "overcast"), ("made", "unmade"),
@@ -206,6 +207,8 @@ def _negations(words: list[str]) -> int:
             if lw == "not" and nxt == "only" or lw == "no" and nxt in ("doubt", "longer", "matter"):
                 continue
             n += 1
+        elif lw in ("rather", "instead") and i + 1 < len(words) and words[i + 1].lower() in ("than", "of"):
+            n += 1  # "filled with popcorn rather than fruit": the word after is denied
     return n
 
 
@@ -233,6 +236,7 @@ class Claim:
     order: tuple[str, ...] = ()
     key: frozenset[str] = frozenset()
     framed: bool = False
+    universal: bool = False
     subject: str = ""
     colour_near: tuple[tuple[str, frozenset[str]], ...] = ()
     place: tuple[str, frozenset[str]] | None = None
@@ -349,7 +353,8 @@ def parse_claim(question: str) -> Claim | None:
                 place = (lower[i], obj)
             break
     return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
-                 order if len(order) >= 2 else (), key, bool(framed), subject if subject in content else "", colour_near, place)
+                 order if len(order) >= 2 else (), key, bool(framed), bool({"all", "both", "every", "each"} & set(lower)),
+                 subject if subject in content else "", colour_near, place)
 
 
 def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
@@ -498,6 +503,9 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
         return None
     if HEDGE.search(clause) or MAYBE.search(clause):
         return None
+    judged = judged_statement(claim, clause)
+    if judged is not None:
+        return Verdict(judged, "restated claim", claim.content, conclusion)
     stems = [stem(w) for w in words]
     have = set(stems)
     if claim.subject and claim.subject not in have and _PRONOUNS & set(lower):
@@ -725,3 +733,35 @@ def numeric_comparison(claim: Claim, text: str) -> bool | None:
         return None
     lower_than = comp in _LOWER_COMPS or comp in ("less", "fewer")
     return sides[1] < sides[-1] if lower_than else sides[1] > sides[-1]
+
+
+_PARTIAL = re.compile(
+    r"\b(?:not\s+all|not\s+both|not\s+every|except|(?:one|two|three|four|five|six|seven|eight|nine|ten|\d+)\s+of\s+(?:the|them|these|those)|"
+    r"only\s+(?:one|some|a\s+few|two|three|half)|some\s+of|the\s+other(?:\s+one)?\s+(?:is|are|shows|has|does)|"
+    r"(?:while|whereas|but)\s+the\s+(?:left|right|other|last|first|second|back|front|top|bottom)(?:\s+one)?)\b",
+    re.IGNORECASE,
+)
+_VERDICT_WORD = re.compile(
+    r"\b(?:statement|claim|premise|assertion|description)\b.*\b(?:is|are|was|seems|appears\s+to\s+be)\s+(not\s+)?"
+    r"(false|incorrect|wrong|untrue|inaccurate|true|correct|accurate|right)\b\W*$",
+    re.IGNORECASE,
+)
+
+
+def partial_universal(claim: Claim, text: str) -> bool:
+    """Whether ``text`` says a claim about all or both of something holds for part of them only ("Three of the four
+    cyclists are wearing helmets; the one in the back is not.")."""
+    return claim.universal and bool(_PARTIAL.search(text))
+
+
+def judged_statement(claim: Claim, clause: str) -> bool | None:
+    """What a clause that calls the claim true or false says ("..., so the statement that the left line is longer is
+    false."): whether the claim holds, or None when the clause is not such a verdict on this claim."""
+    found = _VERDICT_WORD.search(clause)
+    if not found:
+        return None
+    have = {stem(w) for w in tokens(clause)}
+    if len(claim.content & have) < max(1, (len(claim.content) + 1) // 2):
+        return None
+    true = found.group(2).lower() in ("true", "correct", "accurate", "right")
+    return true != bool(found.group(1))
