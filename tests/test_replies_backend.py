@@ -490,7 +490,8 @@ def test_lavin_mme_replies_match_every_case_and_give_mmes_published_scores(tmp_p
     capsys.readouterr()
     print(f"vhx's reading: perception {ours['perception']:.2f}, cognition {ours['cognition']:.2f}; replies read otherwise than MME's "
           f"rule ({len(differ)}):", *differ, sep="\n")
-    assert len(differ) <= 12, differ
+    # nearly every LaVIN reply starts with "yes," or "no,", which any reading takes alike: a wide gap means broken matching
+    assert len(differ) < 0.02 * len(rows), differ
     fixed = mme_scores([dict(r, pred=t["pred"], correct=t["correct"]) if r["pred"] != t["pred"] else r for r, t in zip(rows, tool_read)]).iloc[0]
     assert (round(fixed["perception"], 2), round(fixed["cognition"], 2)) == (963.61, 249.64)
 
