@@ -64,17 +64,18 @@ class VHModel(Protocol):
         ...
 
 
-def prediction_from_replies(texts: list[str] | tuple[str, ...], question: str | None) -> Prediction:
+def prediction_from_replies(texts: list[str] | tuple[str, ...], question: str | None, reading: str = "question") -> Prediction:
     """The :class:`Prediction` of one case from its generated reply (or several samples, voted), each read with
-    the question by :func:`vhx.parsing.read_reply`."""
+    the question by :func:`vhx.parsing.read_reply` (``reading="first-word"``: by its first word only,
+    :func:`vhx.parsing.read_with`)."""
     import json
 
-    from vhx.parsing import majority_vote, read_reply, vote_share_yes
+    from vhx.parsing import majority_vote, read_with, vote_share_yes
 
     if len(texts) == 1:
-        reading = read_reply(texts[0], question)
-        return Prediction(raw=texts[0], pred=reading.answer, reading=reading.label)
-    readings = [read_reply(t, question) for t in texts]
+        read = read_with(reading, texts[0], question)
+        return Prediction(raw=texts[0], pred=read.answer, reading=read.label)
+    readings = [read_with(reading, t, question) for t in texts]
     votes = [r.answer for r in readings]
     return Prediction(raw=json.dumps(list(texts), ensure_ascii=False), pred=majority_vote(votes), p_yes=vote_share_yes(votes),
                       samples=tuple(texts), reading=f"vote of {len(texts)}")

@@ -130,8 +130,11 @@ class HFModel(PrefixSharing):
         share_prefix: bool = True,
         name: str | None = None,
         load_options: dict[str, Any] | None = None,
+        reading: str = "question",
     ) -> None:
         import torch
+
+        from vhx.parsing import check_reader
 
         self.model = model.eval()
         self.processor = processor
@@ -163,6 +166,7 @@ class HFModel(PrefixSharing):
         self._yes_no: tuple[list[int], list[int]] | None = None
         self._torch = torch
         self.load_options = dict(load_options or {})
+        self.reading = check_reader(reading)
         self.name = name or self._default_name()
 
     # ----------------------------------------------------------------------------------- loading
@@ -200,7 +204,7 @@ class HFModel(PrefixSharing):
             model_kwargs: any other ``from_pretrained`` keyword arguments.
             options: answer options of :class:`HFModel` (``prompt_template``, ``batch_size``,
                 ``max_new_tokens``, ``temperature``, ``top_p``, ``do_sample``, ``num_samples``,
-                ``system_prompt``, ``chat_template``, ``seed``, ``share_prefix``, ``name``).
+                ``system_prompt``, ``chat_template``, ``seed``, ``share_prefix``, ``name``, ``reading``).
         """
         check_mode(mode)
         loaded = load_pretrained(
@@ -247,6 +251,7 @@ class HFModel(PrefixSharing):
             "seed": self.seed,
             # whether logits mode shares one prefix per image (False where it falls back; see module docs)
             "share_prefix": self._sharing() is not None,
+            **({"reading": self.reading} if self.reading != "question" else {}),
             **self.load_options,
         }
 
@@ -266,6 +271,8 @@ class HFModel(PrefixSharing):
                 parts.append(f"n={self.num_samples}")
             if self.max_new_tokens is not None:
                 parts.append(f"max_new_tokens={self.max_new_tokens}")
+            if self.reading != "question":
+                parts.append(f"reading={self.reading}")
         if self.prompt_template != DEFAULT_PROMPT_TEMPLATE or self.system_prompt or self.chat_template:
             digest = hashlib.sha256(
                 json.dumps([self.prompt_template, self.system_prompt, self.chat_template]).encode()
@@ -468,7 +475,7 @@ class HFModel(PrefixSharing):
         preds: list[Prediction] = []
         for i in range(len(questions)):
             group = texts[i * repeats : (i + 1) * repeats] * (n if not sampling else 1)
-            preds.append(prediction_from_replies(group[:1] if n == 1 else group, questions[i]))
+            preds.append(prediction_from_replies(group[:1] if n == 1 else group, questions[i], self.reading))
         return preds
 
     def decode_replies(self, token_ids: Any) -> list[str]:

@@ -166,9 +166,13 @@ class OpenAIModel:
         max_new_tokens: int | None = None,
         do_sample: bool | None = None,
         batch_size: int | None = None,
+        reading: str = "question",
     ) -> None:
+        from vhx.parsing import check_reader
+
         if not model:
             raise ValueError("model name is empty")
+        self.reading = check_reader(reading)
         # The transformers backend's spellings, so one option set fits every backend.
         if max_new_tokens is not None:
             if max_tokens is not None and max_tokens != max_new_tokens:
@@ -276,6 +280,7 @@ class OpenAIModel:
             "max_retries": self.max_retries,
             "timeout": self.timeout,
             "cache": str(self.cache.path) if self.cache is not None else None,
+            **({"reading": self.reading} if self.reading != "question" else {}),
             **self.settings(),
         }
 
@@ -287,6 +292,8 @@ class OpenAIModel:
                 parts.append(f"{key}={value}")
         if self.num_samples > 1:
             parts.append(f"n={self.num_samples}")
+        if self.reading != "question" and self.mode == "generate":
+            parts.append(f"reading={self.reading}")
         if self.prompt_template != DEFAULT_PROMPT_TEMPLATE or self.system_prompt:
             digest = hashlib.sha256(json.dumps([self.prompt_template, self.system_prompt]).encode()).hexdigest()[:8]
             parts.append(f"prompt={digest}")
@@ -391,5 +398,5 @@ class OpenAIModel:
                 return Prediction(raw=raw, pred="unknown", p_yes=None)
             pred = "yes" if yes > no else "no" if no > yes else "unknown"
             return Prediction(raw=raw, pred=pred, p_yes=yes / (yes + no))
-        return prediction_from_replies(texts, question)
+        return prediction_from_replies(texts, question, self.reading)
 

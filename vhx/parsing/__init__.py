@@ -517,3 +517,28 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
 def _strong(verdict: Any, claim: Any) -> bool:
     """A verdict that says the whole claim (every content word, or a comparison): one a person cannot read past."""
     return verdict.how == "comparison" or verdict.words >= claim.content
+
+
+#: The readers a run can read its replies with (``vhx evaluate --reading``): ``question`` is :func:`read_reply`;
+#: ``first-word`` reads a reply by its first word or an announced answer only, without the question
+#: (:func:`parse_yes_no`), as the scripts of MME (``calculation.py``), POPE and LLaVA do: it reproduces the numbers
+#: those scripts publish, where a reply in sentences counts as wrong unless it starts with yes or no.
+READERS: tuple[str, ...] = ("question", "first-word")
+
+
+def check_reader(name: str) -> str:
+    """Validate a reader name (one of :data:`READERS`)."""
+    if name not in READERS:
+        raise ValueError(f"reading must be one of {READERS}, got {name!r}")
+    return name
+
+
+def read_with(reader: str, text: str | None, question: str | None) -> Reading:
+    """``text`` read by the reader named ``reader`` (:data:`READERS`)."""
+    if reader == "question":
+        return read_reply(text, question)
+    check_reader(reader)
+    answer, reason = _read(text)
+    if answer == "unknown":
+        return Reading("unknown", READ_UNKNOWN, reason)
+    return Reading(answer, READ_FIRST_WORD if _leading_word(_region(text)[0]) != "unknown" else READ_CONCLUSION)
