@@ -200,6 +200,12 @@ def test_lmms_eval_samples_of_an_exported_vhx_task_and_of_versions_that_kept_the
          "target": "no", "resps": [["No, there is no kite."]], "filtered_resps": ["No"]}])
     rows, _ = run(pope_dsd(), tmp_path / "b.jsonl", tmp_path / "run-b")
     assert [(r["id"], r["raw"]) for r in rows] == [("pope/popular/2", "No, there is no kite.")]  # resps: the model's own text
+    # lmms-eval before 0.2.4: <task>.json with the samples under "logs"; the task's name names the subset
+    (tmp_path / "pope_pop.json").write_text(json.dumps({"args": {"tasks": "pope_pop"}, "model_configs": {}, "time": "x", "logs": [
+        {"doc_id": 0, "doc": {"question_id": "3", "question": "Is there a car in the image?", "answer": "no"}, "target": "no",
+         "arguments": [["Is there a car in the image?", {}]], "resps": [["No"]], "filtered_resps": ["No"]}]}, indent=4))
+    rows, record = run(pope_dsd(), tmp_path / "pope_pop.json", tmp_path / "run-c")
+    assert [(r["id"], r["raw"]) for r in rows] == [("pope/popular/3", "No")] and record["replies"]["format"] == "lmms-eval"
 
 
 def test_vlmevalkit_prediction_tables_xlsx_tsv_csv(tmp_path: Path):

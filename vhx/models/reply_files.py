@@ -13,12 +13,13 @@ Formats (:data:`FORMATS`), with the rule that recognises each:
     and ``split``. Several rows of one (model, split, id) are a case scored again: the last one counts,
     as everywhere in vhx. Rows of several models need ``replies:PATH#MODEL``.
 ``lmms-eval``
-    lmms-eval's ``--log_samples`` output (``*_samples_<task>.jsonl``): JSON lines with ``doc_id`` and
+    lmms-eval's ``--log_samples`` output (``*_samples_<task>.jsonl``; before 0.2.4, ``<task>.json`` holding them under
+    ``logs``): JSON lines (or ``logs`` entries) with ``doc_id`` and
     ``resps`` or ``filtered_resps``. The reply is ``resps`` (the model's text; lmms-eval 0.7 keeps it only
     where its filters changed it) else ``filtered_resps``, the first text of the nested lists. lmms-eval
-    0.7 drops ``doc`` from the file, so ids come from the metric entries its tasks log (``pope_accuracy``:
+    0.4 and later drop ``doc`` from the file, so ids come from the metric entries its tasks log (``pope_accuracy``:
     ``question_id``; ``mme_perception_score``: ``question_id``, the image path, and ``category``; an
-    exported vhx task: ``id``), or from ``doc`` where an older version kept it; the question is
+    exported vhx task: ``id``), or from ``doc`` where an older version kept it (up to 0.3); the question is
     ``doc["question"]`` or the logged prompt (``input``), the truth ``target``, and the subset the task name
     in the file name (``pope_random``, ``pope_pop``, ``pope_adv``).
 ``vlmevalkit``
@@ -324,8 +325,8 @@ def _plain_format(keys: set[str], default: str) -> str:
     return default
 
 
-def _lmms_record(row: Mapping[str, Any], *, name: str, line: int, hints: tuple[str, ...]) -> ReplyRecord:
-    where = {"file": name, "line": line}
+def _lmms_record(row: Mapping[str, Any], *, name: str, line: int, hints: tuple[str, ...], row_mode: bool = False) -> ReplyRecord:
+    where: dict[str, Any] = {"file": name, "row": line} if row_mode else {"file": name, "line": line}
     reply = row.get("resps") if "resps" in row else row.get("filtered_resps")
     while isinstance(reply, (list, tuple)):
         if not reply:
@@ -355,7 +356,7 @@ def _lmms_record(row: Mapping[str, Any], *, name: str, line: int, hints: tuple[s
     if case_id is None and qid is None and image is None:
         raise DataError("no case id, question_id or image in the logged sample (doc or the metrics' entries)", **where)
     return ReplyRecord(
-        text=reply or "", where=_where(name, line), file=name, line=line, case_id=case_id, qid=qid,
+        text=reply or "", where=_where(name, line, row_mode), file=name, line=None if row_mode else line, case_id=case_id, qid=qid,
         subsets=_subsets(subset), hints=hints, image=image, question=question, truth=_truth(row.get("target")), fmt="lmms-eval",
     )
 
@@ -611,6 +612,11 @@ def read_reply_file(path: Path, name: str | None = None) -> tuple[str, list[Repl
             data = None  # JSON lines (several objects), or broken: the line reader says where
         if isinstance(data, list):
             return _json_records(data, text, name=name, hints=hints)
+        if isinstance(data, dict) and isinstance(data.get("logs"), list) and data["logs"] and isinstance(data["logs"][0], dict) \
+                and "doc_id" in data["logs"][0]:
+            # lmms-eval before 0.2.4 wrote each task's samples as <task>.json: {"args", "model_configs", "logs": [...], "time"}
+            return "lmms-eval", [_lmms_record(x if isinstance(x, dict) else {}, name=name, line=n, hints=hints, row_mode=True)
+                                 for n, x in enumerate(data["logs"], start=1)]
         if isinstance(data, dict):
             if data and all(isinstance(v, dict) and v and all(isinstance(e, dict) and "response" in e for e in v.values())
                             for v in data.values()):
