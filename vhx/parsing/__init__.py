@@ -415,7 +415,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
     """
     from vhx.parsing.claims import (
-        HEDGE, MAYBE, attribute_sameness, clause_verdict, clauses, leads_with_subject, numeric_comparison, partial_universal, order_verdict, parse_claim, reversed_claim,
+        HEDGE, MAYBE, attribute_sameness, bare_number, clause_verdict, clauses, leads_with_subject, numeric_comparison, partial_universal, order_verdict, parse_claim, reversed_claim,
     )
 
     region, reason, boxed = _region(text)
@@ -476,6 +476,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     ranked = order_verdict(claim, region)
     if ranked is not None:
         return Reading(_answer(ranked, claim.negated), READ_PARTS)
+    counted = bare_number(claim, region)
+    if counted is not None:
+        return Reading(_answer(counted, claim.negated), READ_RESTATED)
     if partial_universal(claim, region):
         return Reading(_answer(False, claim.negated), READ_PARTS, uncertain=True)
     if reversed_claim(region):

@@ -38,7 +38,7 @@ _STOP = frozenset(
     shown show shows showing depicted depict depicts visible seen see appear appears appearing appeared seem seems
     seemed look looks looking according based given provided displayed display displays illustrated present
     presented question answer yes what which who whom whose how where when why whether if than then
-    side part portion area region""".split()
+    side part portion area region color colour colored coloured""".split()
 )
 # A word whose presence in a clause signals the clause states the question's contrary ("open" vs "closed").
 _CONTRARIES = [
@@ -103,6 +103,8 @@ _LESS = ("below", "under", "less", "lower", "fewer", "smaller", "beneath", "unde
 _MORE = ("above", "over", "more", "greater", "higher", "larger", "exceeding", "exceeds", "exceed", "bigger")
 # A clause that talks about the question instead of answering it ("To determine whether the bar is ...").
 _META = frozenset("whether question asks asked asking determine determining wonder suppose assuming unless".split())
+_LOCATOR = re.compile(r"\b(?:to\s+the\s+(?:left|right)\s+of|on\s+the\s+(?:left|right)\s+of|in\s+front\s+of|next\s+to|behind|"
+                      r"beside|near)\s+(?:the|a|an)\s+", re.IGNORECASE)
 _PRONOUNS = frozenset("it they he she its their his her them".split())
 _EXISTENCE_WORDS = frozenset("visible present there any see seen shown exist exists appear appears".split())
 _FIND_OUT = frozenset("determine tell see check know sure unclear ask asks wonder verify confirm".split())
@@ -140,6 +142,11 @@ _IRREGULAR = {
     "broke": "break", "broken": "break", "hung": "hang", "lay": "lie", "lying": "lie", "spent": "spend",
     "men": "man", "women": "woman", "children": "child", "people": "person", "mice": "mouse", "feet": "foot",
     "teeth": "tooth", "geese": "goose", "leaves": "leaf", "knives": "knife", "shelves": "shelf", "wolves": "wolf",
+    # words for one thing, so a reply's wording meets the question's
+    "large": "big", "huge": "big", "little": "small", "tiny": "small", "bike": "bicycle", "bikes": "bicycle",
+    "couch": "sofa", "couches": "sofa", "tv": "television", "cellphone": "phone", "smartphone": "phone",
+    "kid": "child", "kids": "child", "guy": "man", "guys": "man", "lady": "woman", "ladies": "woman",
+    "automobile": "car", "cars": "car", "photograph": "photo", "colour": "color", "colours": "color", "grey": "gray",
 }
 
 
@@ -175,6 +182,8 @@ def _contraries() -> dict[str, frozenset[str]]:
 
 
 _CONTRARY = _contraries()
+_VERBISH = frozenset(stem(w) for w in "look looks have has wear wearing hold holding ride riding made appear sit sitting stand "
+                     "standing eat eating play playing carry carrying use using is are".split())
 _COMP = {}
 for _a, _b in _COMPARATIVE_PAIRS:
     _COMP.setdefault(_a, set()).add(_b)
@@ -237,6 +246,7 @@ class Claim:
     key: frozenset[str] = frozenset()
     framed: bool = False
     universal: bool = False
+    optional: frozenset[str] = frozenset()
     subject: str = ""
     colour_near: tuple[tuple[str, frozenset[str]], ...] = ()
     place: tuple[str, frozenset[str]] | None = None
@@ -352,9 +362,23 @@ def parse_claim(question: str) -> Claim | None:
             if obj and not obj & _GENERIC_PLACES:
                 place = (lower[i], obj)
             break
+    # "the appliance to the left of the dishwasher ...": words that only find the subject; a reply may leave them out
+    optional: set[str] = set()
+    located = _LOCATOR.search(sentence)
+    if located and not compare:
+        after = [stem(w) for w in tokens(sentence[located.end() :])]
+        for i, st in enumerate(after):
+            if st in _VERBISH or (i and after[i - 1] not in content):
+                break
+            optional.add(st)
+        rest = [st for st in after[len(optional) :] if st in content]
+        if not rest:
+            optional = set()  # the locator is the claim itself ("Is the cup to the left of the plate?")
+        else:
+            optional |= {stem(w) for w in tokens(located.group(0))}
     return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
                  order if len(order) >= 2 else (), key, bool(framed), bool({"all", "both", "every", "each"} & set(lower)),
-                 subject if subject in content else "", colour_near, place)
+                 frozenset(optional & content), subject if subject in content else "", colour_near, place)
 
 
 def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
@@ -523,8 +547,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             return Verdict(verdict, "restated claim", frozenset(claim.content & have), conclusion)
         if any(_number(w) is not None for w in lower):
             return None  # numbers the rules cannot tie to the one asked about: not a reading of the claim
-    if claim.subject and claim.subject in have and negations % 2 and _EXISTENCE_WORDS & set(lower) \
-            and not (claim.content - {claim.subject}) & have:
+    if claim.subject and claim.subject in have and negations % 2 and _EXISTENCE_WORDS & set(lower) and (
+            not (claim.content - {claim.subject}) & have or _denies_existence(words, claim.subject)):
         return Verdict(False, "restated claim", frozenset({claim.subject}), conclusion, True)
     matched = claim.content & have
     flips = 0
@@ -542,11 +566,20 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             inferred = True
     if not matched:
         return None
+    if claim.place and claim.subject in have and not claim.place[1] & have and not negations:
+        prep, obj = claim.place
+        for i, w in enumerate(lower[:-1]):
+            if w == prep:
+                other = [st for x, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if x not in _STOP]
+                if other and not set(other) & claim.content and not set(other) & _GENERIC_PLACES:
+                    # "The decoration is on the wall." to "Is the decoration on a cake?"
+                    return Verdict(False, "restated claim", frozenset(matched | obj), conclusion, True)
     missing_required = claim.required - have
     # most of the claim's words: "a group of people is walking through the road" does not answer "Is it a good
     # time to walk through the road?"
-    needed = 1 if contrast else max(1, -(-3 * len(claim.content) // 5))
-    if len(matched) < needed and not (claim.key and claim.key <= matched):
+    essential = claim.content - claim.optional
+    needed = 1 if contrast else max(1, -(-3 * len(essential) // 5))
+    if len(matched & essential) < needed and not (claim.key and claim.key <= matched):
         return None
     if claim.place and not claim.place[1] & have and not negations:
         prep, obj = claim.place
@@ -689,7 +722,7 @@ def attribute_sameness(claim: Claim, text: str) -> bool | None:
     values of that attribute and no sameness ("The gloves are black and the trousers are white."), else None."""
     if claim.compare is None or claim.compare[0] not in ("same", "different"):
         return None
-    content = claim.content
+    content = claim.content | {stem(w) for w in tokens(claim.text)}
     values: frozenset[str] = frozenset()
     if content & {"color", "colour"}:
         values = _COLOURS
@@ -765,3 +798,35 @@ def judged_statement(claim: Claim, clause: str) -> bool | None:
         return None
     true = found.group(2).lower() in ("true", "correct", "accurate", "right")
     return true != bool(found.group(1))
+
+
+def _denies_existence(words: list[str], subject: str) -> bool:
+    """Whether the words say there is no such thing as ``subject`` ("There do not appear to be any shades ...", "no
+    shades", "the shade is not visible")."""
+    lower = [w.lower() for w in words]
+    for i, w in enumerate(words):
+        if stem(w) != subject:
+            continue
+        before = lower[max(0, i - 3) : i]
+        after = lower[i + 1 : i + 4]
+        if "no" in before or ("any" in before and _negations(lower[:i]) % 2) or (
+                _negations(after) and ({"visible", "present", "shown", "seen"} & set(after))):
+            return True
+    return False
+
+
+def bare_number(claim: Claim, text: str) -> bool | None:
+    """A reply that is only a number ("0", "Answer: 3."), read against a count or a "Is there any ...?" claim."""
+    found = re.fullmatch(r"\W*(?:answer\W*)?(\d+|zero|none|one|two|three|four|five|six|seven|eight|nine|ten)\W*", text.strip(),
+                         re.IGNORECASE)
+    if not found:
+        return None
+    value = 0.0 if found.group(1).lower() == "none" else _number(found.group(1))
+    if value is None:
+        return None
+    if claim.number is not None:
+        op, want, _ = claim.number
+        return {"==": value == want, "<": value < want, ">": value > want, ">=": value >= want, "<=": value <= want}[op]
+    if claim.key:
+        return value > 0
+    return None
