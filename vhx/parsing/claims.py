@@ -247,6 +247,7 @@ class Claim:
     framed: bool = False
     universal: bool = False
     optional: frozenset[str] = frozenset()
+    crux: str = ""
     subject: str = ""
     colour_near: tuple[tuple[str, frozenset[str]], ...] = ()
     place: tuple[str, frozenset[str]] | None = None
@@ -378,7 +379,16 @@ def parse_claim(question: str) -> Claim | None:
             optional |= {stem(w) for w in tokens(located.group(0))}
     return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
                  order if len(order) >= 2 else (), key, bool(framed), bool({"all", "both", "every", "each"} & set(lower)),
-                 frozenset(optional & content), subject if subject in content else "", colour_near, place)
+                 frozenset(optional & content), _crux(stems, content - optional, compare, number),
+                 subject if subject in content else "", colour_near, place)
+
+
+def _crux(stems: list[str], essential: frozenset[str], compare: object, number: object) -> str:
+    """The claim's last essential word, what its predicate is about ("riding on a surfboard" -> surfboard); "" for
+    comparisons, counts and claims of two words or fewer."""
+    if compare is not None or number is not None or len(essential) < 3:
+        return ""
+    return next((st for st in reversed(stems) if st in essential), "")
 
 
 def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, frozenset[str], frozenset[str]] | None:
@@ -578,6 +588,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     # most of the claim's words: "a group of people is walking through the road" does not answer "Is it a good
     # time to walk through the road?"
     essential = claim.content - claim.optional
+    if claim.crux and claim.crux not in matched and not contrast:
+        return None  # "The person is riding a bike" says nothing of "riding on a surfboard"
     needed = 1 if contrast else max(1, -(-3 * len(essential) // 5))
     if len(matched & essential) < needed and not (claim.key and claim.key <= matched):
         return None
