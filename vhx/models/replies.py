@@ -68,7 +68,6 @@ KNOWN_SUBSETS: frozenset[str] = frozenset({
 #: Each with the value that changes nothing (None: any value; ``vhx evaluate`` always passes these two).
 _HARMLESS: dict[str, Any] = {"batch_size": None, "mode": "generate"}
 _SPACE = re.compile(r"\s+")
-_SHOWN = 5
 
 
 def normalize_question(text: str | None) -> str:

@@ -442,7 +442,9 @@ def _json_records(items: list[Any], text: str, *, name: str, hints: tuple[str, .
         if not isinstance(item, dict):
             raise DataError(f"element {number} is not a JSON object", file=name, line=starts[number - 1])
     try:
-        return _json_shapes(items, keys, name=name, hints=hints)
+        fmt, records = _json_shapes(items, keys, name=name, hints=hints)
+        # records are numbered by element ("file row N"); their line is where the element starts
+        return fmt, [replace(r, line=starts[r.line - 1]) if r.line is not None else r for r in records]
     except DataError as exc:
         if exc.file == name and exc.line is not None and exc.row is None:
             # the records were numbered by element: name the element's line, and the element
@@ -461,7 +463,7 @@ def _json_shapes(items: list[dict[str, Any]], keys: set[str], *, name: str, hint
     if {"index", "prediction"} <= keys:
         return "vlmevalkit", [_vlmevalkit_record(x, name=name, line=n, row_mode=True, hints=hints) for n, x in enumerate(items, start=1)]
     if {"doc_id"} <= keys and keys & {"resps", "filtered_resps"}:
-        return "lmms-eval", [_lmms_record(x, name=name, line=n, hints=hints) for n, x in enumerate(items, start=1)]
+        return "lmms-eval", [_lmms_record(x, name=name, line=n, hints=hints, row_mode=True) for n, x in enumerate(items, start=1)]
     fmt = _plain_format(keys, "json")
     return fmt, [_plain_record(x, name=name, line=n, row_mode=True, hints=hints, fmt=fmt) for n, x in enumerate(items, start=1)]
 
@@ -597,7 +599,12 @@ def read_reply_file(path: Path, name: str | None = None) -> tuple[str, list[Repl
         NotReplies: the file holds no replies.
         DataError: a replies file with a malformed line (file and line named).
     """
-    name = name or path.name
+    fmt, records = _read_file(path, name or path.name)
+    # a row matched by position is the file's k-th reply, whatever line or spreadsheet row holds it
+    return fmt, [replace(r, position=k) if r.position is not None else r for k, r in enumerate(records, start=1)]
+
+
+def _read_file(path: Path, name: str) -> tuple[str, list[ReplyRecord]]:
     hints = name_hints(path.stem)
     if path.suffix.lower() == ".xlsx":
         return _xlsx_records(path, name=name, hints=hints)
