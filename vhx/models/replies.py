@@ -37,6 +37,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -70,11 +71,13 @@ _HARMLESS: dict[str, Any] = {"batch_size": None, "mode": "generate"}
 _SPACE = re.compile(r"\s+")
 
 
+@lru_cache(maxsize=1 << 16)
 def normalize_question(text: str | None) -> str:
     """Lower case, spaces collapsed."""
     return _SPACE.sub(" ", str(text or "")).strip().lower()
 
 
+@lru_cache(maxsize=1 << 16)  # each reply's question is compared with several cases', and questions repeat
 def question_core(text: str | None) -> str:
     """:func:`normalize_question` with the answer instructions of :data:`INSTRUCTIONS` removed."""
     core = normalize_question(text)
