@@ -447,7 +447,10 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
                 return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
         if claim is not None:
             pieces = clauses(_LEADING_ANSWER.sub("", region, count=1))
-            verdicts = [(i, clause_verdict(claim, c, conc, contrast)) for i, (c, conc, contrast) in enumerate(pieces)]
+            if not claim.negated and not _HAS_MARKER.search(region):
+                pieces = pieces[:1]  # without a conclusion later, only the clause right after the word can contradict it
+            hedges = bool(HEDGE.search(region) or MAYBE.search(region))
+            verdicts = [(i, clause_verdict(claim, c, conc, contrast, hedges=hedges)) for i, (c, conc, contrast) in enumerate(pieces)]
             verdicts = [(i, v) for i, v in verdicts if v is not None]
             concluded_v = [v for _, v in verdicts if v.conclusion]
             if concluded_v and _answer(concluded_v[-1].holds, claim.negated) != first and not any(m[2] for m in later):
@@ -489,8 +492,8 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     if compared is not None:
         return Reading(_answer(compared if claim.compare[0] != "different" else not compared, claim.negated), READ_COMPARISON)
     pieces = clauses(region)
-    verdicts = [v for c, conc, contrast in pieces if (v := clause_verdict(claim, c, conc, contrast)) is not None]
     hedged = bool(HEDGE.search(region) or MAYBE.search(region))
+    verdicts = [v for c, conc, contrast in pieces if (v := clause_verdict(claim, c, conc, contrast, hedges=hedged)) is not None]
     if not verdicts:
         return Reading("unknown", READ_UNKNOWN, REFUSES if hedged else SAYS_NOTHING)
     concluded_v = [v for v in verdicts if v.conclusion]

@@ -150,6 +150,7 @@ _IRREGULAR = {
 }
 
 
+@lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
     """A crude, consistent stem: lowercase, possessive and plural endings, -ed / -ing, common irregular forms
     (enough to match a question's words in a reply: "dogs"/"dog", "led"/"lead", "parked"/"park")."""
@@ -206,18 +207,21 @@ def tokens(text: str) -> list[str]:
     return _TOKEN.findall(text)
 
 
+_NEG_ANY = _NEGATIONS | _NEG_AUX | {w.replace("'", "’") for w in _NEG_AUX} | {"rather", "instead"}
+
+
 def _negations(words: list[str]) -> int:
     n = 0
     for i, w in enumerate(words):
-        lw = w.lower().replace("’", "'")
-        if lw in _NEGATIONS or lw in _NEG_AUX or lw.endswith("n't"):
-            # "not only", "no doubt", "no longer ... but": not a denial of the claim
-            nxt = words[i + 1].lower() if i + 1 < len(words) else ""
-            if lw == "not" and nxt == "only" or lw == "no" and nxt in ("doubt", "longer", "matter"):
-                continue
+        lw = w.lower()
+        if lw not in _NEG_ANY and not lw.endswith(("n't", "n’t")):
+            continue
+        nxt = words[i + 1].lower() if i + 1 < len(words) else ""
+        if lw in ("rather", "instead"):
+            n += nxt in ("than", "of")  # "filled with popcorn rather than fruit": the word after is denied
+        # "not only", "no doubt", "no longer ... but": not a denial of the claim
+        elif not (lw == "not" and nxt == "only" or lw == "no" and nxt in ("doubt", "longer", "matter")):
             n += 1
-        elif lw in ("rather", "instead") and i + 1 < len(words) and words[i + 1].lower() in ("than", "of"):
-            n += 1  # "filled with popcorn rather than fruit": the word after is denied
     return n
 
 
@@ -232,6 +236,14 @@ class Claim:
         exclusive: the claim holds for one thing only ("the leading importer"), so naming another denies it.
         compare: a comparison ``(comparative, a_words, b_words)`` (``"same"`` for sameness), or None.
         number: ``(operator, value, noun stem or "")`` for a claim about a count or value, or None.
+        colours: the colour words of the claim; ``colour_near``: each with the claim's words beside it.
+        order: named things the claim ranks, in its order ("Did Brazil lead, followed by Peru and Chile?").
+        key: for "Is there ...?", the thing asked about (where it is may go unsaid in a reply).
+        framed: the question is framed ("Is it false that ...?"); universal: about all or both of something.
+        optional: words that only locate the subject ("the cup to the left of the plate"); crux: the last
+            essential word, which a clause must name.
+        vocab: every stem a clause must hold one of to say anything of the claim.
+        subject: the first word of the subject's noun phrase; place: ``(preposition, object)`` of a location claim.
     """
 
     text: str
@@ -248,6 +260,7 @@ class Claim:
     universal: bool = False
     optional: frozenset[str] = frozenset()
     crux: str = ""
+    vocab: frozenset[str] = frozenset()
     subject: str = ""
     colour_near: tuple[tuple[str, frozenset[str]], ...] = ()
     place: tuple[str, frozenset[str]] | None = None
@@ -377,10 +390,19 @@ def parse_claim(question: str) -> Claim | None:
             optional = set()  # the locator is the claim itself ("Is the cup to the left of the plate?")
         else:
             optional |= {stem(w) for w in tokens(located.group(0))}
-    return Claim(sentence, negated, content, required - {stem("I")}, exclusive, compare, number, colours,
-                 order if len(order) >= 2 else (), key, bool(framed), bool({"all", "both", "every", "each"} & set(lower)),
-                 frozenset(optional & content), _crux(stems, content - optional, compare, number),
-                 subject if subject in content else "", colour_near, place)
+    # every stem a clause must hold one of to say anything of the claim (a cheap first test)
+    vocab = set(content) | {c for w in content for c in _CONTRARY.get(w, ())} | _PRONOUNS | {"same", "different", "differ", "than"}
+    if colours:
+        vocab |= _COLOUR_STEMS
+    if compare is not None:
+        vocab |= set(_COMP) | _SAMENESS | _COLOUR_STEMS | _SHAPES | _MATERIALS
+    return Claim(
+        text=sentence, negated=negated, content=content, required=required - {stem("I")}, exclusive=exclusive,
+        compare=compare, number=number, colours=colours, order=order if len(order) >= 2 else (), key=key,
+        framed=bool(framed), universal=bool({"all", "both", "every", "each"} & set(lower)),
+        optional=frozenset(optional & content), crux=_crux(stems, content - optional, compare, number),
+        vocab=frozenset(vocab), subject=subject if subject in content else "", colour_near=colour_near, place=place,
+    )
 
 
 def _crux(stems: list[str], essential: frozenset[str], compare: object, number: object) -> str:
@@ -523,25 +545,29 @@ def clauses(text: str) -> list[tuple[str, bool, bool]]:
     return out
 
 
-def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast: bool = False) -> Verdict | None:
+def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast: bool = False, *,
+                   hedges: bool = True) -> Verdict | None:
     """What ``clause`` says of ``claim``, or None when it says nothing of it (other words, a hedge, a question).
     ``contrast``: the clause follows "but", "however", ...: there one word of the claim is enough ("..., but
-    there is no cat" to "Is there a dog and a cat?")."""
+    there is no cat" to "Is there a dog and a cat?"). ``hedges=False``: the reply holds no hedge anywhere (the
+    caller searched it once), so the clause is not searched for one."""
     words = tokens(clause)
     if not words:
         return None
     lower = [w.lower() for w in words]
+    stems = [stem(w) for w in words]
+    have = set(stems)
+    if not have & claim.vocab and not (claim.number is not None and any(_number(w) is not None for w in lower)):
+        return None  # nothing of the claim in it
     if any(w in _META for w in lower) or clause.rstrip().endswith("?"):
         return None
     if any(w == "if" and any(x in _FIND_OUT for x in lower[max(0, i - 3) : i]) for i, w in enumerate(lower)):
         return None
-    if HEDGE.search(clause) or MAYBE.search(clause):
+    if hedges and (HEDGE.search(clause) or MAYBE.search(clause)):
         return None
     judged = judged_statement(claim, clause)
     if judged is not None:
         return Verdict(judged, "restated claim", claim.content, conclusion)
-    stems = [stem(w) for w in words]
-    have = set(stems)
     if claim.subject and claim.subject not in have and _PRONOUNS & set(lower):
         have.add(claim.subject)  # "..., so it isn't ripe yet": the pronoun stands for the claim's subject
     negations = _negations(words)
