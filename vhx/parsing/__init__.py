@@ -1,4 +1,44 @@
-"""Turn a model's free-text answer into ``"yes"``, ``"no"`` or ``"unknown"``.
+"""Turn a model's free-text answer into ``"yes"``, ``"no"`` or ``"unknown"``, as a careful person reads it.
+
+Two readers. :func:`read_reply` reads a reply *with the question it answers*; every part of vhx that reads a reply
+uses it (the model backends, ``--model replies:PATH``, the judge's fallback, the lmms-eval export), and each
+prediction row records how its reading was reached (``reading``: one of :data:`READINGS`, ``"unknown: REASON"``,
+``" (uncertain)"`` appended where a careful person could read it otherwise). :func:`parse_yes_no` is the
+question-blind core it starts from: a reply's first word or announced answer (rules below), which is also what
+``--reading first-word`` uses to reproduce the numbers of scripts that read replies that way (MME's
+``calculation.py``, POPE's and LLaVA's).
+
+:func:`read_reply`, in order:
+
+a. Empty replies, thoughts, answer tags and boxes as in rules 1-4 below (a box decides alone).
+b. A leading yes / no (also "True", "Correct", "Nope", "Not at all", "(ii) yes") is the answer (*first word*),
+   unless the reply's own marked conclusion reverses it ("Yes, ..., so it is not more than half full" is no:
+   *conclusion*, uncertain), a later bare yes / no contradicts it (*unknown: contradicts itself*), or the clause
+   right after it says the whole claim the other way: to a negated question ("No, there is no cup." to "Is there
+   no cup?") the restated fact is the answer (uncertain); to any other ("Yes, there is no cat.") the reply
+   contradicts itself.
+c. Otherwise the yes / no answers the reply gives after a conclusion marker ("so yes", "Therefore, no", "In
+   short: no", "the answer is no", "Correcting myself: yes"), at a sentence start or after an introduction
+   ("Based on the chart, no, ..."): all alike, that answer (*conclusion*); otherwise the last marked conclusion
+   (uncertain), or unknown.
+d. Otherwise what the reply's clauses say of the question's claim (:mod:`vhx.parsing.claims`): the claim
+   restated or denied, with a negation in its scope ("The door is not open."), a contrary word ("closed" for
+   "open", another colour, another place after the same preposition), another named subject of a claim only one
+   thing can hold ("Switzerland is the leading importer"), a count or value against the one asked about, a
+   comparison by sameness or order ("Both bars are the same height."), the parts of a claim in several parts
+   ("Brazil led, but Chile was second and Peru third.", "Three of the four cyclists wear helmets"). A clause
+   that does not name most of the claim's words (its last essential word among them) says nothing of it; a
+   clause that talks about the question ("To determine whether ...") or hedges ("might", "it is hard to tell")
+   is not read. Disagreeing clauses: two whole opposite statements contradict each other; otherwise the
+   reply's main statement (the one that says most of the claim, the first of those) is the answer, uncertain.
+e. Nothing read: *unknown* with its reason (:data:`READ_UNKNOWN_REASONS`): *refuses or cannot tell* where the
+   reply hedges or refuses, *says nothing of the question* where it only describes.
+
+It never guesses: what the rules cannot tie to the question stays unknown and counts as wrong, and readings a
+careful person could take otherwise are marked *uncertain*, which is what ``vhx evaluate --judge`` sends to a judge
+besides the unknowns. No model is used: the reading is deterministic, at over 10,000 replies per second on one
+core (``benchmarks/bench_reading.py``). Its agreement with careful human readings is measured by
+``benchmarks/reading_quality.py`` on the labelled real replies of ``tests/data/replies``.
 
 Rules of :func:`parse_yes_no`, applied in order:
 
