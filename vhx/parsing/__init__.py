@@ -561,8 +561,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
 
 
 def _strong(verdict: Any, claim: Any) -> bool:
-    """A verdict that says the whole claim (every content word, or a comparison): one a person cannot read past."""
-    return verdict.how == "comparison" or verdict.words >= claim.content
+    """A verdict that says the whole claim (every content word with no negation outside their scope, or a comparison):
+    one a person cannot read past."""
+    return verdict.how == "comparison" or (verdict.words >= claim.content and verdict.clean)
 
 
 #: The readers a run can read its replies with (``vhx evaluate --reading``): ``question`` is :func:`read_reply`;

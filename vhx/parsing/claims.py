@@ -338,7 +338,7 @@ def parse_claim(question: str) -> Claim | None:
                          and w.upper() != w or (w[:1].isdigit() and len(w) == 4 and w.isdigit()))
     exclusive = any(w in _EXCLUSIVE for w in lower)
     compare = _question_comparison(lower, stems)
-    number = _question_number(lower, stems)
+    number = _question_number(words, lower, stems)
     colours = frozenset(s for s in content if s in _COLOUR_STEMS)
     if not content and number is None:
         return None
@@ -372,7 +372,7 @@ def parse_claim(question: str) -> Claim | None:
     place = None
     for i in range(len(lower) - 1, 0, -1):
         if lower[i] in _PLACE_PREPOSITIONS:
-            obj = frozenset(st for w, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if w not in _STOP and st in content)
+            obj = frozenset(st for w, st in zip(lower[i + 1 : i + 6], stems[i + 1 : i + 6]) if w not in _STOP and st in content)
             if obj and not obj & _GENERIC_PLACES:
                 place = (lower[i], obj)
             break
@@ -442,7 +442,17 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
     return None
 
 
-def _question_number(lower: list[str], stems: list[str]) -> tuple[str, float, str] | None:
+_NAMING = frozenset("titled called named entitled model version episode chapter season part route flight".split())
+
+
+def _names_number(words: list[str], i: int) -> bool:
+    """Whether the number at ``words[i]`` is part of a name ("wolf warrior 2", "Cap 110", "titled ... 2") rather than a
+    value the question asks about ("Is the speed limit 50?")."""
+    before = words[max(0, i - 3) : i]
+    return any(w.lower() in _NAMING for w in before) or any(w[:1].isupper() and j + max(0, i - 3) > 0 for j, w in enumerate(before))
+
+
+def _question_number(words: list[str], lower: list[str], stems: list[str]) -> tuple[str, float, str] | None:
     for i, w in enumerate(lower):
         value = _number(w)
         if value is None or (w == "one" and i + 1 < len(lower) and lower[i + 1] in ("of", "another")):
@@ -465,6 +475,8 @@ def _question_number(lower: list[str], stems: list[str]) -> tuple[str, float, st
             if lower[j] in _STOP or lower[j] in _PREPOSITIONS or _number(lower[j]) is not None or lower[j] in _NEGATIONS:
                 break
             noun = stems[j]
+        if op == "==" and not noun and _names_number(words, i):
+            continue  # "wolf warrior 2 (2017)", "Cap 110": part of a name, not a count or a value compared
         return op, value, noun
     return None
 
@@ -522,6 +534,7 @@ class Verdict:
     words: frozenset[str]
     conclusion: bool = False
     inferred: bool = False  # read through a contrary word or another named subject: worth a judge's look
+    clean: bool = True  # every negation of the clause bears on the claim's words (none left outside their scope)
 
 
 def clauses(text: str) -> list[tuple[str, bool, bool]]:
@@ -581,8 +594,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
         verdict = _number_verdict(claim, lower, stems)
         if verdict is not None:
             return Verdict(verdict, "restated claim", frozenset(claim.content & have), conclusion)
-        if any(_number(w) is not None for w in lower):
-            return None  # numbers the rules cannot tie to the one asked about: not a reading of the claim
+        if claim.number[2] or any(_number(w) is not None for w in lower):
+            return None  # a count the rules cannot read from the clause: not a reading of the claim
     if claim.subject and claim.subject in have and negations % 2 and _EXISTENCE_WORDS & set(lower) and (
             not (claim.content - {claim.subject}) & have or _denies_existence(words, claim.subject)):
         return Verdict(False, "restated claim", frozenset({claim.subject}), conclusion, True)
@@ -634,8 +647,9 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             return Verdict(False, "restated claim", frozenset(matched), conclusion, True)
         return None
     targets = set(matched) | {c for w in matched for c in _CONTRARY.get(w, ())} | (have & _COLOUR_STEMS if claim.colours else set())
-    holds = (_scoped_negations(clause, targets) + flips) % 2 == 0
-    return Verdict(holds, "restated claim", frozenset(matched), conclusion, inferred)
+    scoped = _scoped_negations(clause, targets)
+    holds = (scoped + flips) % 2 == 0
+    return Verdict(holds, "restated claim", frozenset(matched), conclusion, inferred, clean=scoped == negations)
 
 
 _BREAKS = frozenset("and but while whereas which who that although though with".split())
@@ -728,6 +742,8 @@ def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | 
         prev = lower[idx - 1] if idx else ""
         if prev in ("a", "an", "one", "single"):
             values = [1.0]
+        elif prev in ("multiple", "several", "many", "numerous") and op == "==" and value <= 1:
+            return False  # "there are multiple dogs" to "Is there only one dog?"
         elif prev in ("no", "zero") or (prev in ("any",) and _negations(lower[: idx]) % 2):
             return {"==": value == 0, "<": 0 < value, ">": False, ">=": value <= 0, "<=": True}[op]
     if len(set(values)) != 1:
