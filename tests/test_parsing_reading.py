@@ -148,3 +148,17 @@ def test_long_and_odd_replies_stay_fast_and_total():
         assert reading.answer in ("yes", "no", "unknown")
     for question in ["", "?", "Describe the image.", "What colour is the car?", "x" * 5000]:
         assert read_reply("The car is red.", question).answer == "unknown"
+
+
+def test_the_first_word_reader_is_the_question_blind_rules():
+    from vhx.parsing import READERS, check_reader, read_with
+
+    assert READERS == ("question", "first-word")
+    for reply in ["Yes, there is.", "the apple does not look fresh", "So the answer is no.", "", None, "<think>Yes"]:
+        got = read_with("first-word", reply, "Is the fruit fresh?")
+        assert got.answer == parse_yes_no(reply)
+    assert read_with("first-word", "So the answer is no.", "Q?").how == READ_CONCLUSION
+    assert read_with("first-word", "No, it is.", "Q?").how == READ_FIRST_WORD
+    assert read_with("question", "The door is closed.", "Is the door open?") == read_reply("The door is closed.", "Is the door open?")
+    with pytest.raises(ValueError, match="reading must be one of"):
+        check_reader("judge")

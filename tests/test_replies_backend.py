@@ -500,6 +500,14 @@ def test_lavin_mme_replies_match_every_case_and_give_mmes_published_scores(tmp_p
     assert len(differ) < 0.02 * len(rows), differ
     fixed = mme_scores([dict(r, pred=t["pred"], correct=t["correct"]) if r["pred"] != t["pred"] else r for r, t in zip(rows, tool_read)]).iloc[0]
     assert (round(fixed["perception"], 2), round(fixed["cognition"], 2)) == (963.61, 249.64)
+    # --reading first-word reads every reply as MME's script does: its published numbers straight from `vhx evaluate`
+    assert main(["evaluate", str(tmp_path / "mme"), "--model", f"replies:{tool}", "--reading", "first-word",
+                 "--out", str(tmp_path / "first-word")]) == 0
+    first = rows_of(tmp_path / "first-word")
+    assert [r["pred"] for r in first] == [mme_tool_reading(r["raw"]) for r in first]
+    assert {r["model"] for r in first} == {"replies:mme_lavin|reading=first-word"}
+    scores = mme_scores(first).iloc[0]
+    assert (round(scores["perception"], 2), round(scores["cognition"], 2)) == (963.61, 249.64)
 
 
 def test_paligemma_dash_b_answers_give_its_published_numbers(tmp_path: Path):

@@ -188,6 +188,10 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--top-p", type=share_0_1, help="generate mode: nucleus sampling")
     g.add_argument("--do-sample", action=argparse.BooleanOptionalAction, default=None, help="generate mode: sample instead of the model's default")
     g.add_argument("--num-samples", type=positive_int, help="generate mode: repetitions per case (majority vote)")
+    g.add_argument("--reading", choices=["question", "first-word"], default=None,
+                   help="generate mode and replies:PATH: how a reply is read: 'question' (default: as a careful person reads it, "
+                        "with its question) or 'first-word' (its first word or announced answer only, as MME's calculation.py and "
+                        "POPE's and LLaVA's scripts read replies: the numbers they publish)")
     g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
     g.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=None,
                    help="logits mode: encode each image's prompt prefix once for all its questions (default on where the architecture allows it)")
@@ -200,6 +204,7 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
         "temperature": args.gen_temperature, "top_p": args.top_p, "do_sample": args.do_sample,
         "num_samples": args.num_samples, "trust_remote_code": args.trust_remote_code or None,
         "share_prefix": args.share_prefix, "max_rate_wait": getattr(args, "max_rate_wait", None),
+        "reading": getattr(args, "reading", None),
     }
     options = {k: v for k, v in pairs.items() if v is not None}
     if args.model.startswith("openai:"):

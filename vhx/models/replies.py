@@ -399,11 +399,17 @@ class RepliesModel:
         path: the file or folder; ``PATH#MODEL`` picks one model's rows of a vhx ``predictions.jsonl``
             that holds several.
         model: the same as ``#MODEL``.
+        reading: how the replies are read (:data:`vhx.parsing.READERS`): ``question`` (vhx's reader, with each
+            case's question) or ``first-word`` (the first word only, as MME's ``calculation.py`` reads replies:
+            the numbers such scripts publish).
         options: other backends' options (``batch_size``, ``dtype``, ...): accepted and ignored, with a
             warning for those that would change a model's answers.
     """
 
-    def __init__(self, path: str | Path, *, model: str | None = None, **options: Any) -> None:
+    def __init__(self, path: str | Path, *, model: str | None = None, reading: str = "question", **options: Any) -> None:
+        from vhx.parsing import check_reader
+
+        self.reading = check_reader(reading)
         spec = str(path)
         if not Path(spec).expanduser().exists() and "#" in spec:
             spec, _, picked = spec.rpartition("#")
@@ -417,7 +423,8 @@ class RepliesModel:
         replies = read_replies(self.path)
         replies.records = self._pick_model(replies, model)
         self.replies: ReplySet = replies
-        self.name = f"replies:{self.path.name}" + (f"#{model}" if model else "")
+        self.name = f"replies:{self.path.name}" + (f"#{model}" if model else "") + (
+            f"|reading={self.reading}" if self.reading != "question" else "")
         self.matching: Matching | None = None
 
     @staticmethod
@@ -449,7 +456,7 @@ class RepliesModel:
     def options(self) -> dict[str, Any]:
         """Recorded in ``run.json``: the file, its format, digest and number of replies."""
         return {"backend": "replies", "file": str(self.path), "format": self.replies.format, "sha256": self.replies.sha256,
-                "replies": len(self.replies.records)}
+                "replies": len(self.replies.records), **({"reading": self.reading} if self.reading != "question" else {})}
 
     def __repr__(self) -> str:
         return f"RepliesModel({self.name!r})"
@@ -478,7 +485,7 @@ class RepliesModel:
     def predict_cases(self, cases: Sequence[Mapping[str, Any]]) -> list[Prediction]:
         """Each case's reply, read with its question (:func:`vhx.parsing.read_reply`). A case needs ``id``,
         ``question`` and ``split`` (the split it was selected in)."""
-        from vhx.parsing import read_reply
+        from vhx.parsing import read_with
 
         if self.matching is None:
             raise VHXError(f"{self.name}: select the cases first (select_cases / select_splits)")
@@ -487,7 +494,7 @@ class RepliesModel:
             rec = self.matching.assigned.get((str(case.get("split", "")), str(case["id"])))
             if rec is None:
                 raise VHXError(f"{self.name}: no reply for case {case['id']} (split {case.get('split')!r}); it was not selected")
-            reading = read_reply(rec.text, case["question"])
+            reading = read_with(self.reading, rec.text, case["question"])
             out.append(Prediction(raw=rec.text, pred=reading.answer, reading=reading.label))
         return out
 
