@@ -180,3 +180,47 @@ def test_agreement_with_careful_human_readings_on_the_labelled_replies():
     blind = quality.measure(items, lambda r, q: parse_yes_no(r))
     assert ours["agreement"] >= 0.80 and blind["agreement"] < 0.50, (ours, blind)
     assert ours["opposite"] <= 0.02, ours
+
+
+def test_rows_record_their_reading_and_the_report_counts_replies_by_it(tmp_path):
+    """A generate-mode backend's rows carry `reading`; the report's "How the replies were read" table counts them per
+    model, with the uncertain ones and the accuracy of each reading (hand-counted here)."""
+    import datasets
+    from PIL import Image
+
+    from vhx.models.base import prediction_from_replies
+    from vhx.predict import predict_dataset
+    from vhx.report import report
+    from vhx.schema import FEATURES, make_case
+
+    cases = [  # question, answer, reply
+        ("Is there a dog?", "yes", "Yes, a dog."),                       # first word, right
+        ("Is the door open?", "no", "The door appears to be closed."),   # restated claim (uncertain: contrary), right
+        ("Is the cat black?", "yes", "The cat is black."),               # restated claim, right
+        ("Is the car red?", "no", "The car is red."),                    # restated claim, wrong
+        ("Is there a bird?", "no", "The image shows a beach."),          # unknown: says nothing, wrong
+    ]
+
+    class Scripted:
+        name, options = "scripted", {"kind": "scripted"}
+
+        def predict(self, images, questions):
+            replies = {q: r for q, _, r in cases}
+            return [prediction_from_replies([replies[q]], q) for q in questions]
+
+    rows = [make_case(source="custom", subset="s", source_id=i, image=Image.new("RGB", (8, 8), "red"), image_id=f"i{i}",
+                      question=q, answer=a, negated=False) for i, (q, a, _) in enumerate(cases)]
+    data = datasets.DatasetDict({"original": datasets.Dataset.from_list(rows, features=FEATURES)})
+    path = predict_dataset(data, Scripted(), tmp_path / "run", progress=False)
+    import json
+
+    got = [json.loads(line)["reading"] for line in path.read_text().splitlines()]
+    assert got == ["first word", "restated claim (uncertain)", "restated claim", "restated claim",
+                   "unknown: says nothing of the question"]
+    md = (tmp_path / "rep" / "report.md")
+    report([tmp_path / "run"], tmp_path / "rep")
+    section = md.read_text().split("## How the replies were read", 1)[1].split("\n## ", 1)[0]
+    lines = {l.split("|")[2].strip(): [c.strip() for c in l.split("|")[3:7]] for l in section.splitlines() if l.startswith("| scripted")}
+    assert lines["first word"] == ["1", "20.0%", "0", "1.000"]
+    assert lines["restated claim"] == ["3", "60.0%", "1", "0.667"]
+    assert lines["unknown"] == ["1", "20.0%", "0", "0.000"]
