@@ -67,6 +67,20 @@ SHAPES = [
     ("Is there not a dog in the image?", "There is a dog sleeping on the rug.", "no", READ_RESTATED),
     ("Is it false that the car is red?", "The car is red.", "no", READ_RESTATED),
     ("Is the door not open?", "The door is closed.", "yes", READ_RESTATED),
+    # chart, map, illusion and figure questions in the way chat models answer them
+    ("Is the top line longer than the bottom line?", "In the image, the top line appears longer than the bottom one. However, "
+     "this is an optical illusion known as the Müller-Lyer illusion, and the lines are actually the same length.", "no", READ_CONCLUSION),
+    ("According to the chart, did Apple have the highest revenue in 2020?",
+     "The chart shows that in 2020, Amazon had the highest revenue, followed by Apple.", "no", READ_RESTATED),
+    ("Does the image show the flag of Japan?", "The image shows a red flag with a yellow star, which is the flag of Vietnam.", "no", READ_RESTATED),
+    ("Is the blue line above the red line in the chart?", "In the chart, the red line is above the blue line throughout.", "no", READ_COMPARISON),
+    ("According to the table, is the GDP of France larger than that of Germany?", "According to the table, Germany has a larger GDP than France.",
+     "no", READ_COMPARISON),
+    ("According to the image, does the population increase from 2000 to 2010?",
+     "According to the image, the population decreased from 2000 to 2010.", "no", READ_RESTATED),
+    ("Is the cricket bat under the batter's body Please answer yes or no.", "yes, the cricket bat is under the batter's body in the image.",
+     "yes", READ_FIRST_WORD),
+    ("Does the appliance to the left of the dishwasher look black?", "The appliance is black.", "yes", READ_RESTATED),
     # first words as before
     ("Is there a dog?", "Yes, there is a dog lying on the grass, not moving.", "yes", READ_FIRST_WORD),
     ("Is there a dog?", "No.", "no", READ_FIRST_WORD),

@@ -89,6 +89,7 @@ _COMPARATIVE_PAIRS = [
     ("darker", "brighter"), ("thicker", "thinner"), ("deeper", "shallower"), ("stronger", "weaker"),
     ("earlier", "later"), ("warmer", "colder"), ("hotter", "colder"), ("richer", "poorer"),
     ("cheaper", "expensive"), ("steeper", "flatter"), ("above", "below"), ("over", "under"),
+    ("left", "right"), ("behind", "front"), ("above", "beneath"), ("higher", "beneath"),
 ]
 _SAMENESS = frozenset("same equal identical equally equivalent indistinguishable congruent".split())
 _EXCLUSIVE = frozenset(
@@ -130,6 +131,8 @@ _CONCLUSION_START = re.compile(
     r"the end)|to (?:sum up|summarize|summarise|conclude)|all in all|which means|meaning)\b",
     re.IGNORECASE,
 )
+# the speaker's own correction of what came before: "..., and the lines are actually the same length"
+_CORRECTION = re.compile(r"\b(?:actually|in\s+fact|in\s+reality|in\s+truth|really)\b", re.IGNORECASE)
 _CONTRAST_START = re.compile(r"^\W*(?:but|however|whereas|while|although|though|yet)\b", re.IGNORECASE)
 
 
@@ -171,6 +174,8 @@ def stem(word: str) -> str:
         w = w[:-2]
     if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiouls":
         w = w[:-1]
+    if len(w) > 4 and w.endswith("e"):
+        w = w[:-1]  # "decrease" / "decreased" / "decreasing", "close" / "closed": one stem
     return w
 
 
@@ -281,8 +286,19 @@ _FRAME = re.compile(
 )
 
 
+# instructions a benchmark appends to its questions ("Please answer yes or no."): not part of the claim
+_INSTRUCTION = re.compile(
+    r"\s*(?:please\s+)?(?:answer|reply|respond)(?:\s+(?:the\s+question|with|using|in|only))*\s+"
+    r"(?:(?:a\s+)?single\s+word(?:\s+or\s+phrase)?|(?:only\s+)?(?:with\s+)?[\"'“]?yes[\"'”]?\s+or\s+[\"'“]?no[\"'”]?)[^.?!]*[.?!]?\s*$"
+    r"|\s*(?:please\s+)?answer\s+it\s+and\s+give\s+the\s+rationale[.?!]?\s*$",
+    re.IGNORECASE,
+)
+
+
 def _question_sentence(question: str) -> str:
-    text = " ".join(question.split())
+    text = " ".join(question.replace("？", "?").split())
+    for _ in range(2):
+        text = _INSTRUCTION.sub("", text).strip() or text
     # the last sentence that asks something; instructions after it ("Please answer yes or no.") are not the claim
     parts = re.split(r"(?<=[?])\s+", text)
     asked = [p for p in parts if p.rstrip().endswith("?")]
@@ -379,7 +395,7 @@ def parse_claim(question: str) -> Claim | None:
     # "the appliance to the left of the dishwasher ...": words that only find the subject; a reply may leave them out
     optional: set[str] = set()
     located = _LOCATOR.search(sentence)
-    if located and not compare:
+    if located and (compare is None or compare[0] in _RELATIONS):
         after = [stem(w) for w in tokens(sentence[located.end() :])]
         for i, st in enumerate(after):
             if st in _VERBISH or (i and after[i - 1] not in content):
@@ -390,6 +406,8 @@ def parse_claim(question: str) -> Claim | None:
             optional = set()  # the locator is the claim itself ("Is the cup to the left of the plate?")
         else:
             optional |= {stem(w) for w in tokens(located.group(0))}
+            if compare is not None and compare[0] in _RELATIONS:
+                compare = None  # the relation only finds the subject; the claim is what follows it
     # every stem a clause must hold one of to say anything of the claim (a cheap first test)
     vocab = set(content) | {c for w in content for c in _CONTRARY.get(w, ())} | _PRONOUNS | {"same", "different", "differ", "than"}
     if colours:
@@ -439,9 +457,18 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
         return ("same", frozenset(), frozenset())
     if "different" in lower or "differ" in lower:
         return ("different", frozenset(), frozenset())
+    # "Is the blue line above the red line?", "Is the cup to the left of the plate?": a relation between two things
+    for i, w in enumerate(lower):
+        if w in _RELATIONS and 1 < i < len(lower) - 1 and (w not in ("left", "right", "front") or "of" in lower[i + 1 : i + 2]):
+            start = 2 if lower[1] in ("there", "it") else 1
+            a = frozenset(s for s, x in zip(stems[start:i], lower[start:i]) if x not in _STOP and x not in _PREPOSITIONS)
+            b = frozenset(s for s, x in zip(stems[i + 1 :], lower[i + 1 :]) if x not in _STOP and x not in _PREPOSITIONS)
+            if a and b:
+                return w, a, b
     return None
 
 
+_RELATIONS = frozenset("above below over under beneath behind left right front".split())
 _NAMING = frozenset("titled called named entitled model version episode chapter season part route flight".split())
 
 
@@ -554,7 +581,7 @@ def clauses(text: str) -> list[tuple[str, bool, bool]]:
             continue
         contrast = bool(re.search(r"\b(?:but|however|whereas|while|although|though|yet)\b", sep, re.IGNORECASE)) or bool(
             _CONTRAST_START.match(piece))
-        out.append((piece, bool(_CONCLUSION_START.match(piece)), contrast))
+        out.append((piece, bool(_CONCLUSION_START.match(piece) or _CORRECTION.search(piece)), contrast))
     return out
 
 
@@ -626,6 +653,15 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     missing_required = claim.required - have
     # most of the claim's words: "a group of people is walking through the road" does not answer "Is it a good
     # time to walk through the road?"
+    if missing_required:
+        # the claim's predicate said of another named thing: denies a claim only one thing can hold, or one whose other
+        # words the clause says whole ("..., which is the flag of Vietnam." to "Does the image show the flag of Japan?")
+        others = {stem(w) for w in words if w[:1].isupper() and w.lower() not in _STOP}
+        rest = claim.content - claim.required
+        whole = bool(rest) and rest <= matched
+        if (claim.exclusive and len(matched) >= max(1, -(-3 * len(rest) // 5)) or whole) and others - claim.content and not negations:
+            return Verdict(False, "restated claim", frozenset(matched), conclusion, True)
+        return None
     essential = claim.content - claim.optional
     if claim.crux and claim.crux not in matched and not contrast:
         return None  # "The person is riding a bike" says nothing of "riding on a surfboard"
@@ -640,12 +676,11 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
                 if other and not set(other) & claim.content and not set(other) & _GENERIC_PLACES:
                     # "The woman is standing in the street." to "... standing in a bus?"
                     return Verdict(False, "restated claim", frozenset(matched | obj), conclusion, True)
-    if missing_required:
-        # the claim's predicate said of another named thing: denies an exclusive claim, else says nothing of it
-        others = {stem(w) for w in words if w[:1].isupper() and w.lower() not in _STOP}
-        if claim.exclusive and others - claim.content and not negations:
+    if claim.required and not missing_required and claim.exclusive and not negations:
+        first = next((w for w in words if w[:1].isupper() and w.lower() not in _STOP and w.lower() not in _INTRO_WORDS), None)
+        if first is not None and stem(first) not in claim.content and stem(first) not in claim.required:
+            # "Amazon had the highest revenue, followed by Apple." to "... did Apple have the highest revenue?"
             return Verdict(False, "restated claim", frozenset(matched), conclusion, True)
-        return None
     targets = set(matched) | {c for w in matched for c in _CONTRARY.get(w, ())} | (have & _COLOUR_STEMS if claim.colours else set())
     scoped = _scoped_negations(clause, targets)
     holds = (scoped + flips) % 2 == 0
