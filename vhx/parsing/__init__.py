@@ -21,7 +21,7 @@ c. Otherwise the yes / no answers the reply gives after a conclusion marker ("so
    short: no", "the answer is no", "Correcting myself: yes"), at a sentence start or after an introduction
    ("Based on the chart, no, ..."): all alike, that answer (*conclusion*); otherwise the last marked conclusion
    (uncertain), or unknown.
-d. Otherwise what the reply's clauses say of the question's claim (:mod:`vhx.parsing.claims`): the claim
+d. Otherwise what the reply's clauses say of the question's claim (:mod:`vhx.parsing.verdicts`): the claim
    restated or denied, with a negation in its scope ("The door is not open."), a contrary word ("closed" for
    "open", another colour, another place after the same preposition), another named subject of a claim only one
    thing can hold ("Switzerland is the leading importer"), a count or value against the one asked about, a
@@ -451,11 +451,13 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     In order: a box decides alone; a leading yes/no decides unless a marked conclusion of the reply reverses it
     (or, to a negated question, the clause right after it restates the claim the other way); otherwise the
     reply's yes/no answers (after a conclusion marker, at a sentence start, after an introduction); otherwise
-    what its clauses say of the question's claim (:mod:`vhx.parsing.claims`). Disagreement is ``unknown``
+    what its clauses say of the question's claim (:mod:`vhx.parsing.claims`, :mod:`vhx.parsing.verdicts`). Disagreement is ``unknown``
     (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
     """
-    from vhx.parsing.claims import (
-        HEDGE, MAYBE, attribute_sameness, bare_number, clause_verdict, clauses, leads_with_subject, numeric_comparison, partial_universal, order_verdict, parse_claim, reversed_claim,
+    from vhx.parsing.claims import parse_claim
+    from vhx.parsing.verdicts import (
+        HEDGE, MAYBE, attribute_sameness, bare_number, clause_verdict, clauses, leads_with_subject, numeric_comparison,
+        order_verdict, partial_universal, reversed_claim,
     )
 
     region, reason, boxed = _region(text)
