@@ -13,7 +13,7 @@ from vhx.cli import main
 from vhx.hub import write_hub_folder
 from vhx.lmms_export import GROUP_POOLING, export_lmms_eval_task
 from vhx.mini import resolve_model
-from vhx.parsing import parse_yes_no
+from vhx.parsing import read_reply
 from vhx.pipeline import expand
 from vhx.report import report
 from vhx.predict import case_digest
@@ -115,11 +115,13 @@ def _vhx_rows(samples: list[dict], split: str, model: str) -> list[dict]:
     rows = []
     for sample in samples:
         doc, (reply,) = sample["doc"], sample["filtered_resps"]
-        pred = parse_yes_no(reply)
+        reading = read_reply(reply, doc["question"])  # as the exported task reads it: with the question
+        pred = reading.answer
         row = {k: doc[k] for k in ("id", "pair_id")}
         row["split"] = split
         row.update({k: doc[k] for k in ("source", "subset", "image_id", "negated", "transform", "target_model", "answer")})
-        row.update(model=model, raw=reply, pred=pred, correct=pred == doc["answer"], p_yes=None, case=case_digest(doc))
+        row.update(model=model, raw=reply, pred=pred, reading=reading.label, correct=pred == doc["answer"], p_yes=None,
+                   case=case_digest(doc))
         rows.append(row)
     assert [tuple(r) for r in rows] == [PREDICTION_FIELDS] * len(rows)
     return rows
