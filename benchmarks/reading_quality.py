@@ -3,15 +3,16 @@
 Each labelled item holds a question, a real (or written) reply and a careful human reading of it (yes / no /
 unknown), made blind to the truth. This script reads every reply with :func:`vhx.parsing.read_reply` (and, for
 comparison, with the question-blind first-word rules, :func:`vhx.parsing.parse_yes_no`) and prints, per part of
-the set (``dev``: the items the rules were developed on; ``held-out``: about a third, drawn by a hash of the item
-id and not looked at while developing) and per shape:
+the set (``dev``: the items the rules were developed on; ``held-out``: about a third of the first file, drawn by a
+hash of the item id, measured along the way and later developed on too; ``test``: the second file, gathered and
+labelled afterwards by someone who never ran the reader) and per shape:
 
 * agreement: share of replies read exactly as the person read them;
 * opposite: share read as yes where the person read no, or the reverse (the worst kind of error);
 * accuracy gap: over the items that carry the benchmark's truth, the accuracy the reader's readings give minus the
   accuracy the person's readings give (points).
 
-    python benchmarks/reading_quality.py              # both parts
+    python benchmarks/reading_quality.py              # every part
     python benchmarks/reading_quality.py --part dev --show 20   # and the first 20 disagreements of dev
 """
 
@@ -27,15 +28,20 @@ from pathlib import Path
 from vhx.parsing import parse_yes_no, read_reply
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "replies" / "labelled_replies.jsonl"
+#: A second set, gathered and labelled afterwards by someone who never ran the reader: the held-out test.
+TEST = DATA.with_name("labelled_replies_2.jsonl")
 
 
 def part_of(item_id: str) -> str:
-    """``held-out`` for about a third of the items (a hash of the id, so the split never moves), else ``dev``."""
+    """``test`` for the second set; in the first, ``held-out`` for about a third of the items (a hash of the id, so
+    the split never moves), else ``dev``."""
+    if item_id.startswith("t2-"):
+        return "test"
     return "held-out" if int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % 3 == 0 else "dev"
 
 
 def load(path: Path = DATA) -> list[dict]:
-    """The labelled items."""
+    """The labelled items of one file."""
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
@@ -58,12 +64,12 @@ def measure(items: list[dict], reader) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", choices=("dev", "held-out", "all"), default="all")
+    parser.add_argument("--part", choices=("dev", "held-out", "test", "all"), default="all")
     parser.add_argument("--show", type=int, default=0, help="print this many disagreements (dev only, unless --part says)")
     args = parser.parse_args(argv)
-    items = load()
+    items = load() + (load(TEST) if TEST.is_file() else [])
     readers = {"read_reply": lambda r, q: read_reply(r, q).answer, "parse_yes_no": lambda r, q: parse_yes_no(r)}
-    parts = ("dev", "held-out") if args.part == "all" else (args.part,)
+    parts = ("dev", "held-out", "test") if args.part == "all" else (args.part,)
     report: dict = {}
     for part in parts:
         mine = [i for i in items if part_of(i["id"]) == part]
