@@ -316,6 +316,8 @@ def _question_number(words: list[str], lower: list[str], stems: list[str]) -> tu
         for j in range(i + 1, min(len(lower), i + 5)):
             if lower[j] in STOP or lower[j] in PREPOSITIONS or as_number(lower[j]) is not None or lower[j] in NEGATIONS:
                 break
+            if noun and (lower[j].endswith("ing") or stems[j] in _VERBISH):
+                break  # "six people sitting at the table": the noun ends before the verb
             noun = stems[j]
         if op == "==" and not noun and _names_number(words, i):
             continue  # "wolf warrior 2 (2017)", "Cap 110": part of a name, not a count or a value compared

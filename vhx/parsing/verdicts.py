@@ -50,7 +50,7 @@ HEDGE = re.compile(
     r"the|clear|sufficient|information|data|details?)|without (?:more|additional|further) (?:information|context))",
     re.IGNORECASE,
 )
-MAYBE = re.compile(r"\b(?:might|may|possibly|perhaps|maybe|could be|either)\b", re.IGNORECASE)
+MAYBE = re.compile(r"\b(?:might|may|possibly|perhaps|maybe|either|partially|partly|as\s+if|as\s+though)\b", re.IGNORECASE)
 _CLAUSE_SPLIT = re.compile(
     r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:but|however|whereas|while|although|though|yet)\b,?\s+|"
     r";\s*|,\s+(?=(?:so|thus|therefore|hence|which means|meaning)\b)|\s+(?=(?:so|thus|therefore|hence)\b)",
@@ -168,6 +168,10 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     if claim.subject and claim.subject not in have and PRONOUNS & set(lower):
         have.add(claim.subject)  # "..., so it isn't ripe yet": the pronoun stands for the claim's subject
     negations = count_negations(words)
+    # the subject said not to be there ("There is no fork in the image, and there is no plate."): the claim fails
+    if claim.subject and claim.subject in have and _EXISTENCE_WORDS & set(lower) and (
+            _denies_existence(words, claim.subject) or negations % 2 and not (claim.content - {claim.subject}) & have):
+        return Verdict(False, "restated claim", frozenset({claim.subject}), conclusion, True)
     if claim.compare is not None:
         verdict = _comparison_verdict(claim, lower, stems, negations)
         if verdict is not None:
@@ -180,9 +184,6 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             return Verdict(verdict, "restated claim", frozenset(claim.content & have), conclusion)
         if claim.number[2] or any(as_number(w) is not None for w in lower):
             return None  # a count the rules cannot read from the clause: not a reading of the claim
-    if claim.subject and claim.subject in have and negations % 2 and _EXISTENCE_WORDS & set(lower) and (
-            not (claim.content - {claim.subject}) & have or _denies_existence(words, claim.subject)):
-        return Verdict(False, "restated claim", frozenset({claim.subject}), conclusion, True)
     matched = claim.content & have
     flips = 0
     inferred = False
@@ -244,6 +245,7 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     return Verdict(holds, "restated claim", frozenset(matched), conclusion, inferred, clean=scoped == negations)
 
 
+_RELATIONS_SEEN = frozenset("above below over under beneath behind left right front".split())
 _BREAKS = frozenset("and but while whereas which who that although though with".split())
 
 
@@ -306,6 +308,9 @@ def _comparison_verdict(claim: Claim, lower: list[str], stems: list[str], negati
     i, direction = found
     before = set(stems[:i])
     after = set(stems[i + 1 :])
+    if comp in _RELATIONS_SEEN and not ((a - b) & (before | after) and (b - a) & (before | after)):
+        return None  # "the sign is above the walkway" says nothing of "above the road"
+
     order = _side(before, a, b)
     if order == 0:
         order = -_side(after, a, b)
