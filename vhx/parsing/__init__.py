@@ -418,12 +418,16 @@ def _region(text: str | None) -> tuple[str, str | None, bool]:
 
 
 _OTHER_FIRST = re.compile(
-    r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:\(?(?:[ivx]+|[a-d])\)\s*)?(?:(true|correct|right|yep|yeah|yup|indeed|certainly|absolutely|definitely)|"
-    r"(false|incorrect|wrong|nope|nah|not\s+at\s+all|not\s+really|absolutely\s+not|certainly\s+not|definitely\s+not|of\s+course\s+not))"
-    r"\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:—–-]|$))",
+    r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:\(?(?:[ivx]+|[a-d])\)\s*)?(?:(true|correct|right|yep|yeah|yup|indeed|certainly|absolutely|definitely|"
+    r"是的|是|对|はい|네)|"
+    r"(false|incorrect|wrong|nope|nah|not\s+at\s+all|not\s+really|absolutely\s+not|certainly\s+not|definitely\s+not|of\s+course\s+not|"
+    r"不是|不对|否|いいえ|아니요))"
+    r"(?=[*_\"'”’)\]]*\s*(?:[,.!;:—–\-，。！；：、]|$))",
     re.IGNORECASE,
 )
 _OPTION_LABEL = re.compile(r"^[\s*_#>`'\"“‘\[{~|•·-]*\((?:[ivx]+|[a-d])\)\s*", re.IGNORECASE)
+_DO_NOT_SEE = re.compile(r"^\W*i\s+(?:do\s+not|don'?t|don’t|can'?t|can’t|cannot|can\s+not)\s+see\s+(?:it|them|any|one|anything|such)\b",
+                         re.IGNORECASE)
 _NOT_AN_ANSWER = re.compile(r"^[\s*_#>`'\"“‘(\[{~|•·-]*no\s+(?:doubt|question|wonder|problem|matter)\b", re.IGNORECASE)
 
 
@@ -521,6 +525,8 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     ranked = order_verdict(claim, region)
     if ranked is not None:
         return Reading(_answer(ranked, claim.negated), READ_PARTS)
+    if claim.existence and _DO_NOT_SEE.match(region):
+        return Reading(_answer(False, claim.negated), READ_RESTATED)  # "I don't see any." to "Is there a ...?"
     counted = bare_number(claim, region)
     if counted is not None:
         return Reading(_answer(counted, claim.negated), READ_RESTATED)
@@ -535,7 +541,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
         return Reading(_answer(compared if claim.compare[0] != "different" else not compared, claim.negated), READ_COMPARISON)
     pieces = clauses(region)
     hedged = bool(HEDGE.search(region) or MAYBE.search(region))
-    verdicts = [v for c, conc, contrast in pieces if (v := clause_verdict(claim, c, conc, contrast, hedges=hedged)) is not None]
+    read = [(v, contrast) for c, conc, contrast in pieces if (v := clause_verdict(claim, c, conc, contrast, hedges=hedged)) is not None]
+    verdicts = [v for v, _ in read]
+    after_contrast = read[-1][1] if read else False
     if not verdicts:
         return Reading("unknown", READ_UNKNOWN, REFUSES if hedged else SAYS_NOTHING)
     concluded_v = [v for v in verdicts if v.conclusion]
@@ -550,6 +558,11 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
         # parts of one claim, each said of other words: the claim as a whole fails ("Brazil led, but Chile was second")
         if all(not (f.words <= h.words or h.words <= f.words) for f in failed for h in held):
             return Reading(_answer(False, claim.negated), READ_PARTS, uncertain=True)
+        if after_contrast and any(v.holds != verdicts[-1].holds for v in verdicts[:-1]):
+            # "There are headlight markers on the trucks, but there do not seem to be any headlights."
+            v = verdicts[-1]
+            how = READ_COMPARISON if v.how == "comparison" else READ_RESTATED
+            return Reading(_answer(v.holds, claim.negated), how, uncertain=True)
         if any(_strong(v, claim) for v in held) and any(_strong(v, claim) for v in failed):
             return Reading("unknown", READ_UNKNOWN, CONTRADICTS)  # "The door is open. The door is closed."
         # the reply's main statement: the one that says most of the claim, the first of those (later sentences

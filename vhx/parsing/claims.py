@@ -69,7 +69,8 @@ class Claim:
         framed: the question is framed ("Is it false that ...?"); universal: about all or both of something.
         optional: words that only locate the subject ("the cup to the left of the plate"); crux: the last
             essential word, which a clause must name.
-        vocab: every stem a clause must hold one of to say anything of the claim.
+        vocab: every stem a clause must hold one of to say anything of the claim; existence: the question asks
+            whether something is there at all.
         subject: the first word of the subject's noun phrase; place: ``(preposition, object)`` of a location claim.
     """
 
@@ -88,6 +89,7 @@ class Claim:
     optional: frozenset[str] = frozenset()
     crux: str = ""
     vocab: frozenset[str] = frozenset()
+    existence: bool = False
     subject: str = ""
     colour_near: tuple[tuple[str, frozenset[str]], ...] = ()
     place: tuple[str, frozenset[str]] | None = None
@@ -235,6 +237,7 @@ def parse_claim(question: str) -> Claim | None:
         framed=bool(framed), universal=bool({"all", "both", "every", "each"} & set(lower)),
         optional=frozenset(optional & content), crux=_crux(stems, content - optional, compare, number),
         vocab=frozenset(vocab), subject=subject if subject in content else "", colour_near=colour_near, place=place,
+        existence=bool(key) or bool(_EXISTENCE_ASKED & set(lower)),
     )
 
 
@@ -263,7 +266,7 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
         start = 2 if len(lower) > 1 and lower[1] in ("there", "it") else 1
         between = [s for s, w in zip(stems[i + 1 : t], lower[i + 1 : t]) if w not in STOP]
         b = frozenset(s for s, w in zip(stems[t + 1 :], lower[t + 1 :]) if w not in STOP)
-        if len(between) > 1:
+        if len(between) > 1 and "for" in lower[i + 1 : t]:
             # "more suitable for winter than summer": the sides are what follows the comparative and what follows "than"
             return comp, frozenset(between[1:]), b
         a = frozenset(s for s, w in zip(stems[start:i], lower[start:i]) if w not in STOP and w not in COMP)
@@ -283,6 +286,8 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
     return None
 
 
+# words of a question that asks whether something is there at all
+_EXISTENCE_ASKED = frozenset("contain contains include includes present visible any exist exists".split())
 _RELATIONS = frozenset("above below over under beneath behind left right front".split())
 _NAMING = frozenset("titled called named entitled model version episode chapter season part route flight".split())
 

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from vhx.parsing.words import (
+    UNITS,
     COLOURS,
     COLOUR_STEMS,
     COMP,
@@ -52,7 +53,7 @@ HEDGE = re.compile(
 )
 MAYBE = re.compile(r"\b(?:might|may|possibly|perhaps|maybe|either|partially|partly|as\s+if|as\s+though)\b", re.IGNORECASE)
 _CLAUSE_SPLIT = re.compile(
-    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:but|however|whereas|while|although|though|yet)\b,?\s+|"
+    r"(?<=[.!?;])\s+|\n+|,?\s+\b(?:but|whereas|while|although|though|yet)\b,?\s+|"
     r";\s*|,\s+(?=(?:so|thus|therefore|hence|which means|meaning)\b)|\s+(?=(?:so|thus|therefore|hence)\b)",
     re.IGNORECASE,
 )
@@ -63,6 +64,7 @@ _CONCLUSION_START = re.compile(
 )
 # the speaker's own correction of what came before: "..., and the lines are actually the same length"
 _CORRECTION = re.compile(r"\b(?:actually|in\s+fact|in\s+reality|in\s+truth|really)\b", re.IGNORECASE)
+_QUOTED = re.compile(r"\"[^\"\n]{1,80}\"|“[^”\n]{1,80}”")
 _CONTRAST_START = re.compile(r"^\W*(?:but|however|whereas|while|although|though|yet)\b", re.IGNORECASE)
 
 
@@ -122,7 +124,9 @@ class Verdict:
 
 
 def clauses(text: str) -> list[tuple[str, bool, bool]]:
-    """``text`` cut into clauses: ``(clause, starts a conclusion, follows a contrast)``."""
+    """``text`` cut into clauses: ``(clause, starts a conclusion, follows a contrast)``. Quoted words are left out
+    (a sign that says "Birdhouse" mentions the word, it does not claim the thing)."""
+    text = _QUOTED.sub(" ", text)
     out = []
     pieces = _CLAUSE_SPLIT.split(text)
     # re-find the separators so that a clause after "but" knows it
@@ -137,7 +141,7 @@ def clauses(text: str) -> list[tuple[str, bool, bool]]:
         if not piece:
             continue
         contrast = bool(re.search(r"\b(?:but|however|whereas|while|although|though|yet)\b", sep, re.IGNORECASE)) or bool(
-            _CONTRAST_START.match(piece))
+            _CONTRAST_START.match(piece)) or bool(re.search(r",\s*however\s*,", piece, re.IGNORECASE))
         out.append((piece, bool(_CONCLUSION_START.match(piece) or _CORRECTION.search(piece)), contrast))
     return out
 
@@ -329,7 +333,7 @@ def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | 
             continue
         if w == "one" and (i + 1 < len(lower) and lower[i + 1] in ("of", "another")):
             continue
-        if noun and noun not in stems[i + 1 : i + 5]:
+        if noun and noun not in stems[i + 1 : i + 5] and noun not in UNITS:
             continue
         values.append(v)
         where = i

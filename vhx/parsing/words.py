@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-TOKEN = re.compile(r"(?<![\w.])-?\$?\d+(?:[.,]\d+)*%?|\$?\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
+TOKEN = re.compile(r"(?<![\w.])-?\$?\d+(?:[.,]\d+)*%?|(?<![A-Za-z])\$?\d+(?:[.,]\d+)*%?|[A-Za-z]+(?:['’][A-Za-z]+)?")
 NEG_AUX = frozenset(
     "isn't aren't wasn't weren't don't doesn't didn't can't couldn't won't wouldn't shouldn't hasn't haven't "
     "hadn't mustn't cannot".replace("'", "'").split()
@@ -26,7 +26,7 @@ STOP = frozenset(
     shown show shows showing depicted depict depicts visible seen see appear appears appearing appeared seem seems
     seemed look looks looking according based given provided displayed display displays illustrated present
     presented question answer yes what which who whom whose how where when why whether if than then
-    side part portion area region color colour colored coloured""".split()
+    side part portion area region color colour colored coloured contain contains include includes feature features""".split()
 )
 # A word whose presence in a clause signals the clause states the question's contrary ("open" vs "closed").
 CONTRARIES = [
@@ -187,3 +187,7 @@ INTRO_WORDS = frozenset(
 SHAPES = frozenset("round circular circle square rectangular rectangle triangular triangle oval cube sphere cylinder cylindrical "
                     "spherical cubic star hexagonal hexagon diamond".split())
 MATERIALS = frozenset("metal metallic rubber wood wooden plastic glass matte shiny leather fabric paper stone".split())
+
+#: Units a value is counted in: "30°" answers "Is x equal to 30 degrees?" without the word.
+UNITS = frozenset(stem(w) for w in """degree degrees percent percentage meter metre km kilometer mile foot feet inch cm mm kg gram pound
+    ounce ton dollar euro yen year hour minute second day week month billion million trillion thousand hundred point unit""".split())
