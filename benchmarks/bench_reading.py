@@ -67,8 +67,10 @@ def corpus(n: int, seed: int = 0) -> list[tuple[str, str]]:
 
 
 def labelled() -> list[tuple[str, str]]:
-    path = Path(__file__).resolve().parents[1] / "tests" / "data" / "replies" / "labelled_replies.jsonl"
-    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    """The (question, reply) pairs of the labelled sets in tests/data/replies (real replies, most in sentences)."""
+    folder = Path(__file__).resolve().parents[1] / "tests" / "data" / "replies"
+    rows = [json.loads(line) for path in sorted(folder.glob("labelled_replies*.jsonl"))
+            for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return [(r["question"], r["reply"]) for r in rows]
 
 

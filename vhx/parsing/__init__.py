@@ -99,6 +99,22 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, NamedTuple
 
+# the question-aware reading (words -> claims -> verdicts); none of them imports this package's names
+from vhx.parsing.claims import parse_claim
+from vhx.parsing.verdicts import (
+    HEDGE,
+    MAYBE,
+    attribute_sameness,
+    bare_number,
+    clause_verdict,
+    clauses,
+    leads_with_subject,
+    numeric_comparison,
+    order_verdict,
+    partial_universal,
+    reversed_claim,
+)
+
 Answer = Literal["yes", "no", "unknown"]
 
 # Reasons of unknown_reason(); reports count unknowns by these strings, so keep them stable.
@@ -458,12 +474,6 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     what its clauses say of the question's claim (:mod:`vhx.parsing.claims`, :mod:`vhx.parsing.verdicts`). Disagreement is ``unknown``
     (:data:`CONTRADICTS`) unless a marked conclusion settles it; a hedge alone is :data:`REFUSES`.
     """
-    from vhx.parsing.claims import parse_claim
-    from vhx.parsing.verdicts import (
-        HEDGE, MAYBE, attribute_sameness, bare_number, clause_verdict, clauses, leads_with_subject, numeric_comparison,
-        order_verdict, partial_universal, reversed_claim,
-    )
-
     region, reason, boxed = _region(text)
     if reason is not None:
         return Reading("unknown", READ_UNKNOWN, reason)
@@ -475,8 +485,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     claim = parse_claim(question) if question else None
     if len(region) > 20_000:
         region = region[:10_000] + "\n" + region[-10_000:]  # a runaway reply: its start and its end are what is read
-    marks = _answer_marks(region) if first == "unknown" or _HAS_MARKER.search(region) else []
-    announced = _announced(region)
+    marked = bool(_HAS_MARKER.search(region))
+    marks = _answer_marks(region) if first == "unknown" or marked else []
+    announced = _announced(region) if "answer" in region.lower() else "unknown"
     if announced != "unknown" and not any(m[2] and m[1] == announced for m in marks):
         marks.append((len(region), announced, True))
         marks.sort()
@@ -493,9 +504,10 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
                 return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
         if claim is not None:
             pieces = clauses(_LEADING_ANSWER.sub("", region, count=1))
-            if not claim.negated and not _HAS_MARKER.search(region):
+            if not claim.negated and not marked:
                 pieces = pieces[:1]  # without a conclusion later, only the clause right after the word can contradict it
-            hedges = bool(HEDGE.search(region) or MAYBE.search(region))
+            # one clause: searched for a hedge by clause_verdict itself, cheaper than the whole reply
+            hedges = len(pieces) == 1 or bool(HEDGE.search(region) or MAYBE.search(region))
             verdicts = [(i, clause_verdict(claim, c, conc, contrast, hedges=hedges)) for i, (c, conc, contrast) in enumerate(pieces)]
             verdicts = [(i, v) for i, v in verdicts if v is not None]
             concluded_v = [v for _, v in verdicts if v.conclusion]

@@ -115,7 +115,8 @@ _INSTRUCTION = re.compile(
 def _question_sentence(question: str) -> str:
     text = " ".join(question.replace("？", "?").split())
     for _ in range(2):
-        text = _INSTRUCTION.sub("", text).strip() or text
+        if any(w in text.lower() for w in ("answer", "reply", "respond")):  # the regex only where it can match
+            text = _INSTRUCTION.sub("", text).strip() or text
     # the last sentence that asks something; instructions after it ("Please answer yes or no.") are not the claim
     parts = re.split(r"(?<=[?])\s+", text)
     asked = [p for p in parts if p.rstrip().endswith("?")]

@@ -64,6 +64,10 @@ _CONCLUSION_START = re.compile(
 )
 # the speaker's own correction of what came before: "..., and the lines are actually the same length"
 _CORRECTION = re.compile(r"\b(?:actually|in\s+fact|in\s+reality|in\s+truth|really)\b", re.IGNORECASE)
+_CONTRAST_WORD = re.compile(r"\b(?:but|however|whereas|while|although|though|yet)\b", re.IGNORECASE)
+_HOWEVER_INSIDE = re.compile(r",\s*however\s*,", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_BARE_NUMBER = re.compile(r"\W*(?:answer\W*)?(\d+|zero|none|one|two|three|four|five|six|seven|eight|nine|ten)\W*", re.IGNORECASE)
 _QUOTED = re.compile(r"\"[^\"\n]{1,80}\"|“[^”\n]{1,80}”")
 _CONTRAST_START = re.compile(r"^\W*(?:but|however|whereas|while|although|though|yet)\b", re.IGNORECASE)
 
@@ -126,7 +130,9 @@ class Verdict:
 def clauses(text: str) -> list[tuple[str, bool, bool]]:
     """``text`` cut into clauses: ``(clause, starts a conclusion, follows a contrast)``. Quoted words are left out
     (a sign that says "Birdhouse" mentions the word, it does not claim the thing)."""
-    text = _QUOTED.sub(" ", text)
+    if '"' in text or "“" in text:
+        text = _QUOTED.sub(" ", text)
+    corrects = bool(_CORRECTION.search(text))
     out = []
     pieces = _CLAUSE_SPLIT.split(text)
     # re-find the separators so that a clause after "but" knows it
@@ -140,9 +146,8 @@ def clauses(text: str) -> list[tuple[str, bool, bool]]:
         piece = piece.strip()
         if not piece:
             continue
-        contrast = bool(re.search(r"\b(?:but|however|whereas|while|although|though|yet)\b", sep, re.IGNORECASE)) or bool(
-            _CONTRAST_START.match(piece)) or bool(re.search(r",\s*however\s*,", piece, re.IGNORECASE))
-        out.append((piece, bool(_CONCLUSION_START.match(piece) or _CORRECTION.search(piece)), contrast))
+        contrast = bool(_CONTRAST_WORD.search(sep)) or bool(_CONTRAST_START.match(piece)) or bool(_HOWEVER_INSIDE.search(piece))
+        out.append((piece, bool(_CONCLUSION_START.match(piece) or corrects and _CORRECTION.search(piece)), contrast))
     return out
 
 
@@ -384,7 +389,7 @@ def attribute_sameness(claim: Claim, text: str) -> bool | None:
         values = MATERIALS
     if not values:
         return None
-    lower = [w.lower() for w in tokens(" ".join(re.split(r"(?<=[.!?])\s+", text)[:2]))]
+    lower = [w.lower() for w in tokens(" ".join(_SENTENCE_END.split(text, maxsplit=2)[:2]))]
     if any(w in SAMENESS for w in lower) or "both" in lower or count_negations(lower):
         return None
     named = {w for w in lower if w in values}
@@ -400,7 +405,7 @@ def numeric_comparison(claim: Claim, text: str) -> bool | None:
     only_a, only_b = a - b, b - a
     if not only_a or not only_b:
         return None
-    words = tokens(" ".join(re.split(r"(?<=[.!?])\s+", text)[:2]))
+    words = tokens(" ".join(_SENTENCE_END.split(text, maxsplit=2)[:2]))
     stems = [stem(w) for w in words]
     sides: dict[int, float] = {}
     for i, w in enumerate(words):
@@ -442,7 +447,8 @@ def partial_universal(claim: Claim, text: str) -> bool:
 def judged_statement(claim: Claim, clause: str) -> bool | None:
     """What a clause that calls the claim true or false says ("..., so the statement that the left line is longer is
     false."): whether the claim holds, or None when the clause is not such a verdict on this claim."""
-    found = _VERDICT_WORD.search(clause)
+    lowered = clause.lower()
+    found = _VERDICT_WORD.search(clause) if any(w in lowered for w in ("statement", "claim", "premise", "assertion", "description")) else None
     if not found:
         return None
     have = {stem(w) for w in tokens(clause)}
@@ -469,8 +475,7 @@ def _denies_existence(words: list[str], subject: str) -> bool:
 
 def bare_number(claim: Claim, text: str) -> bool | None:
     """A reply that is only a number ("0", "Answer: 3."), read against a count or a "Is there any ...?" claim."""
-    found = re.fullmatch(r"\W*(?:answer\W*)?(\d+|zero|none|one|two|three|four|five|six|seven|eight|nine|ten)\W*", text.strip(),
-                         re.IGNORECASE)
+    found = _BARE_NUMBER.fullmatch(text.strip()) if len(text) < 40 else None
     if not found:
         return None
     value = 0.0 if found.group(1).lower() == "none" else as_number(found.group(1))

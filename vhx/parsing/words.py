@@ -145,6 +145,9 @@ COLOUR_STEMS = frozenset(stem(c) for c in COLOURS)
 
 
 def as_number(token: str) -> float | None:
+    """The number a token spells ("3", "$7.50", "40%", "-5", "three"), or None."""
+    if not (token[:1].isdigit() or token[:1] in "-$" or token.lower() in NUMBER_WORDS):
+        return None  # most tokens are words: no conversion tried
     t = token.lower().replace("$", "").rstrip("%").replace(",", "")
     if t in NUMBER_WORDS:
         return float(NUMBER_WORDS[t])
