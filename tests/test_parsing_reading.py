@@ -179,8 +179,8 @@ def test_the_first_word_reader_is_the_question_blind_rules():
 
 
 def test_agreement_with_careful_human_readings_on_the_labelled_replies():
-    """The README's numbers: on the 1,011 labelled replies of tests/data/replies the reader agrees with the human reading
-    on 86% (the first-word rules: 58%) and reads 1.3% as the opposite answer (2.2%)."""
+    """The README's numbers: on the 974 labelled replies of tests/data/replies the reader agrees with the human reading
+    on 86% (the first-word rules: 57%) and reads 1.3% as the opposite answer (2.3%)."""
     import importlib.util
     from pathlib import Path
 
@@ -189,11 +189,11 @@ def test_agreement_with_careful_human_readings_on_the_labelled_replies():
     quality = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(quality)
     items = quality.load() + quality.load(quality.TEST)
-    assert len(items) == 1011
+    assert len(items) == 974
     ours = quality.measure(items, lambda r, q: read_reply(r, q).answer)
     blind = quality.measure(items, lambda r, q: parse_yes_no(r))
-    assert round(ours["agreement"], 2) >= 0.86 and round(blind["agreement"], 2) <= 0.58, (ours, blind)
-    assert round(ours["opposite"], 3) <= 0.013 and round(blind["opposite"], 3) >= 0.022, (ours, blind)
+    assert round(ours["agreement"], 2) >= 0.86 and round(blind["agreement"], 2) <= 0.57, (ours, blind)
+    assert round(ours["opposite"], 3) <= 0.013 and round(blind["opposite"], 3) >= 0.023, (ours, blind)
 
 
 def test_rows_record_their_reading_and_the_report_counts_replies_by_it(tmp_path):
