@@ -380,8 +380,10 @@ _INTRO_BEFORE = re.compile(
     r"to\s+answer\s+(?:your|the)\s+question)\b[^.!?\n;:]{0,70},|well|oh|ah|sure|okay|ok)\s*[*_\"'“]*$",
     re.IGNORECASE,
 )
+# markdown, quotes and bullets before an answer word (rule 5's characters)
+_JUNK = r"^[\s*_#>`'\"“‘(\[{~|•·-]*"
 _ONLY_ANSWER_WORDS = re.compile(r"^\W*(?:(?:yes|no)\b\W*)+$", re.IGNORECASE)
-_LEADING_ANSWER = re.compile(r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:(?:final\s+answer|answer|a)\s*[:：]\s*)?(?:yes|no)\b[\s*_,.!:;-]*",
+_LEADING_ANSWER = re.compile(_JUNK + r"(?:(?:final\s+answer|answer|a)\s*[:：]\s*)?(?:yes|no)\b[\s*_,.!:;-]*",
                              re.IGNORECASE)
 _HAS_MARKER = re.compile(
     r"\b(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in (?:short|summary|conclusion|sum)|to sum up|"
@@ -434,7 +436,7 @@ def _region(text: str | None) -> tuple[str, str | None, bool]:
 
 
 _OTHER_FIRST = re.compile(
-    r"^[\s*_#>`'\"“‘(\[{~|•·-]*(?:\(?(?:[ivx]+|[a-d])\)\s*)?(?:(true|correct|right|yep|yeah|yup|indeed|certainly|absolutely|definitely|"
+    _JUNK + r"(?:\(?(?:[ivx]+|[a-d])\)\s*)?(?:(true|correct|right|yep|yeah|yup|indeed|certainly|absolutely|definitely|"
     r"是的|是|对|はい|네)|"
     r"(false|incorrect|wrong|nope|nah|not\s+at\s+all|not\s+really|absolutely\s+not|certainly\s+not|definitely\s+not|of\s+course\s+not|"
     r"不是|不对|否|いいえ|아니요))"
@@ -444,7 +446,7 @@ _OTHER_FIRST = re.compile(
 _OPTION_LABEL = re.compile(r"^[\s*_#>`'\"“‘\[{~|•·-]*\((?:[ivx]+|[a-d])\)\s*", re.IGNORECASE)
 _DO_NOT_SEE = re.compile(r"^\W*i\s+(?:do\s+not|don'?t|don’t|can'?t|can’t|cannot|can\s+not)\s+see\s+(?:it|them|any|one|anything|such)\b",
                          re.IGNORECASE)
-_NOT_AN_ANSWER = re.compile(r"^[\s*_#>`'\"“‘(\[{~|•·-]*no\s+(?:doubt|question|wonder|problem|matter)\b", re.IGNORECASE)
+_NOT_AN_ANSWER = re.compile(_JUNK + r"no\s+(?:doubt|question|wonder|problem|matter)\b", re.IGNORECASE)
 
 
 def _first_word(region: str) -> Answer:

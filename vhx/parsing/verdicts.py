@@ -209,17 +209,10 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             inferred = True
     if not matched:
         return None
-    if claim.place and claim.subject in have and not claim.place[1] & have and not negations:
-        prep, obj = claim.place
-        for i, w in enumerate(lower[:-1]):
-            if w == prep:
-                other = [st for x, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if x not in STOP]
-                if other and not set(other) & claim.content and not set(other) & GENERIC_PLACES:
-                    # "The decoration is on the wall." to "Is the decoration on a cake?"
-                    return Verdict(False, "restated claim", frozenset(matched | obj), conclusion, True)
+    if claim.place and claim.subject in have and _elsewhere(claim, lower, stems, have, negations):
+        # "The decoration is on the wall." to "Is the decoration on a cake?"
+        return Verdict(False, "restated claim", frozenset(matched | claim.place[1]), conclusion, True)
     missing_required = claim.required - have
-    # most of the claim's words: "a group of people is walking through the road" does not answer "Is it a good
-    # time to walk through the road?"
     if missing_required:
         # the claim's predicate said of another named thing: denies a claim only one thing can hold, or one whose other
         # words the clause says whole ("..., which is the flag of Vietnam." to "Does the image show the flag of Japan?")
@@ -232,17 +225,14 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     essential = claim.content - claim.optional
     if claim.crux and claim.crux not in matched and not contrast:
         return None  # "The person is riding a bike" says nothing of "riding on a surfboard"
+    # most of the claim's words: "a group of people is walking through the road" does not answer "Is it a good
+    # time to walk through the road?"
     needed = 1 if contrast else max(1, -(-3 * len(essential) // 5))
     if len(matched & essential) < needed and not (claim.key and claim.key <= matched):
         return None
-    if claim.place and not claim.place[1] & have and not negations:
-        prep, obj = claim.place
-        for i, w in enumerate(lower[:-1]):
-            if w == prep:
-                other = [st for x, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if x not in STOP]
-                if other and not set(other) & claim.content and not set(other) & GENERIC_PLACES:
-                    # "The woman is standing in the street." to "... standing in a bus?"
-                    return Verdict(False, "restated claim", frozenset(matched | obj), conclusion, True)
+    if claim.place and _elsewhere(claim, lower, stems, have, negations):
+        # "The woman is standing in the street." to "... standing in a bus?"
+        return Verdict(False, "restated claim", frozenset(matched | claim.place[1]), conclusion, True)
     if claim.required and not missing_required and claim.exclusive and not negations:
         first = next((w for w in words if w[:1].isupper() and w.lower() not in STOP and w.lower() not in INTRO_WORDS), None)
         if first is not None and stem(first) not in claim.content and stem(first) not in claim.required:
@@ -252,6 +242,20 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     scoped = _scoped_negations(clause, targets)
     holds = (scoped + flips) % 2 == 0
     return Verdict(holds, "restated claim", frozenset(matched), conclusion, inferred, clean=scoped == negations)
+
+
+def _elsewhere(claim: Claim, lower: list[str], stems: list[str], have: set[str], negations: int) -> bool:
+    """Whether a clause puts the claim's subject at another place after the claim's own preposition ("on the wall" for
+    "on a cake"), without naming the claim's place or denying anything."""
+    prep, obj = claim.place  # type: ignore[misc]
+    if obj & have or negations:
+        return False
+    for i, w in enumerate(lower[:-1]):
+        if w == prep:
+            other = {st for x, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if x not in STOP}
+            if other and not other & claim.content and not other & GENERIC_PLACES:
+                return True
+    return False
 
 
 _RELATIONS_SEEN = frozenset("above below over under beneath behind left right front".split())
