@@ -81,6 +81,9 @@ SHAPES = [
     ("Is the cricket bat under the batter's body Please answer yes or no.", "yes, the cricket bat is under the batter's body in the image.",
      "yes", READ_FIRST_WORD),
     ("Does the appliance to the left of the dishwasher look black?", "The appliance is black.", "yes", READ_RESTATED),
+    ("Is there a bridge in the image?", "I'd say no — what looks like a bridge is the shadow of a power line.", "no", READ_CONCLUSION),
+    ("Do the cube and the ball have the same shape?", "The shape of the cube is square, but the ball is round.", "no", READ_COMPARISON),
+    ("Is there a dog in the image?", "A brown dog is lying on the grass next to the picnic blanket.", "yes", READ_RESTATED),
     # first words as before
     ("Is there a dog?", "Yes, there is a dog lying on the grass, not moving.", "yes", READ_FIRST_WORD),
     ("Is there a dog?", "No.", "no", READ_FIRST_WORD),
@@ -96,6 +99,11 @@ UNKNOWNS = [
     ("Is the left bar taller than the right bar?", "It is difficult to tell which bar is taller from this image.", REFUSES),
     ("Is the animal a dog?", "The animal might be a dog or a fox.", REFUSES),
     ("Is the door open?", "To determine whether the door is open, look at the hinges.", SAYS_NOTHING),
+    # the claim's words only name what the sentence speaks of: it does not say whether the claim holds
+    ("Is the man in the bottom of the photo?", "The man in the bottom of the photo is a tennis player.", SAYS_NOTHING),
+    ("Is the water cold?", "It's hard to say; the water might be cold given the snow, but it could be a heated pool.", REFUSES),
+    ("Are the bananas ripe?", "Some of the bananas look ripe, with yellow skin, while others are still green.", REFUSES),
+    ("Is the beach wet in this image?", "The beach appears to be wet in parts of the image, near the waterline.", REFUSES),
 ]
 
 
@@ -180,7 +188,7 @@ def test_the_first_word_reader_is_the_question_blind_rules():
 
 def test_agreement_with_careful_human_readings_on_the_labelled_replies():
     """The README's numbers: on the 974 labelled replies of tests/data/replies the reader agrees with the human reading
-    on 86% (the first-word rules: 57%) and reads 1.3% as the opposite answer (2.3%)."""
+    on 87% (the first-word rules: 57%) and reads 1.0% as the opposite answer (2.3%)."""
     import importlib.util
     from pathlib import Path
 
@@ -192,8 +200,8 @@ def test_agreement_with_careful_human_readings_on_the_labelled_replies():
     assert len(items) == 974
     ours = quality.measure(items, lambda r, q: read_reply(r, q).answer)
     blind = quality.measure(items, lambda r, q: parse_yes_no(r))
-    assert round(ours["agreement"], 2) >= 0.86 and round(blind["agreement"], 2) <= 0.57, (ours, blind)
-    assert round(ours["opposite"], 3) <= 0.013 and round(blind["opposite"], 3) >= 0.023, (ours, blind)
+    assert round(ours["agreement"], 2) >= 0.87 and round(blind["agreement"], 2) <= 0.57, (ours, blind)
+    assert round(ours["opposite"], 3) <= 0.010 and round(blind["opposite"], 3) >= 0.023, (ours, blind)
 
 
 def test_rows_record_their_reading_and_the_report_counts_replies_by_it(tmp_path):

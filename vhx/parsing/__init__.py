@@ -104,6 +104,8 @@ from vhx.parsing.claims import parse_claim
 from vhx.parsing.verdicts import (
     HEDGE,
     MAYBE,
+    PARTLY,
+    STRONG_HEDGE,
     attribute_sameness,
     bare_number,
     clause_verdict,
@@ -363,7 +365,7 @@ class Reading(NamedTuple):
         return f"{self.how}{UNCERTAIN_SUFFIX}" if self.uncertain else self.how
 
 
-_ANSWER_WORD = re.compile(r"\b(yes|no)\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:)]|$|\n))", re.IGNORECASE)
+_ANSWER_WORD = re.compile(r"\b(yes|no)\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:)—–]|$|\n))", re.IGNORECASE)
 _SENTENCE_START = re.compile(r"[.!?\n;:]\s*[*_#>`'\"“‘(\[~-]*\s*$|^[\s*_#>`'\"“‘(\[~-]*$")
 _MARKER_BEFORE = re.compile(
     r"(?:^|[.!?\n;:,]\s*|\s)(?:and\s+)?(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in\s+(?:short|summary|"
@@ -377,7 +379,8 @@ _MARKER_BEFORE = re.compile(
 _INTRO_BEFORE = re.compile(
     r"(?:^|[.!?\n;:]\s*)(?:(?:based\s+on|according\s+to|from|looking\s+at|judging\s+(?:by|from)|given|in|on|upon|after|"
     r"considering|as\s+(?:shown|seen|depicted)\s+in|well|actually|indeed|honestly|unfortunately|sadly|correct|right|"
-    r"to\s+answer\s+(?:your|the)\s+question)\b[^.!?\n;:]{0,70},|well|oh|ah|sure|okay|ok)\s*[*_\"'“]*$",
+    r"to\s+answer\s+(?:your|the)\s+question)\b[^.!?\n;:]{0,70},|well|oh|ah|sure|okay|ok|"
+    r"i(?:'d|’d|\s+would)\s+(?:say|answer)|i\s+(?:think|believe|guess))\s*[,:]?\s*[*_\"'“]*$",
     re.IGNORECASE,
 )
 # markdown, quotes and bullets before an answer word (rule 5's characters)
@@ -544,6 +547,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     counted = bare_number(claim, region)
     if counted is not None:
         return Reading(_answer(counted, claim.negated), READ_RESTATED)
+    first_sentence = re.split(r"(?<=[.!?;])\s+|\n", region.strip(), maxsplit=1)[0]
+    if STRONG_HEDGE.search(first_sentence) or (not claim.universal and PARTLY.search(region)):
+        return Reading("unknown", READ_UNKNOWN, REFUSES)  # "It's hard to say; ...", "wet in parts of the image"
     if partial_universal(claim, region):
         return Reading(_answer(False, claim.negated), READ_PARTS, uncertain=True)
     if reversed_claim(region):

@@ -239,9 +239,27 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             # "Amazon had the highest revenue, followed by Apple." to "... did Apple have the highest revenue?"
             return Verdict(False, "restated claim", frozenset(matched), conclusion, True)
     targets = set(matched) | {c for w in matched for c in CONTRARY.get(w, ())} | (have & COLOUR_STEMS if claim.colours else set())
+    if not flips and not claim.existence and _presupposes(lower, stems, matched, claim):
+        return None  # "The man in the bottom of the photo is a tennis player." does not say whether he is at the bottom
     scoped = _scoped_negations(clause, targets)
     holds = (scoped + flips) % 2 == 0
     return Verdict(holds, "restated claim", frozenset(matched), conclusion, inferred, clean=scoped == negations)
+
+
+_COPULAS = frozenset("is are was were".split())
+
+
+def _presupposes(lower: list[str], stems: list[str], matched: set[str], claim: Claim) -> bool:
+    """Whether every claim word of the clause stands before its first copula and what follows says nothing of the claim
+    (no negation, no word of existence, comparison or colour): the clause names the claim's thing to say something else."""
+    at = next((i for i, w in enumerate(lower) if w in _COPULAS), None)
+    if at is None or at == 0 or lower[0] in ("there", "it", "this", "that"):
+        return False
+    before, after = set(stems[:at]), stems[at + 1 :]
+    if not matched <= before or not after:
+        return False
+    tail = set(lower[at + 1 :])
+    return not (tail & (NEGATIONS | _EXISTENCE_WORDS | SAMENESS) or set(after) & (claim.vocab - PRONOUNS) or count_negations(lower[at:]))
 
 
 def _elsewhere(claim: Claim, lower: list[str], stems: list[str], have: set[str], negations: int) -> bool:
@@ -256,6 +274,18 @@ def _elsewhere(claim: Claim, lower: list[str], stems: list[str], have: set[str],
             if other and not other & claim.content and not other & GENERIC_PLACES:
                 return True
     return False
+
+
+#: Replies that give a claim for part of its subject only ("wet in parts", "some of the bananas ..., while others"):
+#: no reading of a claim about the whole.
+PARTLY = re.compile(r"\b(?:in\s+parts|parts\s+of\s+the|some\s+of\s+(?:the|them)|while\s+others|others\s+are|(?:approximately|about|roughly)\s+half)\b",
+                    re.IGNORECASE)
+#: Hedges that withhold the answer ("It's hard to say", "I can't be certain").
+STRONG_HEDGE = re.compile(
+    r"\b(?:hard|difficult|impossible)\s+to\s+(?:say|tell|judge|determine|know)|(?:can(?:not|'t|’t)|could\s*n[o']t)\s+(?:be\s+(?:certain|sure)|"
+    r"determine|tell|say\s+for\s+sure)|not\s+(?:possible|able)\s+to\s+(?:determine|tell|say)|unclear\s+(?:whether|if)|i'?m\s+not\s+sure",
+    re.IGNORECASE,
+)
 
 
 _RELATIONS_SEEN = frozenset("above below over under beneath behind left right front".split())
@@ -387,9 +417,9 @@ def attribute_sameness(claim: Claim, text: str) -> bool | None:
     values: frozenset[str] = frozenset()
     if content & {"color", "colour"}:
         values = COLOURS
-    elif "shape" in content:
+    elif stem("shape") in content:
         values = SHAPES
-    elif "material" in content:
+    elif stem("material") in content:
         values = MATERIALS
     if not values:
         return None
