@@ -385,9 +385,11 @@ _INTRO_BEFORE = re.compile(
 )
 # markdown, quotes and bullets before an answer word (rule 5's characters)
 _JUNK = r"^[\s*_#>`'\"“‘(\[{~|•·-]*"
+_FIRST_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+|\n")
 _ONLY_ANSWER_WORDS = re.compile(r"^\W*(?:(?:yes|no)\b\W*)+$", re.IGNORECASE)
 _LEADING_ANSWER = re.compile(_JUNK + r"(?:(?:final\s+answer|answer|a)\s*[:：]\s*)?(?:yes|no)\b[\s*_,.!:;-]*",
                              re.IGNORECASE)
+_SENTENCE_ANSWER = re.compile(r"[.!?;]\s*(?:yes|no)\b", re.IGNORECASE)
 _HAS_MARKER = re.compile(
     r"\b(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in (?:short|summary|conclusion|sum)|to sum up|"
     r"answer|correct(?:ing|ion)|actually|second thought|i was wrong)\b|[.!?;]\s*(?:yes|no)\b",
@@ -465,6 +467,21 @@ def _first_word(region: str) -> Answer:
     return "unknown"
 
 
+_MARKER_WORDS = frozenset("so thus therefore hence consequently overall ultimately finally answer correcting correction "
+                          "actually".split())
+_MARKER_PHRASES = ("in short", "in summary", "in conclusion", "in sum", "to sum up", "second thought", "i was wrong")
+_LOWER_WORD = re.compile(r"[a-z]+")
+
+
+def _has_marker(region: str) -> bool:
+    """Whether the reply holds a conclusion marker or a yes / no at a sentence start (the words of :data:`_HAS_MARKER`),
+    found with set lookups rather than a scan for every alternative at every position."""
+    lowered = region.lower()
+    if not _MARKER_WORDS.isdisjoint(_LOWER_WORD.findall(lowered)) or any(p in lowered for p in _MARKER_PHRASES):
+        return True
+    return bool(_SENTENCE_ANSWER.search(region))
+
+
 def _answer(holds: bool, negated: bool) -> Answer:
     return "yes" if holds != negated else "no"
 
@@ -490,7 +507,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     claim = parse_claim(question) if question else None
     if len(region) > 20_000:
         region = region[:10_000] + "\n" + region[-10_000:]  # a runaway reply: its start and its end are what is read
-    marked = bool(_HAS_MARKER.search(region))
+    marked = _has_marker(region)
     marks = _answer_marks(region) if first == "unknown" or marked else []
     announced = _announced(region) if "answer" in region.lower() else "unknown"
     if announced != "unknown" and not any(m[2] and m[1] == announced for m in marks):
@@ -547,7 +564,7 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     counted = bare_number(claim, region)
     if counted is not None:
         return Reading(_answer(counted, claim.negated), READ_RESTATED)
-    first_sentence = re.split(r"(?<=[.!?;])\s+|\n", region.strip(), maxsplit=1)[0]
+    first_sentence = _FIRST_SENTENCE_END.split(region.strip(), maxsplit=1)[0]
     if STRONG_HEDGE.search(first_sentence) or (not claim.universal and PARTLY.search(region)):
         return Reading("unknown", READ_UNKNOWN, REFUSES)  # "It's hard to say; ...", "wet in parts of the image"
     if partial_universal(claim, region):

@@ -64,6 +64,9 @@ _CONCLUSION_START = re.compile(
 )
 # the speaker's own correction of what came before: "..., and the lines are actually the same length"
 _CORRECTION = re.compile(r"\b(?:actually|in\s+fact|in\s+reality|in\s+truth|really)\b", re.IGNORECASE)
+_SENTENCE_SPLIT = re.compile(r"(?<=[.!?;])\s+|\n+|;")
+_SPLIT_WORDS = re.compile(r"\b(?:but|whereas|while|although|though|yet|so|thus|therefore|hence|which\s+means|meaning)\b",
+                          re.IGNORECASE)
 _CONTRAST_WORD = re.compile(r"\b(?:but|however|whereas|while|although|though|yet)\b", re.IGNORECASE)
 _HOWEVER_INSIDE = re.compile(r",\s*however\s*,", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
@@ -134,7 +137,13 @@ def clauses(text: str) -> list[tuple[str, bool, bool]]:
         text = _QUOTED.sub(" ", text)
     corrects = bool(_CORRECTION.search(text))
     out = []
-    pieces = _CLAUSE_SPLIT.split(text)
+    # sentences first (a cheap split); the full split only in sentences holding one of its words
+    pieces = []
+    for sentence in _SENTENCE_SPLIT.split(text):
+        if sentence and _SPLIT_WORDS.search(sentence):
+            pieces += _CLAUSE_SPLIT.split(sentence)
+        else:
+            pieces.append(sentence)
     # re-find the separators so that a clause after "but" knows it
     pos = 0
     for piece in pieces:
@@ -165,9 +174,9 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     have = set(stems)
     if not have & claim.vocab and not (claim.number is not None and any(as_number(w) is not None for w in lower)):
         return None  # nothing of the claim in it
-    if any(w in _META for w in lower) or clause.rstrip().endswith("?"):
+    if not _META.isdisjoint(lower) or clause.rstrip().endswith("?"):
         return None
-    if any(w == "if" and any(x in _FIND_OUT for x in lower[max(0, i - 3) : i]) for i, w in enumerate(lower)):
+    if "if" in lower and any(w == "if" and any(x in _FIND_OUT for x in lower[max(0, i - 3) : i]) for i, w in enumerate(lower)):
         return None
     if hedges and (HEDGE.search(clause) or MAYBE.search(clause)):
         return None
