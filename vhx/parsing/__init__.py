@@ -233,30 +233,13 @@ def _announced(text: str) -> Answer:
 
 
 def _read(text: str | None) -> tuple[Answer, str | None]:
-    """The answer and, when it is ``"unknown"``, the reason from :data:`UNKNOWN_REASONS`."""
-    if text is None:
-        return "unknown", EMPTY_REPLY
-    text = str(text)
-    if not text.strip():
-        return "unknown", EMPTY_REPLY
-    closed = _last(_THOUGHT_CLOSE, text)
-    if closed:
-        text = text[closed.end() :]
-    if _THOUGHT_OPEN.search(text):
-        return "unknown", CUT_OFF_THINKING
-    if closed and not text.strip():
-        return "unknown", NOTHING_AFTER_THINKING
-    opened = _last(_ANSWER_OPEN, text)
-    if opened:
-        end = _ANSWER_CLOSE.search(text, opened.end())
-        text = text[opened.end() : end.start() if end else len(text)]
-    box = _last_box(text)
-    if box is not None:
-        answer = _leading_word(box)
-    else:
-        answer = _leading_word(text)
-        if answer == "unknown":
-            answer = _announced(text)
+    """The answer and, when it is ``"unknown"``, the reason from :data:`UNKNOWN_REASONS` (rules 1-9)."""
+    region, reason, boxed = _region(text)
+    if reason is not None:
+        return "unknown", reason
+    answer = _leading_word(region)
+    if answer == "unknown" and not boxed:
+        answer = _announced(region)
     return answer, (None if answer != "unknown" else NO_YES_NO_ANSWER)
 
 
