@@ -84,6 +84,8 @@ SHAPES = [
     ("Is there a bridge in the image?", "I'd say no — what looks like a bridge is the shadow of a power line.", "no", READ_CONCLUSION),
     ("Do the cube and the ball have the same shape?", "The shape of the cube is square, but the ball is round.", "no", READ_COMPARISON),
     ("Is there a dog in the image?", "A brown dog is lying on the grass next to the picnic blanket.", "yes", READ_RESTATED),
+    ("Is there a backpack in the image?", "I cannot see a backpack anywhere in the image.", "no", READ_RESTATED),
+    ("Are there only two cakes in this image?", "There are not only two cakes in this image; there are three.", "no", READ_RESTATED),
     # first words as before
     ("Is there a dog?", "Yes, there is a dog lying on the grass, not moving.", "yes", READ_FIRST_WORD),
     ("Is there a dog?", "No.", "no", READ_FIRST_WORD),
@@ -104,6 +106,7 @@ UNKNOWNS = [
     ("Is the water cold?", "It's hard to say; the water might be cold given the snow, but it could be a heated pool.", REFUSES),
     ("Are the bananas ripe?", "Some of the bananas look ripe, with yellow skin, while others are still green.", REFUSES),
     ("Is the beach wet in this image?", "The beach appears to be wet in parts of the image, near the waterline.", REFUSES),
+    ("Is the person the same as in the previous image?", "I can only see one image here, so I can't compare it to another.", REFUSES),
 ]
 
 

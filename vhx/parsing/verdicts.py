@@ -42,13 +42,16 @@ _EXISTENCE_WORDS = frozenset("visible present there any see seen shown exist exi
 _FIND_OUT = frozenset("determine tell see check know sure unclear ask asks wonder verify confirm".split())
 # Clauses hedged beyond reading: "it might be", "it is difficult to tell".
 HEDGE = re.compile(
-    r"\b(?:can(?:not|'t|’t)|could(?:n't|n’t| not)|unable to|not (?:possible|able|clear|certain|sure)\b|"
-    r"not enough (?:information|detail|context|evidence)|"
+    # "cannot" hedges when it withholds the answer ("I cannot determine ..."), not when it denies ("I cannot see a dog")
+    r"\b(?:(?:can(?:not|'t|’t)|could(?:n't|n’t| not)|unable to)\s+(?:\w+\s+){0,2}?(?:determine|tell|say|confirm|verify|identify|"
+    r"answer|assist|help|provide|judge|know|compare|view|access|be\s+(?:sure|certain)|make\s+out|discern|"
+    r"see\s+(?:clearly|well|enough|the\s+details|images?\b|the\s+images?\b|pictures?\b)|see\s*(?:[.!]|$))|"
+    r"not (?:possible|able|clear|certain|sure)\b|not enough (?:information|detail|context|evidence)|"
     r"impossible to|difficult to|hard to|unclear|uncertain|not be (?:determined|confirmed|seen|verified)|"
     r"no (?:way|information|indication|data|details?) (?:to|about|on|of|that|regarding)|insufficient|ambiguous|"
     r"i'?m sorry|i am sorry|as an ai|i don'?t know|i do not know|"
-    r"(?:does|do|did) not (?:provide|give|contain|include|show|specify|indicate|mention) (?:enough|any|specific|"
-    r"the|clear|sufficient|information|data|details?)|without (?:more|additional|further) (?:information|context))",
+    r"(?:does|do|did) not (?:provide|give|contain|include|specify|indicate|mention) (?:enough|specific|clear|sufficient|"
+    r"any\s+information|information|data|details?)|without (?:more|additional|further) (?:information|context))",
     re.IGNORECASE,
 )
 MAYBE = re.compile(r"\b(?:might|may|possibly|perhaps|maybe|either|partially|partly|as\s+if|as\s+though)\b", re.IGNORECASE)
@@ -401,7 +404,8 @@ def _number_verdict(claim: Claim, lower: list[str], stems: list[str]) -> bool | 
     holds = {"==": got == value, "<": got < value, ">": got > value, ">=": got >= value, "<=": got <= value}[op]
     # "There are not three dogs": a denial of the very number; "$10, not below it" denies the operator, which the
     # value already settles
-    if holds and op == "==" and values and any(w in ("not", "no") or w.endswith("n't") for w in lower[max(0, where - 3) : where]):
+    # ("not only two cakes" denies the count too: here "not only" is no "not only ... but also")
+    if holds and values and sum(w in NEGATIONS or w.endswith(("n't", "n’t")) or w == "cannot" for w in lower[:where]) % 2:
         return False
     return holds
 
