@@ -105,7 +105,6 @@ def order_verdict(claim: Claim, text: str) -> bool | None:
 
 
 # --------------------------------------------------------------------------------------- verdicts
-HOLDS, FAILS = True, False
 
 
 def leads_with_subject(claim: Claim, clause: str) -> bool:
