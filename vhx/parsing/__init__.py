@@ -373,11 +373,6 @@ _ONLY_ANSWER_WORDS = re.compile(r"^\W*(?:(?:yes|no)\b\W*)+$", re.IGNORECASE)
 _LEADING_ANSWER = re.compile(_JUNK + r"(?:(?:final\s+answer|answer|a)\s*[:：]\s*)?(?:yes|no)\b[\s*_,.!:;-]*",
                              re.IGNORECASE)
 _SENTENCE_ANSWER = re.compile(r"[.!?;]\s*(?:yes|no)\b", re.IGNORECASE)
-_HAS_MARKER = re.compile(
-    r"\b(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in (?:short|summary|conclusion|sum)|to sum up|"
-    r"answer|correct(?:ing|ion)|actually|second thought|i was wrong)\b|[.!?;]\s*(?:yes|no)\b",
-    re.IGNORECASE,
-)
 
 
 def _answer_marks(text: str) -> list[tuple[int, Answer, bool]]:
@@ -457,8 +452,9 @@ _LOWER_WORD = re.compile(r"[a-z]+")
 
 
 def _has_marker(region: str) -> bool:
-    """Whether the reply holds a conclusion marker or a yes / no at a sentence start (the words of :data:`_HAS_MARKER`),
-    found with set lookups rather than a scan for every alternative at every position."""
+    """Whether the reply holds a conclusion marker (:data:`_MARKER_WORDS`, :data:`_MARKER_PHRASES`) or a yes / no at a
+    sentence start: a cheap gate before the reply's answer words are looked for. Found with set lookups rather than
+    one regex trying every alternative at every position (13 us a reply)."""
     lowered = region.lower()
     if not _MARKER_WORDS.isdisjoint(_LOWER_WORD.findall(lowered)) or any(p in lowered for p in _MARKER_PHRASES):
         return True

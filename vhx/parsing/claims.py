@@ -26,10 +26,11 @@ from vhx.parsing.words import (
     GENERIC_PLACES,
     INTRO_WORDS,
     MATERIALS,
-    NEGATIONS,
     NEG_AUX,
+    NEGATIONS,
     PREPOSITIONS,
     PRONOUNS,
+    RELATIONS,
     SAMENESS,
     SHAPES,
     STOP,
@@ -213,7 +214,7 @@ def parse_claim(question: str) -> Claim | None:
     # "the appliance to the left of the dishwasher ...": words that only find the subject; a reply may leave them out
     optional: set[str] = set()
     located = _LOCATOR.search(sentence)
-    if located and (compare is None or compare[0] in _RELATIONS):
+    if located and (compare is None or compare[0] in RELATIONS):
         after = [stem(w) for w in tokens(sentence[located.end() :])]
         for i, st in enumerate(after):
             if st in _VERBISH or (i and after[i - 1] not in content):
@@ -224,7 +225,7 @@ def parse_claim(question: str) -> Claim | None:
             optional = set()  # the locator is the claim itself ("Is the cup to the left of the plate?")
         else:
             optional |= {stem(w) for w in tokens(located.group(0))}
-            if compare is not None and compare[0] in _RELATIONS:
+            if compare is not None and compare[0] in RELATIONS:
                 compare = None  # the relation only finds the subject; the claim is what follows it
     # every stem a clause must hold one of to say anything of the claim (a cheap first test)
     vocab = set(content) | {c for w in content for c in CONTRARY.get(w, ())} | PRONOUNS | {"same", "different", "differ", "than"}
@@ -278,7 +279,7 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
         return ("different", frozenset(), frozenset())
     # "Is the blue line above the red line?", "Is the cup to the left of the plate?": a relation between two things
     for i, w in enumerate(lower):
-        if w in _RELATIONS and 1 < i < len(lower) - 1 and (w not in ("left", "right", "front") or "of" in lower[i + 1 : i + 2]):
+        if w in RELATIONS and 1 < i < len(lower) - 1 and (w not in ("left", "right", "front") or "of" in lower[i + 1 : i + 2]):
             start = 2 if lower[1] in ("there", "it") else 1
             a = frozenset(s for s, x in zip(stems[start:i], lower[start:i]) if x not in STOP and x not in PREPOSITIONS)
             b = frozenset(s for s, x in zip(stems[i + 1 :], lower[i + 1 :]) if x not in STOP and x not in PREPOSITIONS)
@@ -289,7 +290,6 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
 
 # words of a question that asks whether something is there at all
 _EXISTENCE_ASKED = frozenset("contain contains include includes present visible any exist exists".split())
-_RELATIONS = frozenset("above below over under beneath behind left right front".split())
 _NAMING = frozenset("titled called named entitled model version episode chapter season part route flight".split())
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from vhx.parsing.claims import Claim
 from vhx.parsing.words import (
-    UNITS,
-    COLOURS,
     COLOUR_STEMS,
+    COLOURS,
     COMP,
     CONTRARY,
     GENERIC_PLACES,
@@ -25,16 +25,17 @@ from vhx.parsing.words import (
     NEGATIONS,
     PREPOSITIONS,
     PRONOUNS,
+    RELATIONS,
     SAMENESS,
     SHAPES,
     STOP,
     TOKEN,
+    UNITS,
     as_number,
     count_negations,
     stem,
     tokens,
 )
-from vhx.parsing.claims import Claim
 
 # A clause that talks about the question instead of answering it ("To determine whether the bar is ...").
 _META = frozenset("whether question asks asked asking determine determining wonder suppose assuming unless".split())
@@ -299,7 +300,6 @@ STRONG_HEDGE = re.compile(
 )
 
 
-_RELATIONS_SEEN = frozenset("above below over under beneath behind left right front".split())
 _BREAKS = frozenset("and but while whereas which who that although though with".split())
 
 
@@ -362,7 +362,7 @@ def _comparison_verdict(claim: Claim, lower: list[str], stems: list[str], negati
     i, direction = found
     before = set(stems[:i])
     after = set(stems[i + 1 :])
-    if comp in _RELATIONS_SEEN and not ((a - b) & (before | after) and (b - a) & (before | after)):
+    if comp in RELATIONS and not ((a - b) & (before | after) and (b - a) & (before | after)):
         return None  # "the sign is above the walkway" says nothing of "above the road"
 
     order = _side(before, a, b)

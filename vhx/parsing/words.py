@@ -194,3 +194,6 @@ MATERIALS = frozenset("metal metallic rubber wood wooden plastic glass matte shi
 #: Units a value is counted in: "30°" answers "Is x equal to 30 degrees?" without the word.
 UNITS = frozenset(stem(w) for w in """degree degrees percent percentage meter metre km kilometer mile foot feet inch cm mm kg gram pound
     ounce ton dollar euro yen year hour minute second day week month billion million trillion thousand hundred point unit""".split())
+
+#: Relations between two things a question can ask about ("Is the blue line above the red line?").
+RELATIONS = frozenset("above below over under beneath behind left right front".split())
