@@ -44,7 +44,8 @@ DASH_B_SETS: tuple[str, ...] = ("neg", "pos")
 DASH_B_SIZE = 2682
 #: Columns of :func:`dash_b_scores` after ``model`` and ``dataset``.
 DASH_B_COLUMNS: tuple[str, ...] = ("n_questions", "n_neg", "n_pos", "acc", "tnr", "tpr", "harmonic_mean", "n_unknown")
-READINGS: tuple[str, ...] = ("pred", "dash-b")
+#: How :func:`dash_b_scores` reads the replies: vhx's reading (``pred``) or DASH-B's substring rule.
+DASH_B_READINGS: tuple[str, ...] = ("pred", "dash-b")
 
 
 def dash_b_source_id(object_name: str, img_id: str) -> str:
@@ -94,8 +95,8 @@ def dash_b_rows(predictions: Predictions, *, reading: str = "pred") -> pd.DataFr
     ``reading="dash-b"`` replaces ``pred`` by :func:`dash_b_answer` of the raw reply where there is one (a
     row without text, as in ``--mode logits``, keeps its ``pred``) and recomputes ``correct``.
     """
-    if reading not in READINGS:
-        raise ValueError(f"reading must be one of {READINGS}, got {reading!r}")
+    if reading not in DASH_B_READINGS:
+        raise ValueError(f"reading must be one of {DASH_B_READINGS}, got {reading!r}")
     df = validate_predictions(predictions, required=("source", "subset", "answer", "pred", "negated", "transform"))
     df = df[(df["source"] == SOURCE).to_numpy() & ~df["negated"].to_numpy(dtype=bool) & (df["transform"] == ORIGINAL).to_numpy()]
     if reading == "dash-b" and "raw" in df.columns and len(df):
