@@ -111,7 +111,7 @@ TABLE = [
     ("Do you see a dog?", "Is it false that you see a dog?", "is_it_false/do"),
     ("Does the man not wear a hat?", "Is it false that the man does not wear a hat?", "is_it_false/do"),
     ("Doesn't the man wear a hat?", "Is it false that the man doesn't wear a hat?", "is_it_false/do"),
-    ("Did the man wear a hat?", "Is it false that the man did wear a hat?", "is_it_false/do"),
+    ("Did the man wear a hat?", "Is it false that the man wore a hat?", "is_it_false/do"),
     # modals and perfect have
     ("Can the bird fly?", "Is it false that the bird can fly?", "is_it_false/aux"),
     ("Can you see the sky?", "Is it false that you can see the sky?", "is_it_false/aux"),

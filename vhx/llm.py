@@ -45,6 +45,7 @@ from vhx.api_client import (
 )
 from vhx.errors import DataError, OnError, VHXError
 from vhx.negation import NegationResult, RuleNegator, check_question
+from vhx.negation.inflection import base_form, is_past_tense
 
 logger = logging.getLogger("vhx.llm")
 
@@ -372,9 +373,12 @@ def _negation_count(text: str) -> int:
 
 
 def _stem(word: str) -> str:
-    # Simple inflection only, applied to both sides: wears/wear, watches/watch, carries/carry, dog's/dog.
+    # Inflection only, applied to both sides: wears/wear, watches/watch, carries/carry, dog's/dog, and a verb's
+    # past (a framed twin says "Germany had", where its question says "did Germany have"; lemminflect's forms)
     if word.endswith("'s"):
         word = word[:-2]
+    if is_past_tense(word):
+        word = base_form(word)
     if word.endswith("ies") and len(word) > 4:
         return word[:-3] + "y"
     if word.endswith(("sses", "shes", "ches", "xes", "zzes", "oes")):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from vhx.negation.inflection import base_form, is_past_tense, is_third_singular, past_tense, third_singular
 from vhx.negation.lexicon import (
     _ADJECTIVES,
     _ADVERBS,
@@ -24,8 +25,6 @@ from vhx.negation.lexicon import (
     _DO,
     _DO_KEEP,
     _HAVE,
-    _IRREGULAR_3SG,
-    _IRREGULAR_3SG_REV,
     _IRREGULAR_PARTICIPLES,
     _IRREGULAR_PLURALS,
     _NAMING_NOUNS,
@@ -107,43 +106,27 @@ def _lower_first(token: str) -> str:
 
 
 # -- verb agreement --------------------------------------------------------------------------------
+# The forms come from lemminflect (vhx.negation.inflection says why): "wear" -> "wears", "have" -> "has",
+# "have" -> "had", and back.
 def _third_singular(verb: str) -> str:
     """``wear`` -> ``wears``, ``watch`` -> ``watches``, ``carry`` -> ``carries``, ``have`` -> ``has``."""
-    low = verb.lower()
-    if low in _IRREGULAR_3SG:
-        return _match_case(_IRREGULAR_3SG[low], verb)
-    if low.endswith(("s", "x", "z", "ch", "sh", "o")):
-        return verb + "es"
-    if len(low) > 1 and low.endswith("y") and low[-2] not in "aeiou":
-        return verb[:-1] + "ies"
-    return verb + "s"
+    return third_singular(verb)
 
 
 def _base_form(verb: str) -> str:
-    """Inverse of :func:`_third_singular` for the forms it produces."""
-    low = verb.lower()
-    if low in _IRREGULAR_3SG_REV:
-        return _match_case(_IRREGULAR_3SG_REV[low], verb)
-    if low.endswith("ies") and len(low) > 4:
-        return verb[:-3] + "y"
-    if low.endswith(("sses", "shes", "ches", "xes", "zzes", "oes")):
-        return verb[:-2]
-    if low.endswith("s") and not low.endswith("ss"):
-        return verb[:-1]
-    return verb
+    """The base form of a third-person singular or past verb (``wears`` -> ``wear``, ``had`` -> ``have``)."""
+    return base_form(verb)
 
 
 def _is_third_singular(verb: str) -> bool:
-    low = verb.lower()
-    if low in _IRREGULAR_3SG_REV:
-        return True
-    return low.endswith("s") and _third_singular(_base_form(low)) == low
+    return is_third_singular(verb)
 
 
 def _is_verb(low: str, *, inflected: bool) -> bool:
+    """A verb the rules list, in its base form, or (``inflected``: in a declarative clause) its -s or past form."""
     if low in _VERBS:
         return True
-    return inflected and low.endswith("s") and _base_form(low) in _VERBS and _third_singular(_base_form(low)) == low
+    return inflected and (is_third_singular(low) or is_past_tense(low)) and _base_form(low) in _VERBS
 
 
 def _article_for(word: str) -> str:
@@ -617,13 +600,24 @@ def _declarative(tokens: list[str], k: int | None = None) -> tuple[list[str], st
             raise _Unparsable("a do-question whose predicate is no verb has no declarative clause")
     aux_tok, subject, predicate = tokens[0], tokens[1:k], tokens[k:]
     aux = _norm(aux_tok)
-    if aux in ("does", "do") and not _keeps_do(_norm(predicate[0])):
-        verb = predicate[0]
-        finite = _third_singular(verb) if aux == "does" else verb
-        clause = [*subject, finite, *predicate[1:]]
-    else:
-        clause = [*subject, aux_tok.lower(), *predicate]
+    if aux in ("does", "do", "did"):
+        # the verb takes the tense, after any adverb ("this figure mainly depicts", "Germany had"): a statement
+        # needs do-support only for a negation, and "did have" or "does only contain" would be emphatic
+        i = 0
+        while i < len(predicate) - 1 and _keeps_do(_norm(predicate[i])) and _norm(predicate[i]) not in _NEGATING:
+            i += 1
+        if not _keeps_do(_norm(predicate[i])) and _norm(predicate[i]) not in _NEGATING:
+            verb = predicate[i]
+            finite = _third_singular(verb) if aux == "does" else past_tense(verb) if aux == "did" else verb
+            if not (aux == "did" and finite.lower() == verb.lower() and _is_plural_subject([_norm(t) for t in subject])):
+                # ("the kids did read books" keeps "did": "the kids read books" would read as the present)
+                return [*subject, *predicate[:i], finite, *predicate[i + 1:]], _aux_kind(aux, [_norm(t) for t in subject])
+    clause = [*subject, aux_tok.lower(), *predicate]
     return clause, _aux_kind(aux, [_norm(t) for t in subject])
+
+
+#: Adverbs that keep do-support in a statement ("does not wear", "did never win").
+_NEGATING = {"not", "never"}
 
 
 def _aux_kind(aux: str, low_subject: list[str]) -> str:
@@ -717,7 +711,7 @@ def _question_from_aux(tokens: list[str], k: int) -> list[str]:
     aux = _norm(aux_tok)
     nxt = _norm(rest[0]) if rest else ""
     main_do = aux in ("does", "do") and not _keeps_do(nxt)
-    main_have = aux in ("has", "have") and not (_is_participle(nxt) or nxt in _DO_KEEP)
+    main_have = aux in ("has", "have", "had") and not (_is_participle(nxt) or nxt in _DO_KEEP)
     if (main_do or main_have) and rest:
         return _question_from_verb(tokens, k)
     if aux == "cannot":  # "we cannot see" -> "Can we not see"
@@ -726,16 +720,25 @@ def _question_from_aux(tokens: list[str], k: int) -> list[str]:
 
 
 def _question_from_verb(tokens: list[str], k: int) -> list[str]:
-    """Clause ``SUBJECT VERB REST`` (finite verb at ``k``) -> do-support question tokens."""
-    subject, verb, rest = tokens[:k], tokens[k], tokens[k + 1 :]
+    """Clause ``SUBJECT [ADVERBS] VERB REST`` (the finite verb, or the adverbs before it, at ``k``) -> do-support
+    question tokens, in the verb's tense ("Germany had ..." -> "Did Germany have ...")."""
+    subject = tokens[:k]
+    at = k
+    while at < len(tokens) - 1 and _keeps_do(_norm(tokens[at])) and _norm(tokens[at]) not in _NEGATING:
+        at += 1  # "this figure mainly depicts ...": the adverbs stay before the verb
+    adverbs, verb, rest = tokens[k:at], tokens[at], tokens[at + 1 :]
     low_subject = [_norm(t) for t in subject]
     if len(low_subject) == 1 and low_subject[0] in _PRONOUNS | _DEMONSTRATIVES:
         singular = low_subject[0] in _THIRD_SINGULAR_PRONOUNS
     else:
         singular = not _is_plural_subject(low_subject)
+    low_verb = _norm(verb)
     if singular and _is_third_singular(verb):
-        return ["Does", *subject, _base_form(verb), *rest]
-    return ["Do", *subject, verb, *rest]
+        return ["Does", *subject, *adverbs, _base_form(verb), *rest]
+    if is_past_tense(low_verb) and (_base_form(low_verb) != low_verb or singular):
+        # "had", "led"; a past that is spelled as its base ("put", "read") only where a present would take -s
+        return ["Did", *subject, *adverbs, _match_case(base_form(low_verb), verb), *rest]
+    return ["Do", *subject, *adverbs, verb, *rest]
 
 
 def _question_from_declarative(tokens: list[str]) -> list[str] | None:

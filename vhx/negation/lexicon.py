@@ -168,8 +168,6 @@ _VERBS = {
 }
 _DO_KEEP = {"not", "never", "really", "actually", "also", "still", "ever", "just", "only", "always",
             "often", "usually", "even"}
-_IRREGULAR_3SG = {"have": "has", "do": "does", "go": "goes", "be": "is"}
-_IRREGULAR_3SG_REV = {v: k for k, v in _IRREGULAR_3SG.items()}
 _IRREGULAR_PLURALS = {"people", "men", "women", "children", "mice", "teeth", "feet", "geese", "police"}
 _QUOTE_PAIRS = {"'": "'", '"': '"', "\u2018": "\u2019", "\u201c": "\u201d", "`": "`"}
 _TRAILING_PUNCT = ".,;:!"

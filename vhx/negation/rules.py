@@ -71,10 +71,12 @@ determiners, then at least one word, continued through possessives (``the butter
   grab a cup?``); else the last word. A do-question worded like a be-question (AMBER's ``Does the horse
   galloping in this image?``) keeps its wording, "not" before that word, with the note :data:`NO_VERB`.
 
-Do-support is resolved with verb agreement: ``Does the man wear a hat?`` -> ``the man wears a hat``
-(``-s``/``-es``/``-ies`` and ``has``/``does``/``goes``/``is``), ``Do the dogs run?`` -> ``the dogs
-run``. ``Did`` keeps its auxiliary (``the man did wear a hat``) so the tense is unchanged without a
-table of irregular past forms; ``Does ... not``/adverbs keep ``does`` as well.
+Do-support is resolved in the verb's own tense and person, from lemminflect (:mod:`vhx.negation.inflection`):
+``Does the man wear a hat?`` -> ``the man wears a hat``, ``Do the dogs run?`` -> ``the dogs run``, ``Did
+Germany have ...?`` -> ``Germany had ...``, ``Does this figure only contain ...?`` -> ``this figure only
+contains ...`` (an adverb stays before the verb). Only a negation keeps ``does``/``did`` ("does not wear"),
+and so does a plural subject whose past is spelled as its base (``the kids did read``, which would
+otherwise read as the present).
 
 **Double negation.** :class:`RuleNegator` recognises its own outputs: negating ``Is there no X?``
 gives ``Is there a/an X?``, a "not" after the subject or a contracted auxiliary is dropped, and negating
