@@ -53,6 +53,7 @@ from vhx.negation import (
     RuleNegator,
     is_framed,
 )
+from vhx.negation.rules import surface_fixed
 
 #: The wordings the rules choose where a plain "not" after the subject could be read so that the answer does not
 #: flip (docs/method.md, "Twins that flip"): column name -> the note the twin carries.
@@ -132,14 +133,16 @@ def defects(negator: RuleNegator, question: str, negated: str, rule: str) -> lis
     found = []
     # the answer instruction after the question ("? Please answer yes or no.") is kept verbatim by the rules, and
     # so is a missing or full-width question mark: the content check reads the questions alone
-    problem = check_negation(_bare(question), _bare(negated))
+    fixed = surface_fixed(question)  # a twin does not carry the source's surface defects, so neither does its undoing
+    problem = check_negation(_bare(fixed), _bare(negated))
     if problem:
         found.append(problem)
     try:
         back = negator.unnegate(negated, rule)
     except DataError as exc:
         back = f"<{exc.reason}>"
-    if back != question and back.replace(",", "") != question.replace(",", ""):  # a stray comma is dropped on purpose
+    if back not in (question, fixed) and back.replace(",", "") not in (question.replace(",", ""), fixed.replace(",", "")):
+        # (a stray comma is dropped on purpose)
         found.append(f"double negation gives {back!r}")
     if _DOUBLED.search(negated) and not _DOUBLED.search(question):
         found.append("doubled negation")

@@ -16,6 +16,12 @@ from PIL import Image
 
 from vhx.errors import DataError, SkipReport
 from vhx.negation import (
+    ALL_TO_ANY,
+    FORMULA_OPERATOR,
+    MODAL_UNABLE,
+    UNGRAMMATICAL_BARE_VERB,
+    UNGRAMMATICAL_NUMBER,
+    surface_fixed,
     COORDINATED_PREDICATE,
     COUNT_WORDING,
     FORMULA,
@@ -46,15 +52,15 @@ AMBER_SHAPES = [
     ("Is the meadow lush green in this image?", "Is the meadow not lush green in this image?", "not/be", ""),
     ("Is the shirt pure white in this image?", "Is the shirt not pure white in this image?", "not/be", ""),
     ("Is the bench brand new in this image?", "Is the bench not brand new in this image?", "not/be", ""),
-    ("Is the pond calm waters in this image?", "Is the pond not calm waters in this image?", "not/be", ""),
+    ("Is the pond calm waters in this image?", "Is the pond not calm waters in this image?", "not/be", UNGRAMMATICAL_NUMBER),
     ("Is the jar 3 in this image?", "Is the jar not 3 in this image?", "not/be", ""),
     # a compound name before "in this image" is the subject: the question asks whether it is there
     ("Is the tennis racket in this image?", "Is the tennis racket not in this image?", "not/be", ""),
     ("Is the Golden Gate Bridge in this image?", "Is the Golden Gate Bridge not in this image?", "not/be", ""),
     ("Is the teddy bear brown in this image?", "Is the teddy bear not brown in this image?", "not/be", ""),
     # the template's bare verb and its particle stay together
-    ("Is the goat lie down in this image?", "Is the goat not lie down in this image?", "not/be", ""),
-    ("Is the puppy sit in this image?", "Is the puppy not sit in this image?", "not/be", ""),
+    ("Is the goat lie down in this image?", "Is the goat not lie down in this image?", "not/be", UNGRAMMATICAL_BARE_VERB),
+    ("Is the puppy sit in this image?", "Is the puppy not sit in this image?", "not/be", UNGRAMMATICAL_BARE_VERB),
     # an attribute with no locative after it
     ("Is the rug plush?", "Is the rug not plush?", "not/be", ""),
     ("Is the sky overcast?", "Is the sky not overcast?", "not/be", ""),
@@ -84,7 +90,7 @@ HALLUSIONBENCH_SHAPES = [
     ("Based on the map, is Lake Erie larger than Lake Ontario?",
      "Based on the map, is Lake Erie not larger than Lake Ontario?", "not/be", ""),
     ("From 2010 to 2015, Did the rainfall decrease every year?",
-     "From 2010 to 2015, Did the rainfall not decrease every year?", "not/do", ""),
+     "From 2010 to 2015, did the rainfall not decrease every year?", "not/do", ""),
     ("If angle C is 30 degree, then is the angle DOE equal to 60 degree? Please answer yes or no.",
      "If angle C is 30 degree, then is the angle DOE not equal to 60 degree? Please answer yes or no.", "not/be", ""),
     ("If PA, PB, PC are the medians, is G the centroid of triangle PQR? Please answer yes or no.",
@@ -139,15 +145,17 @@ HALLUSIONBENCH_SHAPES = [
 # what the rules cannot word well keeps the frame or the source's wording, with a note
 NOTED = [
     ("If angle C is 45 degree, is PQ = 2QR? Please answer yes or no.",
-     "If angle C is 45 degree, is it false that PQ = 2QR? Please answer yes or no.", "is_it_false/be", FORMULA),
-    ("Is angle 3 + angle 4 > 90 ?", "Is it false that angle 3 + angle 4 > 90 ?", "is_it_false/be", FORMULA),
-    ("Is the sum of x and y = 12?", "Is it false that the sum of x and y = 12?", "is_it_false/be", FORMULA),
-    ("Is y < 4 in the figure?", "Is it false that y < 4 in the figure?", "is_it_false/be", FORMULA),
+     "If angle C is 45 degree, is PQ not equal to 2QR? Please answer yes or no.", "not/operator", FORMULA_OPERATOR),
+    ("Is angle 3 + angle 4 > 90 ?", "Is angle 3 + angle 4 not greater than 90 ?", "not/operator", FORMULA_OPERATOR),
+    ("Is the sum of x and y = 12?", "Is the sum of x and y not equal to 12?", "not/operator", FORMULA_OPERATOR),
+    ("Is y < 4 in the figure?", "Is y not less than 4 in the figure?", "not/operator", FORMULA_OPERATOR),
+    ("Is 1 < x < 3?", "Is it false that 1 < x < 3?", "is_it_false/be", FORMULA),
     ("Does the horse galloping in this image?", "Does the horse not galloping in this image?", "not/do", NO_VERB),
     ("Does the pavement wet in this image?", "Does the pavement not wet in this image?", "not/do", NO_VERB),
-    ("Are all the shapes in this figure circles?", "Is it false that all the shapes in this figure are circles?",
-     "is_it_false/be", QUANTIFIED_SUBJECT),
-    ("Are all the tools here kitchen knives?", "Is it false that all the tools here are kitchen knives?",
+    ("Are all the shapes in this figure circles?", "Are any of the shapes in this figure not circles?",
+     "all_to_any", ALL_TO_ANY),
+    ("Are all the tools here kitchen knives?", "Are any of the tools here not kitchen knives?", "all_to_any", ALL_TO_ANY),
+    ("Are some of the tools here kitchen knives?", "Is it false that some of the tools here are kitchen knives?",
      "is_it_false/be", QUANTIFIED_SUBJECT),
     ("Is the sofa cushion plush?", "Is it false that the sofa cushion is plush?", "is_it_false/be", GUESSED_SPLIT),
     ("Is the garden hose spiky in this image?", "Is it false that the garden hose is spiky in this image?",
@@ -183,7 +191,7 @@ SCOPE_SHAPES = [
     ("Does this figure mainly depict a hen and eggs, no potatoes?",
      "Is it false that this figure mainly depicts a hen and eggs, no potatoes?", "is_it_false/do", TRAILING_CLAUSE),
     ("Can I take the Blue Line towards the Pentagon on the DC Metro system?",
-     "Is it false that I can take the Blue Line towards the Pentagon on the DC Metro system?", "is_it_false/aux", MODAL_SCOPE),
+     "Am I unable to take the Blue Line towards the Pentagon on the DC Metro system?", "can_to_unable", MODAL_UNABLE),
     ("Could the woman be holding a phone?", "Is it false that the woman could be holding a phone?", "is_it_false/aux",
      MODAL_SCOPE),
     ("Is Switzerland, the leading importing country of gold in 2018?",
@@ -219,9 +227,11 @@ def test_negation_of_amber_and_hallusionbench_shapes(question: str, negated: str
     # the rule of the negation brings the question back, and so does negating twice where no article is restored
     if note == STRAY_COMMA:  # the dropped comma does not come back: the twin without it
         question = question.replace(",", "", 1)
-    assert NEG.unnegate(result.question, result.rule) == question
+    assert NEG.unnegate(result.question, result.rule) == surface_fixed(question)
+    if rule == "not/operator":  # without the rule the operator stays in words: "Is PQ equal to 2QR?"
+        question = re.sub(r" = ", " equal to ", re.sub(r" > ", " greater than ", re.sub(r" < ", " less than ", question)))
     if rule not in ("a_to_no", "an_to_no", "any_to_no", RULE_BARE_TO_NO):
-        assert NEG.negate(result.question).question == question
+        assert NEG.negate(result.question).question == surface_fixed(question)
     assert not UNSAFE_TWIN.search(result.question)
 
 
@@ -272,7 +282,7 @@ def test_other_forms_come_back_too(form: str, question: str):
     assert result.question != question
     if form == "frame" and question.startswith("Is Switzerland,"):  # the frame's clause drops the stray comma too
         question = question.replace(",", "", 1)
-    assert negator.unnegate(result.question, result.rule) == question
+    assert negator.unnegate(result.question, result.rule) == surface_fixed(question)
 
 
 def test_forms_of_the_new_shapes():
@@ -307,7 +317,7 @@ def _png() -> bytes:
 
 
 def test_notes_and_skips_reach_the_dataset():
-    questions = ["Is the fence rusty in this image?", "If angle C is 45 degree, is PQ = 2QR?",
+    questions = ["Is the fence rusty in this image?", "If angle C is 45 degree, is 1 < PQ < 2?",
                  "Does the horse galloping in this image?", "Which region has the highest rainfall?"]
     rows = [make_case(source="custom", subset="s", source_id=i, image={"bytes": _png(), "path": None},
                       image_id=f"custom:img{i}", question=q, answer="yes") for i, q in enumerate(questions)]
@@ -347,7 +357,7 @@ def test_negation_quality_reads_amber_and_hallusionbench_files(tmp_path):
              "discriminative-attribute-action", "discriminative-relation", "relation"]
     (tmp_path / "q.json").write_text(json.dumps(queries))
     (tmp_path / "a.json").write_text(json.dumps([{"id": i + 1, "type": t, "truth": "yes"} for i, t in enumerate(types)]))
-    hb = [{"category": "VD", "subcategory": "math", "question": "Is PQ = 2QR? Please answer yes or no."},
+    hb = [{"category": "VD", "subcategory": "math", "question": "Is 1 < PQ < 2? Please answer yes or no."},
           {"category": "VS", "subcategory": "table", "question": "Which region has the highest rainfall?"},
           {"category": "VS", "subcategory": "table", "question": "Did Peru export more copper than Chile?"}]
     (tmp_path / "hb.json").write_text(json.dumps(hb))

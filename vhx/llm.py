@@ -343,7 +343,7 @@ class LLMClient:
 
 # -- output checks ---------------------------------------------------------------------------------
 _STRIP_QUOTES = "\"'`\u2018\u2019\u201c\u201d"
-_NEGATION_CUES = {"no", "not", "false", "never", "none", "nothing", "nobody", "neither", "nor", "cannot"}
+_NEGATION_CUES = {"no", "not", "false", "never", "none", "nothing", "nobody", "neither", "nor", "cannot", "unable"}
 #: Words a negation may add, drop or change; every other word is a content word and must be kept.
 NEGATION_FUNCTION_WORDS = frozenset(
     _NEGATION_CUES
@@ -364,8 +364,23 @@ def clean_answer(text: str) -> str:
     return out
 
 
+#: Operators read as the words a negation may write for them ("Is AB = 2AC?" / "Is AB not equal to 2AC?").
+_OPERATORS = (("<=", " less than or equal to "), (">=", " greater than or equal to "), ("\u2264", " less than or equal to "),
+              ("\u2265", " greater than or equal to "), ("\u2260", " not equal to "), ("\u2248", " approximately equal to "),
+              ("\u22a5", " perpendicular to "), ("\u2225", " parallel to "), ("\u2245", " congruent to "),
+              ("==", " equal to "), ("=", " equal to "), ("<", " less than "), (">", " greater than "))
+#: Wordings of the rules that say the same claim with other function words: "all the X" / "any of the X ... not"
+#: (vhx.negation.wordings.ALL_TO_ANY), "can" / "unable to" (MODAL_UNABLE).
+_SAME_CLAIM = ((re.compile(r"\b(?:all|every|each|any)(?: of)?\b"), "any"), (re.compile(r"\bunable to\b"), "unable"))
+
+
 def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower().replace("\u2019", "'"))
+    text = text.lower().replace("\u2019", "'")
+    for symbol, words in _OPERATORS:
+        text = text.replace(symbol, words)
+    for pattern, word in _SAME_CLAIM:
+        text = pattern.sub(word, text)
+    return _WORD.findall(text)
 
 
 def _negation_count(text: str) -> int:

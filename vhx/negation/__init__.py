@@ -62,10 +62,38 @@ from vhx.negation.rules import (
     check_question,
     is_framed,
     rule_coverage,
+    surface_fixed,
+    RULE_ALL_TO_ANY,
+    RULE_ANY_TO_ALL,
+    RULE_CAN_TO_UNABLE,
+    RULE_NOT_OPERATOR,
+    RULE_NT_OPERATOR,
+    RULE_UNABLE_TO_CAN,
+)
+from vhx.negation.wordings import (
+    ALL_TO_ANY,
+    FORMULA_OPERATOR,
+    MODAL_UNABLE,
+    OBJECT_NOT_SUBSTANCE,
+    UNGRAMMATICAL_BARE_VERB,
+    UNGRAMMATICAL_NUMBER,
 )
 from vhx.schema import FEATURES, case_id, dumps, flip_answer, loads, pair_id_of
 
 __all__ = [
+    "ALL_TO_ANY",
+    "FORMULA_OPERATOR",
+    "MODAL_UNABLE",
+    "OBJECT_NOT_SUBSTANCE",
+    "RULE_ALL_TO_ANY",
+    "RULE_ANY_TO_ALL",
+    "RULE_CAN_TO_UNABLE",
+    "RULE_NOT_OPERATOR",
+    "RULE_NT_OPERATOR",
+    "RULE_UNABLE_TO_CAN",
+    "UNGRAMMATICAL_BARE_VERB",
+    "UNGRAMMATICAL_NUMBER",
+    "surface_fixed",
     "CATCH_ALL_RULES",
     "COORDINATED_PREDICATE",
     "COUNT_WORDING",

@@ -113,15 +113,16 @@ def singular_noun(word: str) -> str | None:
     # a word the lexicon knows is read from it ("bus" is singular; inflect's rules alone would make it "bu");
     # inflect's rules read the others
     lemmas = _lemminflect().getAllLemmas(low, upos="NOUN").get("NOUN")
-    if lemmas and low not in lemmas:
-        return _case_like(lemmas[0], word)
-    if lemmas and low.endswith("s"):
-        return None
-    # an irregular plural the lexicon lists as a word of its own ("people"): inflect's rules, both ways
     single = _inflect().singular_noun(low)
-    if single and single != low and _inflect().plural_noun(single) == low:
-        return _case_like(single, word)
-    return None
+    if lemmas:
+        other = [lemma for lemma in lemmas if lemma != low]
+        if other:  # "taps" -> "tap" (the lexicon also lists "taps" as a word of its own)
+            return _case_like(other[0], word)
+        if low.endswith("s"):
+            return None  # "bus", "glass", "lens", "news"
+        # an irregular plural the lexicon lists as a word of its own ("people"): inflect's rules, both ways
+        return _case_like(single, word) if single and single != low and _inflect().plural_noun(single) == low else None
+    return _case_like(single, word) if single and single != low else None  # "luggages" -> "luggage"
 
 
 @lru_cache(maxsize=4096)

@@ -115,6 +115,8 @@ from vhx.negation.grammar import (
     _formula_start,
     _frame_end,
     _is_participle,
+    _is_plural_subject,
+    _is_verb,
     _lower_first,
     _match_case,
     _norm,
@@ -123,11 +125,31 @@ from vhx.negation.grammar import (
     _subject_end,
     _tokenize,
 )
+from vhx.negation.wordings import (
+    ALL_TO_ANY,
+    FORMULA_OPERATOR,
+    MODAL_UNABLE,
+    OBJECT_NOT_SUBSTANCE,
+    OPERATOR_WORDS,
+    UNGRAMMATICAL_BARE_VERB,
+    UNGRAMMATICAL_NUMBER,
+    agree_count,
+    any_subject,
+    be_for,
+    lower_after_comma,
+    object_not_substance,
+    operator_at,
+    operator_from_words,
+    ungrammatical_be,
+    universal_from_any,
+    universal_subject,
+)
 from vhx.negation.lexicon import (
     _ADVERBS,
     _AUX,
     _BE,
     _CARDINALS,
+    _COLOURS,
     _COMPARATIVES,
     _DETERMINERS,
     _PREDICATE_DETERMINERS,
@@ -169,6 +191,19 @@ RULE_NOT_EXACTLY = "not_exactly/there"
 RULE_NT_EXACTLY = "n't_exactly/there"
 #: "Is there not exactly one ship?" -> "Is there one ship?": a count twin loses its negation.
 RULE_DROP_NOT_EXACTLY = "drop_not_exactly"
+#: "Are all the X Y?" -> "Are any of the X not Y?" (also ``all_of_to_any``, ``every_to_any``, ``each_to_any``: the
+#: quantifier the source used, so that :meth:`RuleNegator.unnegate` restores it).
+RULE_ALL_TO_ANY = "all_to_any"
+_RULES_TO_ANY = {RULE_ALL_TO_ANY, "all_of_to_any", "every_to_any", "each_to_any"}
+#: "Are any of the X not Y?" -> "Are all the X Y?".
+RULE_ANY_TO_ALL = "any_to_all"
+#: "Is AB = 2AC?" -> "Is AB not equal to 2AC?" (contracted: "Isn't AB equal to 2AC?").
+RULE_NOT_OPERATOR = "not/operator"
+RULE_NT_OPERATOR = "n't/operator"
+#: "Can I take ...?" -> "Am I unable to take ...?".
+RULE_CAN_TO_UNABLE = "can_to_unable"
+#: "Am I unable to take ...?" -> "Can I take ...?".
+RULE_UNABLE_TO_CAN = "unable_to_can"
 
 #: The rule negator's forms: the natural "not" after the subject (``Is the cat not on the sofa?``, the default),
 #: the contracted auxiliary (``Isn't the cat on the sofa?``) and the paper prompt's literal logical frame
@@ -253,7 +288,7 @@ TRAILING_CLAUSE = "trailing clause: what follows the comma ('followed by', 'with
 STRAY_COMMA = "stray comma after the subject dropped: 'X, not the Y' reads as a contrast, not a negation"
 #: Notes that say why a twin is worded as it is without any doubt about it: they stay in the provenance but
 #: do not send the pair to the top of the review export.
-SAFE_WORDINGS = frozenset({COUNT_WORDING, STRAY_COMMA})
+SAFE_WORDINGS = frozenset({COUNT_WORDING, STRAY_COMMA, ALL_TO_ANY, FORMULA_OPERATOR, MODAL_UNABLE, OBJECT_NOT_SUBSTANCE})
 #: The note of a framed "only": "Is there not only one door?" and "Does this figure not only contain SpongeBob?" read as
 #: "not merely" (there is more), which the original's "no" does not say.
 NOT_ONLY = "'not only' reads as 'not merely' (there is more besides), so the whole claim is framed"
@@ -358,9 +393,11 @@ def _is_bare_existence(tokens: list[str], low: list[str]) -> bool:
 def _coordinated(low: list[str], start: int) -> bool:
     """A coordinator from ``start`` on, outside "between X and Y" (which names one relation, not two things)."""
     between = False
-    for w in low[start:]:
+    for i, w in enumerate(low[start:], start):
         if w == "between":
             between = True
+        elif w == "and" and 0 < i < len(low) - 1 and low[i - 1] in _COLOURS and low[i + 1] in _COLOURS:
+            continue  # one thing of two colours: "a brown and white dog"
         elif w in ("and", "or", "nor", "but", "&"):
             if not between or w != "and":
                 return True
@@ -403,37 +440,81 @@ def _neutral_adjunct(tokens: list[str], low: list[str]) -> bool:
 _COLLECTIVE = {"between", "same", "different", "equal", "similar", "identical", "both", "either", "neither"}
 
 
-def _coordinated_predicate(low: list[str], k: int) -> bool:
-    """A coordinator in the predicate ``low[k:]`` that joins two claims ("calm and waveless", "A, B, and C"), not one
-    relation ("between X and Y", "the same for X and Y")."""
+#: Words after which the rest of the predicate is a name or title, one phrase whatever it holds ("titled madonna and
+#: child", "named Tom and Jerry").
+_NAMING_VERBS = {"titled", "entitled", "named", "called", "labeled", "labelled", "captioned"}
+#: Relative pronouns that open a non-restrictive clause after a comma: background about a noun ("during the initial
+#: wave, which spanned from March to June"), left outside the negation as a person reads it.
+_RELATIVE = {"which", "who", "whose"}
+
+
+def _coordinated_predicate(low: list[str], k: int, *, or_ok: bool = False) -> bool:
+    """A coordinator in the predicate ``low[k:]`` that joins two claims ("calm and waveless", "intersect A, B, and C"),
+    not one relation ("between X and Y", "the same for X and Y"), one colour scheme ("brown and white"), a name
+    ("titled madonna and child") or a list inside a noun phrase ("the leading importer of gold, silverware, and
+    jewelry", "higher than those of the UK, Eurozone, and Japan": a preposition after the predicate's first word, and
+    no article after the coordinator). ``or_ok``: an "or" is no risk (under "any ... not" it reads as "neither")."""
     collective = False
+    inside_phrase = False
     for i, w in enumerate(low[k:], k):
-        if w == "and" and low[i - 1 : i + 2] == ["black", "and", "white"]:
-            continue  # one colour scheme: "Is the photo not black and white?"
+        if w in _NAMING_VERBS:
+            return False
+        if i > k and (w in _PREPOSITIONS or w == "of") and w != "between":
+            inside_phrase = True
+        if w in ("and", "or") and i + 1 < len(low) and low[i - 1] in _COLOURS and low[i + 1] in _COLOURS:
+            continue  # one colour scheme: "Is the photo not black and white?", "a brown and white dog"
         if w in _COLLECTIVE:
             collective = True
         elif w in ("and", "or", "nor", "but", "&"):
-            if not (collective and w == "and"):
-                return True
-            collective = False
+            if collective and w == "and":
+                collective = False
+                continue
+            if or_ok and w == "or":
+                continue
+            if inside_phrase and w in ("and", "or") and i + 1 < len(low) and low[i + 1] not in _DETERMINERS:
+                continue  # a list inside a noun phrase: "of gold, silverware, and jewelry"
+            return True
     return False
 
 
-def _scope_risk(core: list[str], low: list[str], k: int) -> str:
+def _list_comma(core: list[str], low: list[str], k: int, i: int) -> bool:
+    """Whether the comma after ``core[i]`` separates the items of a list inside a noun phrase of the predicate ("of
+    gold, silverware, and jewelry", "in the UK, Eurozone, and Japan"): a preposition after the predicate's first word
+    opens the phrase, and the list goes on with bare words to an "and"/"or" that no article follows."""
+    if not any(w in _PREPOSITIONS or w == "of" for w in low[k + 1 : i + 1]):
+        return False
+    # after "than" the list is what the comparison is made with, articles and all ("higher than those of the U.S.
+    # Central Bank, the Central Banks in the UK, and Japan"): the comparison takes the "not"
+    compared = "than" in low[k : i + 1]
+    j = i + 1
+    while j < len(low) and j - i <= 8:
+        if ((low[j] in _DETERMINERS and not compared) or low[j] in _TRAILING_OPENERS or low[j] in _AUX
+                or _is_participle(low[j])):
+            return False
+        if low[j] in ("and", "or"):
+            return j + 1 < len(low) and (compared or low[j + 1] not in _DETERMINERS)
+        j += 1
+    return False
+
+
+def _scope_risk(core: list[str], low: list[str], k: int, *, modal: bool = True, or_ok: bool = False) -> str:
     """Why "not" after the subject would not negate the whole claim of ``AUX SUBJECT | PREDICATE`` (split at ``k``),
-    as a note (:data:`MODAL_SCOPE`, :data:`NOT_ONLY`, :data:`TRAILING_CLAUSE`, :data:`COORDINATED_PREDICATE`), or ""."""
-    if low[0] in _SCOPE_MODALS:
+    as a note (:data:`MODAL_SCOPE`, :data:`NOT_ONLY`, :data:`TRAILING_CLAUSE`, :data:`COORDINATED_PREDICATE`), or "".
+    ``modal=False`` leaves the modal out (a wording that takes it, "unable to"); ``or_ok`` see
+    :func:`_coordinated_predicate`."""
+    if modal and low[0] in _SCOPE_MODALS:
         return MODAL_SCOPE
     if low[k] == "only":  # "Does this figure not only contain SpongeBob?"; "not the only" is a plain negation
         return NOT_ONLY
     if any(w in _CLAUSE_OPENERS for w in low[k:]):
         return TRAILING_CLAUSE
     after_comma = [i + 1 for i in range(k, len(core) - 1) if core[i].endswith(",")
-                   and not _neutral_adjunct(core[i + 1 :], low[i + 1 :])]
+                   and not _neutral_adjunct(core[i + 1 :], low[i + 1 :]) and low[i + 1] not in _RELATIVE
+                   and not _list_comma(core, low, k, i)]
     if any(low[i] in _TRAILING_OPENERS or _is_participle(low[i]) for i in after_comma):
-        return TRAILING_CLAUSE  # "..., with China having the second-highest", "..., which spanned ...", "..., no potatoes"
-    if _coordinated_predicate(low, k):
-        return COORDINATED_PREDICATE  # "calm and waveless", "the UK, Eurozone, and Japan"
+        return TRAILING_CLAUSE  # "..., with China having the second-highest", "..., no potatoes"
+    if _coordinated_predicate(low, k, or_ok=or_ok):
+        return COORDINATED_PREDICATE  # "calm and waveless", "intersect the Atlantic, Southern and Arctic Ocean"
     return TRAILING_CLAUSE if after_comma else ""
 
 
@@ -568,6 +649,19 @@ class RuleNegator:
             if not (len(low) > 3 and low[0] in _UNCONTRACT and low[1:3] == ["there", "exactly"]):
                 raise DataError(f"{text!r} is not an \"Isn't there exactly ...\" question", field="question")
             return self._join(parts, [_match_case(_UNCONTRACT[low[0]], parts.core[0]), parts.core[1], *parts.core[3:]])
+        if rule in (RULE_NOT_OPERATOR, RULE_NT_OPERATOR):  # "Is AB not equal to 2AC?" -> "Is AB = 2AC?"
+            back = _formula_from_words(parts.core, known=True)
+            if back is None:
+                raise DataError(f"{text!r} is not a formula negated at its operator", field="question")
+            return self._join(parts, back)
+        if rule in _RULES_TO_ANY and self.form != "frame":
+            # "Are any of the animals not chickens?" -> "Are all (of) the animals chickens?", the source's quantifier
+            core = parts.core
+            k, _ = _subject_end(core)
+            back = universal_from_any(core[1:k], rule[: -len("_to_any")]) if _norm(core[k]) == "not" else None
+            if back is None:
+                raise DataError(f"{text!r} is not an 'Are any ... not ...' question", field="question")
+            return self._join(parts, [core[0], *back, *core[k + 1:]])
         if rule == RULE_BARE_TO_NO:
             low = [_norm(t) for t in parts.core]
             if not (len(low) > 3 and low[1] == "there" and low[2] == "no"):
@@ -611,13 +705,13 @@ class RuleNegator:
 
     @staticmethod
     def _join(parts: _Parts, core: list[str]) -> str:
-        if parts.prefix and not parts.prefix[-1].endswith((".", "!", "\u3002")):
-            # after a phrase the first word keeps the case the source gave it ("According to the table, Did ...")
-            first = _capitalize(core[0]) if parts.core[0][:1].isupper() else _lower_first(core[0])
-            words = [*parts.prefix, first, *core[1:]]
+        if parts.prefix and not parts.prefix[-1].endswith((".", "!", "?", "\u3002")):
+            # after a phrase the question goes on in lower case, whatever the source wrote ("According to the
+            # table, In 2023, Did ..." -> "..., in 2023, did ...": lower_after_comma)
+            words = [*parts.prefix, _lower_first(core[0]), *core[1:]]
         else:  # a new sentence after a full stop starts with a capital
             words = [*parts.prefix, _capitalize(core[0]), *core[1:]]
-        return " ".join(words) + parts.gap + parts.mark + parts.suffix
+        return lower_after_comma(" ".join(words)) + parts.gap + parts.mark + parts.suffix
 
     def _negate_core(self, core: list[str]) -> tuple[list[str], str, str]:
         low = [_norm(t) for t in core]
@@ -637,6 +731,13 @@ class RuleNegator:
                 restored = "any" if low[0] in ("are", "were") else _article_for(core[3])
                 out[2] = _match_case(restored, core[2])
                 return out, _UNDO_RULE_OF_ARTICLE[restored], ""
+            if object_not_substance(low):  # "Is there no light?" also reads as "is the scene unlit"
+                if self.form == "frame":
+                    clause, kind = _declarative(list(core), 2)
+                    return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], ""
+                if self.form == "contracted" and low[0] in _CONTRACT:
+                    return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], RULE_NT_THERE, OBJECT_NOT_SUBSTANCE
+                return [*core[:2], "not", *core[2:]], RULE_NOT_THERE, OBJECT_NOT_SUBSTANCE
             out[2] = _match_case("no", core[2])
             return out, _RULE_OF_ARTICLE[article], ""
         if _is_bare_existence(core, low):
@@ -645,15 +746,25 @@ class RuleNegator:
                 and _is_cardinal(low[4])):  # "Is there not exactly one ship?" -> "Is there one ship?"
             return [*core[:2], *core[4:]], RULE_DROP_NOT_EXACTLY, ""
         count = _count_at(low) if self.form != "frame" else None
+        if count is not None:
+            core = _agreeing_count(core, count)
         if count == 2:  # "Is there one ship?" -> "Is there not exactly one ship?"
             if self.form == "contracted":
-                return [_match_case(_CONTRACT[low[0]], core[0]), core[1], "exactly", *core[2:]], RULE_NT_EXACTLY, COUNT_WORDING
+                return [_match_case(_CONTRACT[_norm(core[0])], core[0]), core[1], "exactly", *core[2:]], RULE_NT_EXACTLY, COUNT_WORDING
             return [*core[:2], "not", "exactly", *core[2:]], RULE_NOT_EXACTLY, COUNT_WORDING
         if count == 3:  # "Is there only one door?": "not only one" reads as "not merely one"
             clause, kind = _declarative(list(core), 2)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], NOT_ONLY
         if low[0] in _BE and _formula_start(core[1:]) is not None:
-            # "not" has no place in "AB = 2AC": the frame, in every form, with a note in the natural ones
+            at = operator_at(core[1:]) if self.form != "frame" else None
+            if at is not None:  # "Is AB = 2AC?" -> "Is AB not equal to 2AC?": "not" at the operator, in words
+                i = at + 1
+                words = OPERATOR_WORDS[core[i]].split()
+                if self.form == "contracted" and low[0] in _CONTRACT:
+                    return ([_match_case(_CONTRACT[low[0]], core[0]), *core[1:i], *words, *core[i + 1:]],
+                            RULE_NT_OPERATOR, FORMULA_OPERATOR)
+                return [*core[:i], "not", *words, *core[i + 1:]], RULE_NOT_OPERATOR, FORMULA_OPERATOR
+            # a chain ("1 < x < 3") or a glued operator ("x=2"): the frame, with a note in the natural forms
             return ["Is", "it", "false", "that", *core[1:]], RULE_FALSE_BE, "" if self.form == "frame" else FORMULA
         if self.form == "frame":
             k, doubt = _subject_end(core)
@@ -663,15 +774,27 @@ class RuleNegator:
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], ""
         if low[0] in _UNCONTRACT:  # "Isn't the dog asleep?" -> "Is the dog asleep?"
             return [_match_case(_UNCONTRACT[low[0]], core[0]), *core[1:]], RULE_DROP_NT, ""
+        if low[0] in _BE and (plain := _formula_from_words(core, symbol=False)) is not None:
+            return plain, RULE_DROP_NOT, ""  # "Is angle 1 + angle 2 not equal to 180?" -> "... equal to 180?"
+        unable = next((j for j in range(2, len(low) - 2) if low[j : j + 2] == ["unable", "to"]), None)
+        if low[0] in _BE and unable is not None and _is_verb(low[unable + 2], inflected=False):
+            return ["Can", *core[1:unable], *core[unable + 2:]], RULE_UNABLE_TO_CAN, ""  # "Am I unable to go?" -> "Can I go?"
         k, doubt = _subject_end(core)
-        if low[k] == "not":  # "Is the dog not asleep?" -> "Is the dog asleep?"
-            return [*core[:k], *core[k + 1 :]], RULE_DROP_NOT, ""
+        if low[k] == "not":
+            back = universal_from_any(core[1:k])
+            if back is not None:  # "Are any of the dogs not asleep?" -> "Are all the dogs asleep?"
+                return [core[0], *back, *core[k + 1:]], RULE_ANY_TO_ALL, ""
+            return [*core[:k], *core[k + 1 :]], RULE_DROP_NOT, ""  # "Is the dog not asleep?" -> "Is the dog asleep?"
         if doubt == SPLIT_NO_VERB:
             # the source's own grammar is broken; the twin keeps it, with "not" where a verb would be
             plain, contracted = _NATURAL_RULES["do"]
             if self.form == "contracted" and low[0] in _CONTRACT:
                 return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, NO_VERB
             return [*core[:k], "not", *core[k:]], plain, NO_VERB
+        if doubt != SPLIT_GUESSED:
+            plain_wording = self._plain_wording(core, low, k)
+            if plain_wording is not None:
+                return plain_wording
         note = (GUESSED_SPLIT if doubt == SPLIT_GUESSED else QUANTIFIED_SUBJECT if _quantified(low[1:k])
                 else _scope_risk(core, low, k))
         kept = _drop_stray_comma(core, low, k)
@@ -681,11 +804,78 @@ class RuleNegator:
             # pair to the top of the review export
             clause, kind = _declarative(list(core), k)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], note
-        note = STRAY_COMMA if kept != core else ""
+        note = STRAY_COMMA if kept != core else ungrammatical_be(low, k) if low[0] in _BE else ""
         plain, contracted = _NATURAL_RULES[_aux_kind(low[0], low[1:k])]
         if self.form == "contracted" and low[0] in _CONTRACT:
-            return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, ""
+            return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, note if note != STRAY_COMMA else ""
         return [*kept[:k], "not", *kept[k:]], plain, note
+
+    def _plain_wording(self, core: list[str], low: list[str], k: int) -> tuple[list[str], str, str] | None:
+        """A wording that flips on every reading where a "not" after the subject would not, instead of the frame
+        (:mod:`vhx.negation.wordings`): "all X" asked as "any X ... not", "can" as "unable to"; None if neither fits."""
+        quantifier = universal_subject(low[1:k])
+        if quantifier is not None and low[0] not in _SCOPE_MODALS and not _scope_risk(core, low, k, or_ok=True):
+            # "Are all the animals chickens?" -> "Are any of the animals not chickens?"
+            return [core[0], *any_subject(core[1:k], quantifier), "not", *core[k:]], f"{quantifier}_to_any", ALL_TO_ANY
+        if (low[0] == "can" and low[k] not in ("be", "not") and not _quantified(low[1:k])
+                and _is_verb(low[k], inflected=False) and not _scope_risk(core, low, k, modal=False)):
+            # "Can I take the Blue Line ...?" -> "Am I unable to take the Blue Line ...?"
+            be = be_for(low[1:k], _is_plural_subject(low[1:k]))
+            return [_match_case(be, core[0]), *core[1:k], "unable", "to", *core[k:]], RULE_CAN_TO_UNABLE, MODAL_UNABLE
+        return None
+
+
+_MATH_TOKEN = re.compile(r"[+\-*/^()\d]|^[A-Z]{1,5}$|^angle[A-Z]?$", re.IGNORECASE)
+
+
+def _formula_from_words(core: list[str], known: bool = False, symbol: bool = True) -> list[str] | None:
+    """``Is AB not equal to 2AC?`` -> ``Is AB = 2AC?`` (contracted: ``Isn't AB equal to 2AC?``): the operator's
+    symbol back, where the words stand between two sides of a formula (no article, a symbol, number or label on the
+    left: "angle 1 + angle 2", "AB"; not "the red bar"; ``known``: the rule says it is one); else None.
+    ``symbol=False`` only drops the "not" and keeps the words, which a source may have written itself."""
+    low = [_norm(t) for t in core]
+    contracted = low[0] in _UNCONTRACT
+    for j in range(2, len(core) - 2):
+        at = j + 1 if low[j] == "not" and not contracted else j if contracted else None
+        if at is None or (found := operator_from_words(core, at)) is None:
+            continue
+        lhs, (sign, n) = core[1:j], found
+        formula = (bool(lhs) and _norm(lhs[0]) not in _DETERMINERS and _norm(lhs[0]) not in _PRONOUNS
+                   and all(t.isalnum() or _MATH_TOKEN.search(t) for t in lhs) and any(_MATH_TOKEN.search(t) for t in lhs))
+        if at + n >= len(core) or not (formula or (known and lhs)):
+            continue
+        if not symbol:
+            return None if contracted else [core[0], *lhs, *core[at:]]
+        aux = _match_case(_UNCONTRACT[low[0]], core[0]) if contracted else core[0]
+        return [aux, *lhs, sign, *core[at + n:]]
+    return None
+
+
+def _agreeing_count(core: list[str], at: int) -> list[str]:
+    """A count question whose noun and verb agree with its number ("Is there one red apples?" -> "Is there one red
+    apple?", "Is there 3 cup(s)?" -> "Are there 3 cups?")."""
+    out, _ = agree_count(core, at)
+    one = _norm(core[at]) in ("one", "1")
+    aux = _norm(core[0])
+    want = {("are", True): "is", ("were", True): "was", ("is", False): "are", ("was", False): "were"}.get((aux, one))
+    if want is not None:
+        out[0] = _match_case(want, core[0])
+    return out
+
+
+def surface_fixed(question: str) -> str:
+    """``question`` with the surface defects a twin does not carry over fixed (a capitalised function word after a
+    comma, a count that disagrees with its noun): what undoing a twin gives back. Unparsable text is returned as is."""
+    try:
+        parts = _split_parts(question.strip())
+    except DataError:
+        return question
+    low = [_norm(t) for t in parts.core]
+    count = _count_at(low)
+    text = question.strip()
+    if count is not None:
+        text = RuleNegator._join(parts, _agreeing_count(list(parts.core), count))
+    return lower_after_comma(text)
 
 
 def rule_coverage(questions: Sequence[str], form: str = "not") -> Counter:
