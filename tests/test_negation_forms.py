@@ -156,7 +156,7 @@ def test_negation_quality_on_mme_wordings(tmp_path: Path):
     # two framed ones
     assert total["changed"] == n - 4
     framed_rows, _ = quality.measure(groups, "frame", None)
-    assert framed_rows[-1]["framed"] == n - 1 and framed_rows[-1].get("defects", 0) == 0
+    assert framed_rows[-1]["framed"] == n - 2 and framed_rows[-1].get("defects", 0) == 0  # the two "no" ones
     sample = quality.write_sample(pairs, 2, 0, tmp_path / "s.md")
     assert "Is this photo not taken in a place of corridor? Please answer yes or no." in sample.read_text(encoding="utf-8")
     # a checker that would pass anything is no checker
