@@ -42,6 +42,12 @@ from vhx.builders.amber import KINDS as AMBER_KINDS  # both relation types are o
 from vhx.errors import DataError
 from vhx.llm import check_negation
 from vhx.negation import (
+    ALL_TO_ANY,
+    FORMULA_OPERATOR,
+    MODAL_UNABLE,
+    OBJECT_NOT_SUBSTANCE,
+    UNGRAMMATICAL_BARE_VERB,
+    UNGRAMMATICAL_NUMBER,
     COORDINATED_PREDICATE,
     COUNT_WORDING,
     MODAL_SCOPE,
@@ -53,18 +59,54 @@ from vhx.negation import (
     RuleNegator,
     is_framed,
 )
-from vhx.negation.rules import surface_fixed
+from vhx.negation.grammar import _norm, _tokenize
+from vhx.negation.rules import _count_at, _split_parts, surface_fixed
+from vhx.negation.wordings import TWO_WAY_AFTER_NO, agree_count, capitals_after_comma
 
 #: The wordings the rules choose where a plain "not" after the subject could be read so that the answer does not
 #: flip (docs/method.md, "Twins that flip"): column name -> the note the twin carries.
 SAFE_WORDING_COLUMNS = {
     "not exactly": COUNT_WORDING,
+    "any ... not": ALL_TO_ANY,
+    "not at operator": FORMULA_OPERATOR,
+    "unable to": MODAL_UNABLE,
+    "not a (object)": OBJECT_NOT_SUBSTANCE,
     "frame: not only": NOT_ONLY,
     "frame: modal": MODAL_SCOPE,
     "frame: trailing clause": TRAILING_CLAUSE,
     "frame: coordination": COORDINATED_PREDICATE,
     "comma dropped": STRAY_COMMA,
 }
+#: Notes of sources the rules cannot mend (the twin keeps their wording and goes to review).
+UNGRAMMATICAL_COLUMNS = {"source: bare verb": UNGRAMMATICAL_BARE_VERB, "source: number": UNGRAMMATICAL_NUMBER}
+
+#: Emphatic do-support in a framed twin's clause ("that Germany did have", "that this figure does only contain").
+_EMPHATIC_DO = re.compile(r"\bis it false that\b.*?\b(?:did|does|do)\s+(?!not\b|never\b|n't\b)[a-z]+", re.IGNORECASE)
+_NO_TWO_WAY = re.compile(r"\bthere\s+no\s+(" + "|".join(sorted(TWO_WAY_AFTER_NO)) + r")\b(?=\s+(?:in|on|at|of|near|"
+                         r"under|above|behind|beside|inside|outside)\b|\s*[?.,]|$)", re.IGNORECASE)
+
+
+def surface_problems(question: str, negated: str, rule: str) -> list[str]:
+    """What a twin carries that a person would not write (empty when nothing): emphatic "did have" / "does ...
+    contain" in a framed clause, a capitalised function word after a comma, a count whose noun disagrees with its
+    number, or "there no light" where "no" turns an object into a substance (:data:`TWO_WAY_AFTER_NO`)."""
+    found = []
+    if is_framed(rule) and _EMPHATIC_DO.search(negated):
+        found.append("emphatic do in the frame")
+    if capitals_after_comma(negated):
+        found.append(f"capital after a comma: {capitals_after_comma(negated)}")
+    if _NO_TWO_WAY.search(negated) and not _NO_TWO_WAY.search(question):
+        found.append("'no' before an object that reads as a substance")
+    try:
+        core = _split_parts(negated).core
+    except DataError:
+        return found
+    low = [_norm(t) for t in core]
+    if low[1:4] == ["there", "not", "exactly"] or low[1:3] == ["there", "exactly"]:
+        at = low.index("exactly") + 1
+        if at < len(core) and agree_count(core, at)[1]:
+            found.append(f"count disagrees with its noun: {' '.join(core[at:at + 4])!r}")
+    return found
 
 _DOUBLED = re.compile(r"\b(not|no)\s+(not|no)\b|\bnot\s+n't\b", re.IGNORECASE)
 
@@ -169,6 +211,11 @@ def measure(groups: dict[str, list[str]], form: str, compare: str | None) -> tup
             for column, note in SAFE_WORDING_COLUMNS.items():
                 row[column] += r.note == note
             row["defects"] += bool(found)
+            surface = surface_problems(q, r.question, r.rule)
+            row["surface"] += bool(surface)
+            for column, note in UNGRAMMATICAL_COLUMNS.items():
+                row[column] += r.note == note
+            found = found + surface
             if other is not None:
                 try:
                     row["changed"] += other.negate(q).question != r.question
@@ -216,8 +263,10 @@ def format_rows(rows: list[dict], compare: str | None) -> str:
 
 
 def format_wordings(rows: list[dict]) -> str:
-    """A Markdown table: per group, how many twins take each safe wording (:data:`SAFE_WORDING_COLUMNS`)."""
-    columns = list(SAFE_WORDING_COLUMNS)
+    """A Markdown table: per group, how many twins take each safe wording (:data:`SAFE_WORDING_COLUMNS`), how many
+    sources are flagged as ungrammatical (:data:`UNGRAMMATICAL_COLUMNS`) and how many twins have a surface problem
+    (:func:`surface_problems`)."""
+    columns = [*SAFE_WORDING_COLUMNS, *UNGRAMMATICAL_COLUMNS, "surface"]
     lines = ["| questions | n | " + " | ".join(columns) + " |", "|---|---:|" + "---:|" * len(columns)]
     for row in rows:
         lines.append(f"| {row['group']} | {row['n']} | " + " | ".join(str(row.get(c, 0)) for c in columns) + " |")

@@ -122,7 +122,7 @@ def test_expansion_negates_every_question_into_a_twin_that_flips_and_perturbs(tm
 
     write_dash_b_release(tmp_path / "d")
     negator = RuleNegator()
-    for prompt, twin in (("can_you_see", "Is it false that you can see a {} in this image? Please answer only with yes or no."),
+    for prompt, twin in (("can_you_see", "Are you unable to see a {} in this image? Please answer only with yes or no."),
                          ("is_there", "Is there no {} in this image? Please answer only with yes or no.")):
         dsd, _ = load_source("dash-b", str(tmp_path / "d"), prompt=prompt)
         expanded = expand(dsd, perturb=["brightness"] if prompt == "is_there" else None)
@@ -135,7 +135,7 @@ def test_expansion_negates_every_question_into_a_twin_that_flips_and_perturbs(tm
             case = cases[t["pair_id"]]
             obj = loads(case["provenance"])["object"]
             assert t["question"] == twin.format(obj) and t["answer"] != case["answer"] and t["image_id"] == case["image_id"]
-            assert is_framed(loads(t["provenance"])["negation_rule"]) is (prompt == "can_you_see")
+            assert not is_framed(loads(t["provenance"])["negation_rule"])
             # negating the twin gives the question back (DASH-B's "a airplane wing" coming back as "an airplane wing")
             back = negator.negate(t["question"]).question
             assert back in (case["question"], re.sub(r"\ba (?=[aeiouAEIOU])", "an ", case["question"]))
@@ -289,7 +289,7 @@ def test_the_releases_objects_stay_whole_in_the_twins_of_every_other_prompt():
     for name in PROMPTS:
         results = [(obj, negator.negate(dash_b_question(obj, name))) for obj in objects]
         if name == DEFAULT_PROMPT:
-            assert all(is_framed(r.rule) and r.question == "Is it false that you can see a " + obj + " in this image? "
+            assert all(not is_framed(r.rule) and r.question == "Are you unable to see a " + obj + " in this image? "
                        "Please answer only with yes or no." for obj, r in results)
         if name not in MISPLACED:
             assert all(obj in r.question for obj, r in results), name

@@ -385,7 +385,10 @@ NEGATION_TABLE_LEGEND = (
     "there is / can question; not_exactly/there, n't_exactly/there: a count keeps its number (\"Is there not exactly one ship?\"); "
     "n't/...: the contracted form; is_it_false/...: the frame; drop_not, drop_n't, drop_not_exactly, no_to_a, "
     "no_to_an, no_to_any, undo_is_it_false: a negated question loses its negation (\"Is there no dog?\" -> \"Is there a "
-    "dog?\"); true_to_false, false_to_true: \"Is it true that\" <-> \"Is it false that\"."
+    "dog?\"); true_to_false, false_to_true: \"Is it true that\" <-> \"Is it false that\"; all_to_any, all_of_to_any, "
+    "every_to_any, each_to_any: \"Are all the X Y?\" -> \"Are any of the X not Y?\" (any_to_all: back); not/operator, "
+    "n't/operator: \"not\" at a formula's operator, in words (\"Is AB not equal to 2AC?\"); can_to_unable, unable_to_can: "
+    "\"Can I ...?\" <-> \"Am I unable to ...?\"."
 )
 
 

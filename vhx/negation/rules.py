@@ -328,6 +328,10 @@ _CLAUSE_END = (",", ".", ";", ":", "!", "\u3002", "\uff0c")
 _INSTRUCTION = re.compile(r"\s+(?=(?:please\s+)?(?:answer|respond|reply)\b[^?]*$)", re.IGNORECASE)
 
 
+#: A request that wraps the real question ("May I ask if ...", "Can you tell me whether ...").
+_REQUEST = re.compile(r"(?:may|can|could) i ask (?:if|whether)\b|(?:can|could|would) you tell me (?:if|whether)\b")
+
+
 def _split_parts(text: str) -> _Parts:
     match = _QUESTION_END.search(text)
     if match:
@@ -343,6 +347,10 @@ def _split_parts(text: str) -> _Parts:
     if not tokens:
         raise DataError("empty question", field="question")
     if low[0] in _AUX:
+        # "May I ask if ..., did the right side win?": a polite wrapper; the question is the one after the comma
+        wrapped = [j for j in range(4, len(tokens)) if low[j] in _AUX and tokens[j - 1].endswith(",")]
+        if _REQUEST.match(" ".join(low[:5])) and wrapped:
+            return _Parts(tokens[: wrapped[-1]], tokens[wrapped[-1] :], suffix, mark, gap)
         return _Parts([], tokens, suffix, mark, gap)
     # Context before the question is kept as written: a phrase ("In the image, is ...", "If angle A is 60
     # degree, then is ..."), or whole sentences ("I want to lose weight. Is the food ... a choice?"). The
