@@ -169,3 +169,4 @@ def test_negation_quality_on_the_real_pope_files():
     quality = _quality_module()
     rows, _ = quality.measure(quality.read_pope(sorted(root.glob("coco_pope_*.json"))), "not", None)
     assert rows[-1]["n"] == 9000 and rows[-1].get("framed", 0) == 0 and rows[-1].get("defects", 0) == 0
+    assert rows[-1].get("surface", 0) == 0  # no capital after a comma, no count against its noun, no "no light"
