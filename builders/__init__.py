@@ -194,6 +194,9 @@ def load_source(
     """
     cls = get_builder_class(source)
     check_options(source, config)
+    infer_options = getattr(cls, "infer_options", None)
+    if infer_options is not None:  # options a release's own file names say (POPE's gqa_pope_seem_*.json: dataset=gqa)
+        config = infer_options(Path(str(data_dir)).expanduser(), config)
     data_dir, config = _file_as_data_dir(cls, data_dir, config)
     if source in HUB_COPIES:
         # a Hub id ("lmms-lab/MME") is read from its local snapshot

@@ -53,6 +53,8 @@ from ._hub_copy import image_bytes as hub_image_bytes
 from ._hub_copy import rows as hub_rows
 
 SUBSETS = ("random", "popular", "adversarial")
+#: The image sources POPE's release has question files for (``coco_pope_*``, ``aokvqa_pope_seem_*``, ``gqa_pope_seem_*``).
+DATASETS = ("coco", "aokvqa", "gqa")
 #: Columns of POPE's Hub copy (``lmms-lab/POPE``, what lmms-eval loads; COCO questions).
 HUB_COLUMNS: tuple[str, ...] = ("question_id", "question", "answer", "image_source", "image", "category")
 _IMAGE_DIR_CANDIDATES = ("val2014", "images", "coco/val2014", "gqa/images", "val2017", ".")
@@ -249,6 +251,22 @@ class PopeBuilder(VHBuilder):
     READS_HUB_COPY: bool = True
 
     @classmethod
+    def infer_options(cls, data_dir: Path, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with ``dataset`` read from the release's own file names when it is not given: a question file
+        (``gqa_pope_seem_random.json``) names its dataset, and a folder with no COCO files but A-OKVQA's or GQA's
+        (only one of them) builds those. RePOPE covers COCO only and infers nothing."""
+        if options.get("dataset") or cls.FILE_STEM != "pope":
+            return options
+        if data_dir.is_file():
+            named = next((ds for ds in DATASETS for s in SUBSETS if data_dir.name in question_file_names(ds, s)), None)
+            return {**options, "dataset": named} if named else options
+        if not data_dir.is_dir() or find_hub_copy(data_dir, HUB_COLUMNS) or any(
+                find_question_file(data_dir, "coco", s) for s in SUBSETS):
+            return options
+        present = [ds for ds in DATASETS[1:] if any(find_question_file(data_dir, ds, s) for s in SUBSETS)]
+        return {**options, "dataset": present[0]} if len(present) == 1 else options
+
+    @classmethod
     def subset_of_file(cls, name: str, options: dict[str, Any]) -> str | None:
         """The subset a question file of this release is named for (``coco_pope_random.json``: random),
         so that the file itself may be given as ``data_dir``; None for another name."""
@@ -279,9 +297,13 @@ class PopeBuilder(VHBuilder):
         if not splits:
             ds, stem = self.config.dataset, self.FILE_STEM
             also = f" or {ds}_pope_seem_*.json" if stem == "pope" else ""
+            others = [o for o in DATASETS if o != ds and any(find_question_file(root, o, s, stem) for s in SUBSETS)]
+            hint = ("; " + ", ".join(f"{o}'s files build with --option dataset={o}" for o in others)) if others else (
+                "; A-OKVQA's and GQA's files (aokvqa_pope_seem_*.json, gqa_pope_seem_*.json) build with --option "
+                "dataset=aokvqa / dataset=gqa" if stem == "pope" and ds == "coco" else "")
             raise DataError(
                 f"no {self.NAME} question files ({ds}_{stem}_{{random,popular,adversarial}}.json{also}) "
-                f"found here, in annotations/, output/{ds}/, output/seem/{ds}/ or below",
+                f"found here, in annotations/, output/{ds}/, output/seem/{ds}/ or below{hint}",
                 file=str(root),
             )
         return splits

@@ -209,3 +209,33 @@ def test_missing_dataset_names_what_was_searched(tmp_path: Path):
     (tmp_path / "r").mkdir()
     with pytest.raises(DataError, match=r"aokvqa_pope_seem_\*\.json\) found here, in annotations/, output/aokvqa/, output/seem/aokvqa/"):
         load_source("pope", str(tmp_path / "r"), dataset="aokvqa")
+
+
+def test_a_folder_or_file_of_gqa_questions_builds_gqa_without_the_option(tmp_path: Path):
+    """POPE's release names its files for their dataset: a folder holding only GQA's (or A-OKVQA's) files, or one of
+    those files given as data_dir, builds that dataset; the option is no longer needed to find them."""
+    root = tmp_path / "gqa_release"
+    root.mkdir()
+    recs = _seem_records(["2405722.jpg", "2354786.jpg"])
+    (root / "gqa_pope_seem_popular.json").write_text(json.dumps(recs, indent=4))
+    (root / "gqa_pope_seem_random.json").write_text(json.dumps(recs, indent=4))
+    _images(root / "images", ["2405722.jpg", "2354786.jpg"])
+    dsd, _ = load_source("pope", str(root))
+    assert sorted(dsd) == ["popular", "random"] and dsd["popular"]["image_id"][0] == "gqa:2405722"
+    one, _ = load_source("pope", str(root / "gqa_pope_seem_random.json"), image_dir=str(root / "images"))
+    assert list(one) == ["random"] and one["random"]["image_id"][0] == "gqa:2405722"
+
+
+def test_a_whole_clone_still_builds_coco_and_the_message_names_the_option(tmp_path: Path):
+    records = _pope_repo(tmp_path / "POPE")
+    names = sorted({r["image"] for recs in records["coco"].values() for r in recs})
+    _images(tmp_path / "img", names)
+    dsd, _ = load_source("pope", str(tmp_path / "POPE"), image_dir=str(tmp_path / "img"))
+    assert dsd["random"]["image_id"][0].startswith("coco:")  # the default is kept where COCO's files are there
+    # A-OKVQA's and GQA's files side by side, no COCO: which one is the user's choice, and the message says how
+    (tmp_path / "POPE" / "output" / "coco").rename(tmp_path / "elsewhere")
+    with pytest.raises(DataError, match=r"aokvqa's files build with --option dataset=aokvqa, gqa's files build with --option dataset=gqa"):
+        load_source("pope", str(tmp_path / "POPE"), image_dir=str(tmp_path / "img"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(DataError, match=r"build with --option dataset=aokvqa / dataset=gqa"):
+        load_source("pope", str(tmp_path / "empty"))
