@@ -70,3 +70,35 @@ def test_an_unknown_option_is_reported_by_its_command_with_the_closest_option(ca
     err = capsys.readouterr().err
     assert exit_.value.code == 2 and err.startswith("usage: vhx run ")
     assert err.strip().splitlines()[-1] == "vhx run: error: unrecognized arguments: --ouT (did you mean --out?) x"
+
+
+def test_a_hub_model_id_out_of_reach_fails_in_seconds_in_one_line(monkeypatch):
+    """Online as far as vhx knows (HF_HUB_OFFLINE unset) but the Hub does not answer: one probe with a short timeout,
+    then one line saying how to use a local folder, instead of minutes of retries."""
+    from huggingface_hub import constants
+
+    from vhx.models.loading import load_pretrained
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens there: refused at once
+    start = time.monotonic()
+    with pytest.raises(VHXError) as err:
+        load_pretrained("nobody/nothing-here")
+    assert time.monotonic() - start < 10
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("nobody/nothing-here: the Hugging Face Hub cannot be reached")
+    assert "--local-dir DIR" in message and "no copy is cached" in message
+
+
+def test_a_cached_copy_is_read_without_asking_the_hub_again(monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    from vhx.models import loading
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setattr("huggingface_hub.try_to_load_from_cache", lambda *a, **k: str(tmp_path / "config.json"))
+    assert loading.check_hub_reachable("someone/cached-model") is True  # local_files_only from here on
+    assert loading.check_hub_reachable(str(tmp_path)) is False  # a folder is never probed
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    assert loading.check_hub_reachable("someone/cached-model") is False  # offline on purpose: transformers knows

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,50 @@ class LoadedModel:
 
 _REMOTE_CODE_HINT = "rerun with --trust-remote-code (trust_remote_code=True) if you trust that code"
 
+#: What the Hub accepts as a repository id: ``name`` or ``owner/name``.
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+#: Exception classes (by name, across the requests and httpx clients huggingface_hub has used) that say the Hub
+#: was not reached at all, as opposed to an answer from it (401, 404).
+_UNREACHED = {"ConnectError", "ConnectTimeout", "ConnectionError", "Timeout", "TimeoutException", "NetworkError",
+              "ProxyError", "SSLError", "OfflineModeIsEnabled"}
+#: Seconds the Hub gets to answer before a model id is taken as unreachable.
+HUB_PROBE_TIMEOUT = 5.0
+
+
+def _hub_unreached(repo_id: str, revision: str | None) -> str | None:
+    """Why the Hub could not be asked about ``repo_id`` just now (its first line), or None when it answered (even
+    "no such repository") or is offline on purpose (``HF_HUB_OFFLINE``, which transformers honours at once).
+
+    transformers' own loading retries an unreachable Hub for minutes, with a warning per retry, before its error;
+    one request with a short timeout tells the same in seconds."""
+    from huggingface_hub import HfApi, constants
+
+    if constants.HF_HUB_OFFLINE:
+        return None
+    try:
+        HfApi().model_info(repo_id, revision=revision, timeout=HUB_PROBE_TIMEOUT)
+    except Exception as exc:  # noqa: BLE001 - only the classes below mean "not reached"; the rest is an answer
+        if {c.__name__ for c in type(exc).__mro__} & _UNREACHED:
+            return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    return None
+
+
+def check_hub_reachable(path: str, revision: str | None = None) -> bool:
+    """For a Hub id that is not a local folder: True when only the local cache can be used (the Hub cannot be
+    reached but a copy is cached); a :class:`VHXError` in one line when neither works; False otherwise."""
+    if Path(path).expanduser().exists() or not _HUB_ID.match(path):
+        return False
+    why = _hub_unreached(path, revision)
+    if why is None:
+        return False
+    from huggingface_hub import try_to_load_from_cache
+
+    if isinstance(try_to_load_from_cache(path, "config.json", revision=revision), str):
+        return True
+    raise VHXError(f"{path}: the Hugging Face Hub cannot be reached from here ({why}) and no copy is cached: download it "
+                   f"where the Hub is reachable (`huggingface-cli download {path} --local-dir DIR`) and pass that folder "
+                   "as the model")
+
 
 def check_remote_code(path: str, *, trust_remote_code: bool, **hub_kwargs: Any) -> None:
     """Refuse, in one line, a checkpoint that needs its own modelling code when it is not trusted.
@@ -199,6 +244,8 @@ def load_pretrained(
         load_kwargs["attn_implementation"] = attn_implementation
     if device_map is not None:
         load_kwargs["device_map"] = device_map
+    if check_hub_reachable(base, revision):  # the Hub is out of reach but a copy is cached: read it, no retries
+        hub_kwargs["local_files_only"] = load_kwargs["local_files_only"] = True
     check_remote_code(base, **hub_kwargs)
     try:
         # The adapter folder may carry its own processor (e.g. added tokens during fine-tuning).
