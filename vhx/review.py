@@ -96,10 +96,13 @@ def review_export(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / "negation_review.csv"
+    from vhx.report.csvsafe import csv_cell  # not at the top: importing vhx.review does not load the report package
+
     buffer = io.StringIO(newline="")
     writer = csv.DictWriter(buffer, fieldnames=list(REVIEW_COLUMNS), extrasaction="ignore")
     writer.writeheader()
-    writer.writerows(records)
+    # a question or id starting with "=", "-", ... would be a formula in a spreadsheet
+    writer.writerows({c: csv_cell(rec[c]) for c in REVIEW_COLUMNS} for rec in records)
     atomic_write_text(csv_path, buffer.getvalue())
 
     html_path = out / "negation_review.html"

@@ -38,10 +38,14 @@ import pandas as pd
 from vhx.report import sources as report_sources
 from vhx.report.plots import _group_label, plot_accuracy_bars, plot_accuracy_scatter  # noqa: F401  (plots re-exported: vhx.report.plot_accuracy_*)
 from vhx.report.html import summary_lines
+from vhx.report.csvsafe import write_csv as _write_csv
+from vhx.report.files import REPORT_FILES, REPORT_MANIFEST, carry_user_files, refuse_file_out, remove_stale_stages  # noqa: F401  (REPORT_MANIFEST re-exported)
+from vhx.report.runinfo import judge_failures, limit_cut
+from vhx.report.sources import md_code as _md_code
 from vhx.report.sources import md_text
 from vhx.scoring.groups import sample_note
 from vhx.errors import VHXError
-from vhx.locking import atomic_path, atomic_write_text
+from vhx.locking import atomic_write_text
 from vhx.scoring.blind import blind_scores
 from vhx.scoring.predictions import run_status, status_words
 from vhx.scoring import (
@@ -244,18 +248,6 @@ def column_labels(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[s
 def _md_escape(text: Any) -> str:
     """A table cell: :func:`~vhx.report.sources.md_text` (no markup from names), its ``|`` escaped."""
     return md_text(text).replace("|", "\\|")
-
-
-def _md_code(text: Any) -> str:
-    """``text`` as an inline code span (a path): fenced by more backticks than it holds, so none ends it early."""
-    text = str(text).replace("\r", " ").replace("\n", " ")
-    longest = run = 0
-    for ch in text:
-        run = run + 1 if ch == "`" else 0
-        longest = max(longest, run)
-    fence = "`" * (longest + 1)
-    pad = " " if text.startswith("`") or text.endswith("`") else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -577,6 +569,8 @@ def report(
     """
     keys = [by] if isinstance(by, str) else list(by)
     dirs = _as_dirs(run_dirs)
+    out = Path(out_dir)
+    refuse_file_out(out)  # a file given as the report folder is refused, never moved aside for the report's folder
     statuses = [run_status(d) for d in dirs]
     unfinished = [(d, s) for d, s in zip(dirs, statuses) if not s["complete"]]
     if unfinished and not allow_incomplete:
@@ -586,63 +580,24 @@ def report(
                        "(it resumes where it stopped), or pass --allow-incomplete to report it as it is, flagged")
     from vhx.locking import output_lock, refuse_links, staging_dir, swap_in_folder
 
-    out = Path(out_dir)
     # one writer per report folder: two reports at once would leave report.md of one beside the CSVs and plots of the other
     with output_lock(out, what=f"the report folder {out}"):
         refuse_links(out)
+        remove_stale_stages(out)
         # The report is written whole into a folder of its own beside `out`, then put in its place in one step: a
         # kill or a full disk leaves the earlier report as it was, never parts of two reports or a cut file.
         stage = staging_dir(out)
         try:
             paths = _write_report(stage, dirs, statuses, unfinished, keys, confidence=confidence, bootstrap=bootstrap,
                                   compare_boot=compare_boot, seed=seed, allow_unpaired=allow_unpaired, plots=plots)
-            written = {p.name for p in paths.values() if Path(p).parent == stage}
             # Files vhx did not write stay; a section an earlier report had and this one lacks (compare.csv, pope.csv,
             # a plot) does not, or it would pass for this report's.
-            earlier = _report_files(out) | {REPORT_MANIFEST}
-            if out.is_dir():
-                for item in out.iterdir():
-                    if item.name not in earlier and item.name not in written:
-                        _keep(item, stage / item.name)
-            atomic_write_text(stage / REPORT_MANIFEST, json.dumps(sorted(written)) + "\n")
+            carry_user_files(out, stage, {p.name for p in paths.values() if Path(p).parent == stage})
             swap_in_folder(stage, out)
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)
             raise
         return {kind: out / Path(p).relative_to(stage) if Path(p).is_relative_to(stage) else Path(p) for kind, p in paths.items()}
-
-
-def _write_csv(frame: pd.DataFrame, path: Path) -> None:
-    with atomic_path(path) as tmp:
-        frame.to_csv(tmp, index=False)
-
-
-def _keep(item: Path, into: Path) -> None:
-    """A file of the user's in a report folder, carried into the new report's folder (hard-linked where it can be)."""
-    if item.is_symlink():
-        into.symlink_to(os.readlink(item))
-    elif item.is_dir():
-        shutil.copytree(item, into, symlinks=True)
-    else:
-        try:
-            os.link(item, into)
-        except OSError:
-            shutil.copy2(item, into)
-
-
-#: The files the last report wrote into its folder (their names, a JSON list), so the next one into the
-#: same folder removes those it does not write again.
-REPORT_MANIFEST = ".vhx-report-files.json"
-
-
-def _report_files(out: Path) -> set[str]:
-    """The names the last report into ``out`` wrote (none when it recorded none)."""
-    try:
-        names = json.loads((out / REPORT_MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return set()
-    # plain names only: the manifest is vhx's, but a file in the folder must not steer deletions outside it
-    return {n for n in names if isinstance(n, str) and n and Path(n).name == n and n not in (".", "..")} if isinstance(names, list) else set()
 
 
 def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], unfinished: list[tuple[Path, dict[str, Any]]],
@@ -663,7 +618,8 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     paths: dict[str, Path] = {}
     md = ["# vhx report", "", "## Runs", "", _runs_section(dirs, metas, df, statuses, specs), ""]
     md += _replies_lines(dirs, metas)
-    sampled = [(d, meta) for d, meta in zip(dirs, metas) if isinstance(meta.get("limit"), int)]
+    # a --limit of at least every split's size scored the whole benchmark: not a sample
+    sampled = [(d, meta) for d, meta in zip(dirs, metas) if limit_cut(meta)]
     if sampled:
         md += ["## A sample, not the whole benchmark", "",
                *(f"- {_md_code(d)}: {sample_note(meta['limit'], meta.get('seed'))}." for d, meta in sampled), ""]
@@ -707,7 +663,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
                 md += _equal_metrics_notes(scores, score_models)
             values = _pivot(shown, keys, shown_models, lambda r, c=column: r[c])
             doc["tables"][column] = [_jsonable(dict(zip([*keys, *shown_models], r))) for r in values]
-        paths["csv"] = out / "scores.csv"
+        paths["csv"] = out / REPORT_FILES["csv"]
         # an incomplete run's rows say so in the CSV too (its numbers cover part of its cases)
         _write_csv(scores.assign(complete=~scores["model"].isin(incomplete_models), model_spec=scores["model"].map(specs)),
                    paths["csv"])
@@ -744,7 +700,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
                     _compare_section(cmp, keys),
                     "",
                 ]
-                paths["compare_csv"] = out / "compare.csv"
+                paths["compare_csv"] = out / REPORT_FILES["compare_csv"]
                 _write_csv(cmp, paths["compare_csv"])
                 doc["compare"] = _records(cmp)
 
@@ -754,7 +710,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
                     pope_variant(pope_subset_sizes(main[main["model"] == m], source), source)
                     for m, source in dict.fromkeys(zip(pope["model"], pope["source"]))}
         md += _pope_section(pope, keys, variants)
-        paths["pope_csv"] = out / "pope.csv"
+        paths["pope_csv"] = out / REPORT_FILES["pope_csv"]
         _write_csv(pope, paths["pope_csv"])
         doc["pope"] = {"variant": variants, "scores": _records(pope)}
     model_ids = dict(zip(df["model"], df["model_id"])) if "model_id" in df.columns else {}
@@ -765,11 +721,11 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         ("dash_b", report_sources.dash_b_section(main, _md_table)),
         ("readings", report_sources.readings_section(df, _md_table)),
         ("unknown", report_sources.unknown_section(df, _md_table)),
-        ("judge", report_sources.judge_section(df, _md_table)),
+        ("judge", report_sources.judge_section(df, _md_table, judge_failures(df, dirs, metas))),
     ):
         if lines:
             md += lines
-            paths[f"{name}_csv"] = out / f"{name}.csv"
+            paths[f"{name}_csv"] = out / REPORT_FILES[f"{name}_csv"]
             _write_csv(frame, paths[f"{name}_csv"])
             doc[name] = _records(frame)
 
@@ -787,14 +743,14 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             _blind_section(blind, blind_keys),
             "",
         ]
-        paths["blind_csv"] = out / "blind.csv"
+        paths["blind_csv"] = out / REPORT_FILES["blind_csv"]
         _write_csv(blind, paths["blind_csv"])
         doc["blind"] = _records(blind)
 
     if len(mme_rows):
         mme = mme_scores(mme_rows)
         md += ["## MME", "", "Score per subtask = 100 x accuracy + 100 x accuracy+ (both questions of an image right).", "", _mme_section(mme), ""]
-        paths["mme_csv"] = out / "mme.csv"
+        paths["mme_csv"] = out / REPORT_FILES["mme_csv"]
         _write_csv(mme, paths["mme_csv"])
         doc["mme"] = _records(mme)
 
@@ -812,23 +768,23 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             # a plot of symmetric accuracy needs pairs, one of new VH cases generated cases: none is drawn empty
             md += ["## Plots", ""]
             if paired:
-                paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / "accuracy_vs_symmetric.png")
-                paths["scatter_png"] = plot_accuracy_scatter(scores, keys, score_models, out / "accuracy_scatter.png")
+                paths["bars_png"] = plot_accuracy_bars(scores, keys, score_models, out / REPORT_FILES["bars_png"])
+                paths["scatter_png"] = plot_accuracy_scatter(scores, keys, score_models, out / REPORT_FILES["scatter_png"])
                 md += [f"![accuracy and symmetric accuracy per split]({paths['bars_png'].name})", "",
                        f"![accuracy vs symmetric accuracy]({paths['scatter_png'].name})", ""]
             if generated:
-                paths["yes_vh_png"] = plot_yes_ratio_and_new_vh(scores, keys, score_models, out / "yes_ratio_and_new_vh.png", _group_label)
+                paths["yes_vh_png"] = plot_yes_ratio_and_new_vh(scores, keys, score_models, out / REPORT_FILES["yes_vh_png"], _group_label)
                 md += [f"![yes-ratio and new VH cases per split]({paths['yes_vh_png'].name})", "", NEW_VH_OF_GENERATED, ""]
 
     md += ["## Definitions", "", DEFINITIONS + ("\n" + BLIND_DEFINITION if len(blind) else ""), ""]
 
-    paths["markdown"] = out / "report.md"
+    paths["markdown"] = out / REPORT_FILES["markdown"]
     atomic_write_text(paths["markdown"], "\n".join(md))
     from vhx.report.html import write_report_html
 
     findings = summary_lines(scores, keys, relabelled=relabelled_pair)
     doc["findings"] = findings
     paths["html"] = write_report_html("\n".join(md), findings, metas, out)
-    paths["json"] = out / "scores.json"
+    paths["json"] = out / REPORT_FILES["json"]
     atomic_write_text(paths["json"], json.dumps(_jsonable(doc), indent=2, ensure_ascii=False))
     return paths

@@ -20,6 +20,7 @@ import pandas as pd
 
 from vhx.schema import ORIGINAL
 from vhx.locking import atomic_path, atomic_write_text
+from vhx.report.files import REPORT_FILES
 
 _CSS = (
     "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}"
@@ -247,7 +248,7 @@ def write_report_html(markdown: str, summary: Sequence[str], metas: Sequence[dic
     body.append(markdown_to_html("\n".join(markdown.splitlines()[1:]), out))
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx report</title><style>{_CSS}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")
-    path = out / "report.html"
+    path = out / REPORT_FILES["html"]
     atomic_write_text(path, page)
     return path
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import html
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +43,18 @@ def md_text(text: object) -> str:
     the characters), and a line break, which could start a heading or a table row, as a space.
     """
     return html.escape(str(text), quote=False).replace("\r", " ").replace("\n", " ")
+
+
+def md_code(text: object) -> str:
+    """``text`` as an inline code span (a path, a spec): fenced by more backticks than it holds, so none ends it early."""
+    text = str(text).replace("\r", " ").replace("\n", " ")
+    longest = run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _num(v: object, digits: int = 3) -> str:
@@ -213,15 +226,26 @@ def readings_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.Data
     return [*lines, table(["model", "read by", "replies", "share", "uncertain", "accuracy"], rows_md), ""], pd.DataFrame(records)
 
 
-def judge_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+def judge_section(df: pd.DataFrame, table: Table,
+                  failures: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> tuple[list[str], pd.DataFrame]:
     """Per model, how a judge (``vhx evaluate --judge``) read the replies the rules cannot settle, with symmetric
     accuracy beside it as the rules alone read the same replies; for a run without a judge, how many replies one
-    would have read (:func:`vhx.scoring.judge.judge_reason`)."""
+    would have read (:func:`vhx.scoring.judge.judge_reason`). ``failures``: per model, the run.json judge records
+    of its runs whose judge requests failed (:func:`vhx.report.runinfo.judge_failure`), said first and plainly:
+    a judge that failed on every request must not read as no judge at all."""
+    from vhx.report.runinfo import judge_failure_words
     from vhx.scoring.judge import RESTATED, UNCERTAIN, UNREAD, judge_reason, rules_only
     from vhx.scoring.metrics import symmetric_accuracy
 
+    failures = {m: list(r) for m, r in (failures or {}).items() if r}
+    failed_lines = [f"- {md_text(model)}: {judge_failure_words(r, md_code)}." for model, records in failures.items() for r in records]
+    failed_counts = {m: {"judge_asked": sum(int(r.get("asked") or 0) for r in records),
+                         "judge_failed": sum(int(r["failed"]) for r in records)} for m, records in failures.items()}
+    failed_md = ["## The judge failed", "",
+                 "A judge was given (`--judge`), but requests to it failed: the replies it could not read are scored "
+                 "as the rules read them.", "", *failed_lines, ""] if failed_lines else []
     if "raw" not in df.columns or "pred" not in df.columns:
-        return [], pd.DataFrame()
+        return failed_md, pd.DataFrame([{"model": m, **c} for m, c in failed_counts.items()])
     judged = df["judge"].notna() if "judge" in df.columns else pd.Series(False, index=df.index)
     records, waiting = [], []
     for model, rows in df.groupby("model", sort=False):
@@ -232,15 +256,18 @@ def judge_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFra
 
             changed = int((rows.loc[mine, "judge"] != rows.loc[mine, "rules"]).sum())
             records.append({"model": model, "readings": int(mine.sum()), "changed": changed,
-                            "symmetric_accuracy": sym(rows), "symmetric_accuracy_rules": sym(rules_only(rows))})
+                            "symmetric_accuracy": sym(rows), "symmetric_accuracy_rules": sym(rules_only(rows)),
+                            **failed_counts.get(model, {})})
         else:
             columns = [c for c in ("raw", "pred", "negated", "error", "p_yes", "reading", "rules_reading") if c in rows.columns]
             reasons = [judge_reason({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})
                        for r in rows[columns].to_dict("records")]
             restated, unread, uncertain = reasons.count(RESTATED), reasons.count(UNREAD), reasons.count(UNCERTAIN)
-            if restated or unread or uncertain:
+            if model in failures:
+                pass  # a judge was given and failed: said above, not offered as if none had been
+            elif restated or unread or uncertain:
                 waiting.append((model, restated, unread, uncertain))
-    lines: list[str] = []
+    lines: list[str] = list(failed_md)
     if records:
         rows_md = [[str(r["model"]), f"{r['readings']:,}", f"{r['changed']:,}", _num3(r["symmetric_accuracy"]),
                     _num3(r["symmetric_accuracy_rules"])] for r in records]
@@ -268,8 +295,10 @@ def judge_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFra
         lines.append(f"- {md_text(model)}: " + "; ".join(words) + ". `vhx evaluate ... --judge SPEC` reads them by meaning.")
     if waiting:
         lines.append("")
+    listed = {r["model"] for r in records}
     frame = pd.DataFrame(records + [{"model": m, "readings": 0, "restated_unjudged": r, "unread_unjudged": u,
-                                     "uncertain_unjudged": c} for m, r, u, c in waiting])
+                                     "uncertain_unjudged": c} for m, r, u, c in waiting]
+                         + [{"model": m, "readings": 0, **c} for m, c in failed_counts.items() if m not in listed])
     return lines, frame
 
 
