@@ -121,7 +121,9 @@ def test_the_judge_reads_what_the_rules_cannot_once_and_keeps_both_readings(serv
     monkeypatch.setenv("OPENAI_API_KEY", SECRET)
     spec = f"openai:judge-model@{server.base_url}"
     out = tmp_path / "run"
-    predict_dataset(_data(), ScriptedModel(), out, progress=False, judge=Judge(spec, cache_dir=tmp_path / "cache"))
+    # check=False: the judge's check before scoring (one request of its own) is tested in test_reliability6_remote.py;
+    # here every request the server sees is a reading
+    predict_dataset(_data(), ScriptedModel(), out, progress=False, judge=Judge(spec, cache_dir=tmp_path / "cache", check=False))
 
     asked = [r.question for r in server.requests]
     assert sorted(asked) == sorted(q for q, *_, verdict in CASES if verdict is not None)
@@ -151,13 +153,13 @@ def test_the_judge_reads_what_the_rules_cannot_once_and_keeps_both_readings(serv
 
     # a rerun sends no judge request again: the rows already carry the judge's reading
     server.reset()
-    predict_dataset(_data(), ScriptedModel(), out, progress=False, judge=Judge(spec, cache_dir=tmp_path / "cache"))
+    predict_dataset(_data(), ScriptedModel(), out, progress=False, judge=Judge(spec, cache_dir=tmp_path / "cache", check=False))
     assert server.count == 0
     assert json.loads((out / "run.json").read_text())["judge"]["readings"] == 3
 
     # the same replies in a new folder: the cache answers, still no request
     predict_dataset(_data(), ScriptedModel(), tmp_path / "again", progress=False,
-                    judge=Judge(spec, cache_dir=tmp_path / "cache"))
+                    judge=Judge(spec, cache_dir=tmp_path / "cache", check=False))
     assert server.count == 0
     assert _rows(tmp_path / "again") == _rows(out)
 
@@ -173,7 +175,7 @@ def test_a_failed_judge_request_keeps_the_rules_reading_and_is_asked_again(serve
     assert car["pred"] == "unknown" and "judge" not in car
     assert json.loads((out / "run.json").read_text())["judge"]["failed"] == 1
     server.reset()
-    predict_dataset(_data(), ScriptedModel(), out, progress=False, judge=Judge(spec, cache_dir=tmp_path / "cache"))
+    predict_dataset(_data(), ScriptedModel(), out, progress=False, judge=Judge(spec, cache_dir=tmp_path / "cache", check=False))
     assert [r.question for r in server.requests] == ["Is the car red?"]
     car = next(r for r in _rows(out) if r["raw"] == "The car in the picture is red.")
     assert (car["rules"], car["judge"], car["correct"]) == ("unknown", "yes", True)

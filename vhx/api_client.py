@@ -13,18 +13,30 @@ they share, so it behaves the same for both:
   for api.openai.com and the dummy ``EMPTY`` elsewhere (vLLM expects one). The key lives only inside
   the ``openai`` client and the scrubber: it is no attribute, never logged, never in a ``repr``, a
   cache line or an error message (error text from the server is scrubbed, including the partly
-  masked ``sk-abc***wxyz`` form OpenAI echoes).
-* **Retries**: 408, 409, 429, 5xx, timeouts, connection errors and malformed replies (no JSON, no
-  choices) are retried up to ``max_retries`` times with exponential backoff and jitter
+  masked ``sk-abc***wxyz`` form OpenAI echoes). A reply that echoes the key (a debugging proxy, a
+  model repeating its headers) has it replaced by :data:`REDACTED` before it is returned or cached,
+  so predictions files and caches never hold it either.
+* **Retries**: 408, 409, 429, 5xx, timeouts, connection errors and malformed replies (a 200 whose
+  body is not JSON, such as a proxy's HTML page, or JSON without choices) are retried up to
+  ``max_retries`` times with exponential backoff and jitter
   (``backoff_base`` doubled per retry, capped at ``backoff_max``); a server's ``Retry-After`` /
   ``retry-after-ms`` header is honoured up to ``backoff_max``. The ``openai`` client's own retries
   are off, so :class:`ApiStats` counts every HTTP attempt. 401/403/404 are :class:`ApiFatalError`
-  (no retry, the run stops); other statuses are :class:`ApiRequestError` for that request.
+  (no retry, the run stops); other statuses are :class:`ApiRequestError` for that request. A body
+  that is still not JSON after the retries is an :class:`ApiRequestError` whose one line asks whether
+  the URL is the API's ``/v1`` endpoint or a proxy's page.
+* **Timeout**: :data:`DEFAULT_TIMEOUT` (60 s) per attempt, or ``$VHX_API_TIMEOUT`` seconds when set
+  (:func:`default_timeout`; ``vhx expand --timeout`` for the LLM negator). It bounds how long a
+  hung server holds one request; it does not delay an interrupted run, which leaves its requests in
+  flight behind (see *Concurrency*).
 * **Cache**: a JSON-lines file (:class:`vhx.jsonl.JsonlCache`) under ``cache_dir``, one line per
   answer, appended as answers arrive, keyed by :func:`request_key` of what the answer depends on.
   Only answers are cached, never failures. Identical requests in one call are sent once.
-* **Concurrency**: :meth:`ApiClient.map` runs at most ``concurrency`` requests at once, keeps the
-  order, and on the first error cancels what has not started and raises it.
+* **Concurrency**: :meth:`ApiClient.map` runs at most ``concurrency`` requests at once on daemon
+  threads, keeps the order, and on the first error cancels what has not started and raises it. The
+  calling thread waits in short, interruptible steps: SIGTERM or Ctrl-C ends the wait at once and
+  the requests in flight are abandoned (their answers, if any arrive, are still cached), so a
+  signal never waits for a slow server.
 
 Defaults (:data:`DEFAULT_MAX_RETRIES` and friends) are shared by both callers; a caller that needs
 another value passes it explicitly (``LLMConfig.max_retries`` stays 4).
@@ -38,10 +50,10 @@ import json
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -59,7 +71,10 @@ OPENAI_ENDPOINT = "https://api.openai.com/v1"
 
 #: Shared defaults (both :class:`vhx.llm.LLMConfig` and :class:`vhx.models.openai_api.OpenAIModel`).
 DEFAULT_API_KEY_ENV = "OPENAI_API_KEY"
+#: Seconds per attempt unless ``$VHX_API_TIMEOUT`` says otherwise (:func:`default_timeout`).
 DEFAULT_TIMEOUT = 60.0
+#: The environment variable that changes :data:`DEFAULT_TIMEOUT` for every client built after it is set.
+TIMEOUT_ENV = "VHX_API_TIMEOUT"
 DEFAULT_MAX_RETRIES = 5
 DEFAULT_BACKOFF_BASE = 1.0
 DEFAULT_BACKOFF_MAX = 60.0
@@ -98,17 +113,43 @@ class ApiRequestError(ApiError):
 
 
 class MalformedResponse(ApiError):
-    """The server answered, but not with a usable chat completion (retried like a 5xx)."""
+    """The server answered, but not with a usable chat completion (retried like a 5xx).
+
+    ``body`` names what came instead when it was no JSON at all (``"an HTML page"``), else None.
+    """
+
+    def __init__(self, message: str, *, body: str | None = None) -> None:
+        super().__init__(message)
+        self.body = body
+
+
+#: What stands in a stored reply where the API key was.
+REDACTED = "***"
 
 
 @dataclass(frozen=True)
 class RequestFailed:
-    """A request that got no usable answer (after retries); ``reason`` says why.
+    """A request that got no usable answer (after retries); ``reason`` says why, ``message`` in a full line.
 
     Returned in place of an answer by ``ApiClient.complete_many(..., return_failures=True)``.
     """
 
     reason: str
+    message: str = field(default="", compare=False)
+
+
+def default_timeout() -> float:
+    """Seconds per attempt: ``$VHX_API_TIMEOUT`` when set, else :data:`DEFAULT_TIMEOUT` (60)."""
+    value = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not value:
+        return DEFAULT_TIMEOUT
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0 or seconds == float("inf"):
+        raise VHXError(f"{TIMEOUT_ENV}={value!r}: expected a number of seconds above 0 (the default is {DEFAULT_TIMEOUT:g})")
+    return seconds
 
 
 def cache_root() -> Path:
@@ -140,7 +181,8 @@ class ApiConfig:
         model: model name sent to the endpoint.
         base_url: OpenAI-compatible API root (``http://localhost:8000/v1``); ``None``: OpenAI.
         api_key_env: environment variable holding the API key (never the key itself).
-        timeout: seconds per attempt before it counts as failed (and is retried).
+        timeout: seconds per attempt before it counts as failed (and is retried); default
+            :func:`default_timeout` (60, or ``$VHX_API_TIMEOUT``).
         max_retries: retries per request after the first attempt.
         backoff_base: first retry delay in seconds; doubled per retry, with jitter.
         backoff_max: longest retry delay (also caps a server's ``Retry-After``).
@@ -157,7 +199,7 @@ class ApiConfig:
     model: str
     base_url: str | None = None
     api_key_env: str = DEFAULT_API_KEY_ENV
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = field(default_factory=default_timeout)
     max_retries: int = DEFAULT_MAX_RETRIES
     backoff_base: float = DEFAULT_BACKOFF_BASE
     backoff_max: float = DEFAULT_BACKOFF_MAX
@@ -228,18 +270,57 @@ class ApiStats:
         return ", ".join(f"{k}={v}" for k, v in self.as_dict().items())
 
 
-def make_scrubber(secret: str | None) -> Callable[[str], str]:
-    """A function that masks ``secret`` (and the ends OpenAI shows of a masked key) in a text."""
+def make_scrubber(secret: str | None, *, ends: bool = True) -> Callable[[str], str]:
+    """A function that masks ``secret`` in a text with :data:`REDACTED`, and the partly masked form OpenAI
+    echoes (``sk-abc*****wxyz``).
+
+    ``ends`` (error text) also masks the key's first 6 and last 4 characters wherever they stand; replies
+    keep them (``ends=False``): a reply's own words may contain 4 such characters by chance.
+    """
+    masked = (re.compile(re.escape(secret[:6]) + r"[*.\u2022\u2026x]{3,}" + re.escape(secret[-4:]))
+              if secret and len(secret) > 8 else None)
 
     def scrub(text: str) -> str:
         if secret and secret != "EMPTY" and len(secret) >= 4:
-            text = text.replace(secret, "***")
-            # OpenAI echoes keys partly masked ("sk-abc*****wxyz"): hide the visible ends as well.
-            if len(secret) > 8:
-                text = text.replace(secret[:6], "***").replace(secret[-4:], "***")
+            text = text.replace(secret, REDACTED)
+            if masked is not None:
+                text = masked.sub(REDACTED, text)
+            if ends and len(secret) > 8:
+                text = text.replace(secret[:6], REDACTED).replace(secret[-4:], REDACTED)
         return text
 
     return scrub
+
+
+def scrub_value(value: Any, scrub: Callable[[str], str]) -> Any:
+    """``value`` (an answer: text, or lists and dicts of them) with ``scrub`` applied to every string in it."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [scrub_value(v, scrub) for v in value]
+    if isinstance(value, tuple):
+        return tuple(scrub_value(v, scrub) for v in value)
+    if isinstance(value, dict):
+        return {k: scrub_value(v, scrub) for k, v in value.items()}
+    return value
+
+
+def _looks_like_html(text: str) -> bool:
+    head = text.lstrip()[:512].lower()
+    return head.startswith(("<!doctype html", "<html", "<head", "<body")) or "<html" in head
+
+
+def check_completion(completion: Any) -> Any:
+    """``completion`` when it can be a chat completion; :class:`MalformedResponse` (retried) for what the
+    ``openai`` client hands back from a 200 whose body is not one: the page's text (an HTML page, a body that
+    is not JSON, JSON text), a list, nothing."""
+    if completion is not None and hasattr(completion, "choices"):
+        return completion
+    if isinstance(completion, (str, bytes)):
+        text = completion.decode("utf-8", "replace") if isinstance(completion, bytes) else completion
+        body = "an HTML page" if _looks_like_html(text) else "a body that is not JSON"
+        raise MalformedResponse(f"{body}: {text[:120]!r}", body=body)
+    raise MalformedResponse(f"JSON that is not a chat completion: {str(completion)[:120]!r}", body="JSON of another shape")
 
 
 def retry_after(exc: BaseException) -> float | None:
@@ -267,7 +348,7 @@ def choice_contents(completion: Any) -> list[str | None]:
 
     Raises :class:`MalformedResponse` (retried) for a reply without choices or a choice without a message.
     """
-    choices = getattr(completion, "choices", None)
+    choices = getattr(check_completion(completion), "choices", None)
     if not isinstance(choices, list) or not choices:
         raise MalformedResponse(f"reply has no choices: {str(completion)[:200]!r}")
     contents: list[str | None] = []
@@ -293,6 +374,7 @@ class ApiClient:
         self._rate_limited_since: float | None = None  # the first 429 since the last answer (time.monotonic)
         self._failure_lock = threading.Lock()
         self._scrub: Callable[[str], str] = make_scrubber(None)
+        self._scrub_reply: Callable[[str], str] = make_scrubber(None, ends=False)
         self._lock = threading.Lock()
         self._rng = random.Random()
 
@@ -327,6 +409,7 @@ class ApiClient:
                     key = "EMPTY"
                 # The key lives only inside the openai client and the scrubber; it is never an attribute.
                 self._scrub = make_scrubber(key)
+                self._scrub_reply = make_scrubber(key, ends=False)
                 self._client = openai.OpenAI(api_key=key, base_url=c.endpoint, timeout=c.timeout, max_retries=0)
             return self._client
 
@@ -335,24 +418,64 @@ class ApiClient:
         return self._scrub(text)
 
     # -- requests --------------------------------------------------------------------------------
+    #: Seconds between two looks of the waiting thread: how long a signal may wait to be handled at most.
+    WAIT_STEP = 0.2
+
     def map(self, fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
-        """``[fn(x) for x in items]`` on at most ``concurrency`` threads, in order.
+        """``[fn(x) for x in items]`` on at most ``concurrency`` daemon threads, in order.
 
         The first error cancels the calls that have not started (those running finish) and is raised.
+        An interruption of the waiting thread (SIGTERM, Ctrl-C) is raised at once: the calls running
+        are abandoned, not waited for (daemon threads: the process may end under them).
         """
         items = list(items)
         if not items:
             return []
-        workers = min(self.config.concurrency, len(items))
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="vhx-api") as pool:
-            futures = [pool.submit(fn, x) for x in items]
+        results: list[Any] = [None] * len(items)
+        errors: list[BaseException] = []
+        todo = iter(range(len(items)))
+        stop = threading.Event()
+        changed = threading.Condition()
+        alive = min(self.config.concurrency, len(items))
+
+        def work() -> None:
+            nonlocal alive
             try:
-                for fut in as_completed(futures):
-                    fut.result()
-            except BaseException:
-                pool.shutdown(wait=True, cancel_futures=True)
-                raise
-            return [f.result() for f in futures]
+                while not stop.is_set():
+                    with changed:
+                        i = next(todo, None)
+                    if i is None:
+                        return
+                    try:
+                        results[i] = fn(items[i])
+                    except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread, which raises it
+                        with changed:
+                            errors.append(exc)
+                        stop.set()
+                        return
+            finally:
+                with changed:
+                    alive -= 1
+                    changed.notify_all()
+
+        # daemon threads and a waiting loop with a timeout (not ThreadPoolExecutor, whose threads the
+        # interpreter joins at exit): a request to a server that answers in minutes cannot hold a signal
+        for n in range(alive):
+            threading.Thread(target=work, name=f"vhx-api-{n}", daemon=True).start()
+        try:
+            with changed:
+                while alive and not errors:
+                    changed.wait(self.WAIT_STEP)
+                if errors:
+                    stop.set()
+                    while alive:  # the calls running finish: their answers are cached
+                        changed.wait(self.WAIT_STEP)
+        except BaseException:
+            stop.set()  # interrupted: nothing more starts; what runs is left behind
+            raise
+        if errors:
+            raise errors[0]
+        return results
 
     def complete_many(
         self,
@@ -364,6 +487,7 @@ class ApiClient:
         extra: Callable[[T], Mapping[str, Any]] | None = None,
         return_failures: bool = False,
         on_done: Callable[[int], Any] | None = None,
+        usable: Callable[[Any], bool] | None = None,
     ) -> list[Any]:
         """One answer per item: from the cache, else from the endpoint (concurrently, with retries).
 
@@ -380,6 +504,8 @@ class ApiClient:
                 always raised.
             on_done: called with a number of items as they get their answer (cache hits at once,
                 the rest as each request ends, from worker threads): a progress bar's ``update``.
+            usable: whether a cached answer has the shape ``extract`` gives; one that has not (a damaged
+                or hand-edited cache line) is dropped and asked anew, and the new answer replaces it.
         """
         results: list[Any] = [None] * len(items)
         groups: dict[Any, list[int]] = {}
@@ -387,7 +513,7 @@ class ApiClient:
             k = key(item) if key is not None else None
             if k is not None and self.cache is not None:
                 hit = self.cache.get(k)
-                if hit is not None:
+                if hit is not None and (usable is None or usable(hit)):
                     self.stats.add(cache_hits=1)
                     results[i] = hit
                     continue
@@ -409,7 +535,7 @@ class ApiClient:
                 if return_failures:
                     if on_done is not None:
                         on_done(len(idx))
-                    return RequestFailed(exc.reason)
+                    return RequestFailed(exc.reason, str(exc))
                 raise
             if isinstance(k, str) and self.cache is not None:
                 self.cache.put(k, value, **(dict(extra(item)) if extra is not None else {}))
@@ -435,6 +561,7 @@ class ApiClient:
         reason = detail = "no attempt"
         status: int | None = None
         wait: float | None = None
+        body: str | None = None  # what a 200 that was no chat completion held instead (MalformedResponse.body)
         for attempt in range(attempts):
             with self._failure_lock:
                 given_up = self._connection_failures >= c.max_connection_failures
@@ -452,14 +579,20 @@ class ApiClient:
                 time.sleep(delay)
             self.stats.add(requests=1)
             logger.debug("POST %s/chat/completions model=%s %s (attempt %d)", c.endpoint, c.model, shown, attempt + 1)
-            status = wait = None
+            status = wait = body = None
             try:
-                answer = extract(client.chat.completions.create(model=c.model, **kwargs))
+                try:
+                    completion = client.chat.completions.create(model=c.model, **kwargs)
+                except ValueError as exc:  # the body did not decode: not JSON (JSONDecodeError), not text (UnicodeDecodeError)
+                    raise MalformedResponse(f"{type(exc).__name__}: {exc}", body="a body that is not JSON") from None
+                # a key the reply echoes is masked before the answer is returned or cached
+                answer = scrub_value(extract(check_completion(completion)), self._scrub_reply)
                 self._connection_failures = 0
                 self._rate_limited_since = None
                 return answer
             except MalformedResponse as exc:
                 reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
+                body = exc.body
             except openai.APIStatusError as exc:
                 status = exc.status_code
                 text = self.scrub(str(exc))
@@ -486,21 +619,23 @@ class ApiClient:
                         f"{c.endpoint}: {failures} connection failures in a row (last: {reason}); is the server up "
                         f"and the base_url right? Stopping."
                     ) from None
-            except (openai.APIResponseValidationError, json.JSONDecodeError) as exc:
+            except openai.APIResponseValidationError as exc:
                 # a 200 whose body is not a chat completion (not JSON at all, or the wrong shape)
                 reason = detail = self.scrub(f"{type(exc).__name__}: {exc}")
+                body = "a body of another shape"
             except openai.APIError as exc:
                 text = self.scrub(str(exc))
                 raise ApiRequestError(
                     f"bad response: {type(exc).__name__}", f"{c.endpoint} for model {c.model!r}: {text}", detail=text
                 ) from None
             logger.debug("%s attempt %d failed: %s", c.model, attempt + 1, reason)
-        raise ApiRequestError(
-            f"gave up after {attempts} attempts ({reason})",
-            f"request to {c.endpoint} failed after {attempts} attempts: {detail}",
-            status=status,
-            detail=detail,
-        )
+        why = f" ({reason}): {detail}" if detail != reason else f": {detail}"
+        message = f"request to {c.endpoint} failed after {attempts} attempts{why}"
+        if body is not None:
+            # a proxy's or a load balancer's page in front of the server, or a URL that is not the API's root
+            message = (f"the server at {c.endpoint} answered 200 with {body}, not a chat completion ({attempts} attempts): "
+                       f"is {c.endpoint} the API's /v1 endpoint, or a proxy's page?")
+        raise ApiRequestError(f"gave up after {attempts} attempts ({reason})", message, status=status, detail=detail)
 
     def _check_rate_wait(self, delay: float, asked: float | None) -> None:
         """Stop when waiting ``delay`` more would keep the run waiting on rate limits past ``max_rate_wait``."""

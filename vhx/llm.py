@@ -31,7 +31,6 @@ from vhx.api_client import (
     DEFAULT_BACKOFF_MAX,
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_RATE_WAIT,
-    DEFAULT_TIMEOUT,
     ApiClient,
     ApiConfig,
     ApiFatalError,
@@ -40,6 +39,7 @@ from vhx.api_client import (
     RequestFailed,
     cache_root,
     choice_contents,
+    default_timeout,
     request_key,
     resolve_endpoint,
 )
@@ -109,7 +109,8 @@ class LLMConfig:
         base_url: OpenAI-compatible endpoint (``http://localhost:8000/v1`` for vLLM); ``None``: OpenAI.
         temperature: sampling temperature (0: as deterministic as the endpoint allows).
         concurrency: requests in flight at most.
-        timeout: seconds per request before it counts as failed (and is retried).
+        timeout: seconds per request before it counts as failed (and is retried); default 60, or
+            ``$VHX_API_TIMEOUT`` (:func:`vhx.api_client.default_timeout`).
         max_retries: retries per request after the first attempt (4, one fewer than the shared
             default: a request that keeps failing falls back to the rules).
         cache_dir: folder of the answer cache; ``None`` disables caching. Default: see
@@ -129,7 +130,7 @@ class LLMConfig:
     base_url: str | None = None
     temperature: float = 0.0
     concurrency: int = DEFAULT_CONCURRENCY
-    timeout: float = DEFAULT_TIMEOUT
+    timeout: float = field(default_factory=default_timeout)
     max_retries: int = 4
     cache_dir: str | os.PathLike[str] | None = field(default_factory=default_cache_dir)
     api_key_env: str = DEFAULT_API_KEY_ENV
@@ -197,6 +198,11 @@ def _answer_text(completion: Any) -> str:
     if content is None:
         raise ApiRequestError("the answer has no text")
     return content
+
+
+def usable_answer(value: Any) -> bool:
+    """Whether a cached value is an answer this module stores (a text); any other is asked anew."""
+    return isinstance(value, str)
 
 
 #: ``LLMConfig.model`` of a local transformers chat model: ``hf:<Hub id or folder>``.
@@ -277,7 +283,7 @@ class LLMClient:
         for i, request in enumerate(requests):
             key = self.cache_key(request)
             hit = self.cache.get(key) if self.cache is not None else None
-            if hit is not None:
+            if usable_answer(hit):
                 self.stats.add(cache_hits=1)
                 results[i] = hit
             else:
@@ -332,6 +338,7 @@ class LLMClient:
                 extra=lambda req: {"task": req.task, "model": self.config.model},
                 return_failures=True,
                 on_done=on_done,
+                usable=usable_answer,
             )
         except ApiFatalError as exc:
             raise LLMError(str(exc)) from None

@@ -41,14 +41,15 @@ from vhx.api_client import (
     DEFAULT_CONCURRENCY,
     DEFAULT_MAX_RATE_WAIT,
     DEFAULT_MAX_RETRIES,
-    DEFAULT_TIMEOUT,
     OPENAI_ENDPOINT,
     ApiClient,
     ApiConfig,
     ApiRequestError,
     MalformedResponse,  # noqa: F401 - re-exported: it used to live here
     cache_root,
+    check_completion,
     choice_contents,
+    default_timeout,
     request_key,
 )
 from vhx.errors import VHXError
@@ -77,8 +78,8 @@ def reply_texts(completion: Any) -> list[str]:
     with no answer (``finish_reason`` "length"), so :func:`vhx.parsing.unknown_reason` can say it
     was cut off while thinking."""
     texts = []
-    choices = completion.choices
-    for choice, content in zip(choices, choice_contents(completion)):
+    contents = choice_contents(completion)  # first: a page that is no chat completion is MalformedResponse, not AttributeError
+    for choice, content in zip(check_completion(completion).choices, contents):
         message = choice.message
         thought = getattr(message, "reasoning_content", None) or getattr(message, "reasoning", None)
         text = content or ""
@@ -124,7 +125,8 @@ class OpenAIModel:
         max_retries: retries per request after the first attempt.
         retry_backoff: first backoff in seconds, doubled per retry (with jitter), capped at 60 s
             (:data:`vhx.api_client.DEFAULT_BACKOFF_MAX`).
-        timeout: seconds per request.
+        timeout: seconds per request; default 60, or ``$VHX_API_TIMEOUT``
+            (:func:`vhx.api_client.default_timeout`).
         max_rate_wait: seconds to go on while the server answers every request with a rate limit (HTTP 429)
             before stopping the run (:class:`vhx.api_client.ApiFatalError`; the answers so far stay written).
         cache: keep replies on disk; ``cache_dir`` is where (default :func:`default_cache_dir`).
@@ -155,7 +157,7 @@ class OpenAIModel:
         max_retries: int = DEFAULT_MAX_RETRIES,
         retry_backoff: float = DEFAULT_BACKOFF_BASE,
         max_rate_wait: float = DEFAULT_MAX_RATE_WAIT,
-        timeout: float = DEFAULT_TIMEOUT,
+        timeout: float | None = None,
         cache: bool = True,
         cache_dir: str | os.PathLike | None = None,
         image_format: str = "png",
@@ -200,7 +202,7 @@ class OpenAIModel:
                 model=model,
                 base_url=base_url or os.environ.get("OPENAI_BASE_URL"),
                 api_key_env=api_key_env,
-                timeout=timeout,
+                timeout=timeout if timeout is not None else default_timeout(),
                 max_retries=max_retries,
                 backoff_base=retry_backoff,
                 max_rate_wait=max_rate_wait,
@@ -338,6 +340,12 @@ class OpenAIModel:
         }
         return request_key(material, ensure_ascii=True)  # the spelling of caches written before
 
+    @staticmethod
+    def _usable(value: Any) -> bool:
+        """Whether a cached value has the shape :meth:`_extract` gives (a damaged cache line is asked anew)."""
+        texts = value.get("texts") if isinstance(value, dict) else None
+        return isinstance(texts, list) and bool(texts) and all(isinstance(t, str) for t in texts)
+
     def _extract(self, completion: Any) -> dict[str, Any]:
         # None is a legitimate empty answer (refusal, content filter): it parses as unknown.
         value: dict[str, Any] = {"texts": reply_texts(completion)}
@@ -374,7 +382,7 @@ class OpenAIModel:
         cases = list(zip(images, prompts))
         key = (lambda case: self.cache_key(*case)) if self.cache is not None else None
         try:
-            values = self.api.complete_many(cases, build=self._body, extract=self._extract, key=key)
+            values = self.api.complete_many(cases, build=self._body, extract=self._extract, key=key, usable=self._usable)
         except ApiRequestError as exc:
             raise self._error(exc) from None
         return [self._prediction(v, q) for v, q in zip(values, questions)]

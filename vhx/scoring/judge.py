@@ -19,6 +19,11 @@ read keeps the rules' reading in ``rules`` and the judge's in ``judge`` beside t
 concurrency, retries with backoff, the answer cache, the key read from the environment and never shown);
 a row already judged is never sent again, and the cache answers a request made before.
 
+A judge is checked when it is made (:meth:`Judge.check`), before any case is scored: the ``openai`` package,
+the key where the endpoint needs one and one short request to it, or for ``hf:`` that the folder or Hub model
+exists. After scoring, a judge whose every request failed stops the run with one line (:class:`JudgeFailed`):
+the run stays unfinished, so a report refuses it and the same command asks the judge again, and nothing else.
+
 Not sent: empty replies, replies cut off while thinking or with nothing after the thought (there is no
 answer to read), failed model calls, ``logits`` rows and several samples per case (each sample is read by
 the rules and voted).
@@ -129,22 +134,84 @@ def parse_judge_spec(spec: str) -> JudgeSpec:
     raise VHXError(f"--judge {spec!r}: expected openai:NAME, openai:NAME@BASE_URL or hf:HUB_ID_OR_FOLDER")
 
 
-class Judge:
-    """Reads replies by meaning with a text model (see the module docstring)."""
+#: The request :meth:`Judge.check` sends: short, and answered by any chat model.
+CHECK_PROMPT = "Answer with one word: yes."
 
-    def __init__(self, spec: str | JudgeSpec, *, client: Any = None, **config: Any) -> None:
+
+class JudgeFailed(VHXError):
+    """Every request to the judge failed: the run is left unfinished (see the module docstring)."""
+
+
+def _one_line(text: str, limit: int = 400) -> str:
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+class Judge:
+    """Reads replies by meaning with a text model (see the module docstring).
+
+    ``check`` (default: when no ``client`` is given) runs :meth:`check` now, so a judge that cannot work stops
+    a command before it scores anything.
+    """
+
+    def __init__(self, spec: str | JudgeSpec, *, client: Any = None, check: bool | None = None, **config: Any) -> None:
         from vhx.llm import LLMClient, LLMConfig
 
         self.spec = spec if isinstance(spec, JudgeSpec) else parse_judge_spec(spec)
+        made = client is None
         self.client = client or LLMClient(LLMConfig(model=self.spec.model, base_url=self.spec.base_url, **config))
+        #: rows of the last :func:`judge_predictions` that needed a judge (read now or by an earlier run)
+        self.needed: int | None = None
+        #: why the last failed request failed, in one line
+        self.last_failure: str | None = None
+        if check if check is not None else made:
+            self.check()
+
+    def check(self) -> None:
+        """Stop with one line (:class:`VHXError` naming the spec) when this judge cannot work: for ``openai:``
+        no ``openai`` package (``pip install 'vhx[llm]'``), no key where the endpoint needs one, or no chat
+        completion from the endpoint (one short request, retried as any); for ``hf:`` a folder or Hub model that
+        is not there. Nothing is cached: a fully cached judge still needs its endpoint up."""
+        from vhx.api_client import ApiError, choice_contents
+        from vhx.llm import LOCAL_PREFIX
+
+        spec = self.spec.spec
+        if self.spec.model.startswith(LOCAL_PREFIX):
+            self._check_local(self.spec.model[len(LOCAL_PREFIX):])
+            return
+        api = self.client.api
+        try:
+            api.connect()  # the package and the key, the way every request finds them
+            api.send({"messages": [{"role": "user", "content": CHECK_PROMPT}]}, choice_contents)
+        except ApiError as exc:
+            raise VHXError(f"--judge {spec}: the judge cannot work: {_one_line(exc)}") from None
+
+    def _check_local(self, name: str) -> None:
+        from vhx.cli.names import check_name
+        from vhx.models.loading import resolve_spec
+
+        spec = self.spec.spec
+        try:
+            check_name(name, what="judge model folder")
+            resolved = resolve_spec(name)
+            from transformers import AutoConfig
+
+            # the config alone: a missing folder or Hub model is told in seconds, the weights load when first asked
+            AutoConfig.from_pretrained(resolved)
+        except (OSError, ValueError, VHXError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise VHXError(f"--judge {spec}: the judge cannot work: {_one_line(first)}") from None
 
     def record(self) -> dict[str, Any]:
         """What run.json says of the judge (no key: that stays in the environment)."""
         return {"spec": self.spec.spec, "model": self.spec.model, "endpoint": self.client.config.endpoint
-                if not self.spec.model.startswith("hf:") else None, "prompt": JUDGE_VERSION}
+                if not self.spec.model.startswith("hf:") else None, "prompt": JUDGE_VERSION,
+                **({"needed": self.needed} if self.needed is not None else {})}
 
     def read(self, questions: Sequence[str], replies: Sequence[str]) -> list[str | None]:
-        """The judge's reading (``yes``, ``no``, ``unknown``) of each reply, None where its request failed."""
+        """The judge's reading (``yes``, ``no``, ``unknown``) of each reply, None where its request failed
+        (:attr:`last_failure` says why)."""
+        from vhx.api_client import RequestFailed
         from vhx.llm import ChatRequest
 
         requests = [
@@ -153,6 +220,9 @@ class Judge:
             for q, r in zip(questions, replies)
         ]
         answers = self.client.complete_many(requests)
+        for a in answers:
+            if isinstance(a, RequestFailed):
+                self.last_failure = _one_line(a.message or a.reason)
         return [read_reply(a).answer if isinstance(a, str) else None for a in answers]
 
 
@@ -169,7 +239,10 @@ class JudgeCounts:
 def judge_predictions(path: Path, questions: Mapping[tuple[str, str], str], model: str, judge: Judge) -> JudgeCounts:
     """Send the rows of ``model`` in the predictions file ``path`` that need it (:func:`judge_reason`) and have
     no reading yet to ``judge``, and rewrite the file with the readings (written whole to a new file, then
-    moved over the old one). ``questions[(split, id)]`` is each case's question."""
+    moved over the old one). ``questions[(split, id)]`` is each case's question.
+
+    Raises :class:`JudgeFailed` when rows were sent and every request failed: the rows keep the rules' reading,
+    and the caller leaves its run unfinished."""
     from vhx.jsonl import read_jsonl
     from vhx.locking import atomic_write_text
 
@@ -195,6 +268,14 @@ def judge_predictions(path: Path, questions: Mapping[tuple[str, str], str], mode
             counts.changed += reading != row["rules"]
         atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     counts.judged = sum(1 for r in rows if r.get("model") == model and "judge" in r)
+    judge.needed = counts.judged + counts.failed  # read by the judge (now or before), or still to read
+    if not judge.needed:
+        print(f"{path}: 0 replies needed a judge: the rules read every reply ({judge.spec.spec} was not asked)", file=sys.stderr)
+    if todo and counts.failed == counts.asked:
+        raise JudgeFailed(
+            f"--judge {judge.spec.spec}: every one of the {counts.asked:,} requests to the judge failed (last: "
+            f"{judge.last_failure or 'no reason given'}); the model's predictions are kept in {path} and the run is left "
+            "unfinished: run the same command again once the judge answers (only the judge is asked again)")
     if counts.failed:
         print(f"{path}: the judge could not read {counts.failed:,} of {counts.asked:,} replies (their requests failed): "
               "they keep the rules' reading; run the same command again to ask for them", file=sys.stderr)
