@@ -136,3 +136,27 @@ def test_max_new_tokens_help_gives_the_models_own_default(capsys: pytest.Capture
     text = " ".join(capsys.readouterr().out.split())
     configured = _json.loads((Path(resolve_model("vhx-mini")) / "generation_config.json").read_text())["max_new_tokens"]
     assert "the model's generation config's max_new_tokens" in text and f"e.g. {configured} for vhx-mini" in text
+
+
+def _help(argv: list[str], capsys: pytest.CaptureFixture) -> str:
+    with pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return " ".join(capsys.readouterr().out.split())
+
+
+def test_help_agrees_with_what_each_command_does(capsys: pytest.CaptureFixture):
+    """`vhx run` scores with logits, `vhx evaluate` generates: each --help says its own default; relabel points at
+    `vhx report` as it is called; `vhx report --help` says what it writes."""
+    import argparse
+
+    from vhx.cli import build_parser
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    defaults = {name: sub.get_default("mode") for name, sub in subparsers.choices.items() if name in ("run", "evaluate")}
+    assert defaults == {"run": "logits", "evaluate": "generate"}
+    for command, mode in defaults.items():
+        assert f"Default here: {mode}" in _help([command], capsys)
+    assert "`vhx report RUN OUT_RUN --out REPORT`" in _help(["relabel"], capsys)
+    text = _help(["report"], capsys)
+    assert "report.md and report.html" in text and "--allow-incomplete" in text

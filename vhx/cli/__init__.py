@@ -444,7 +444,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_model_options(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("report", help="the paper's tables and plots over one or more runs")
+    p = sub.add_parser("report", help="the paper's tables and plots over one or more runs",
+                       description="Write the report of one or more finished runs of `vhx evaluate` (or `vhx relabel`) into "
+                                   "--out: report.md and report.html (accuracy, symmetric accuracy and the new VH cases per "
+                                   "split and model, with confidence intervals, the benchmark's own metrics, how the replies "
+                                   "were read), scores.csv / scores.json and plots. Two runs of the same cases are also "
+                                   "compared pair by pair. Runs that did not finish are refused unless --allow-incomplete.")
     p.add_argument("run_dirs", nargs="+", help="run folders written by `vhx evaluate`")
     p.add_argument("--out", required=True, help="report folder")
     p.add_argument("--by", default="split", help="group scores by these columns, e.g. split,subset")
@@ -457,7 +462,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("relabel", help="re-score a finished POPE run on RePOPE's corrected labels (no model call)",
                        description="Move every prediction of a POPE run (expanded splits included: a negated twin takes the "
                                    "flipped label) onto RePOPE's labels, leaving out the questions RePOPE removed, and write it "
-                                   "as a run of its own; `vhx report RUN OUT` then shows POPE and RePOPE side by side.")
+                                   "as a run of its own; `vhx report RUN OUT_RUN --out REPORT` then shows POPE and RePOPE "
+                                   "side by side.")
     p.add_argument("run_dir", help="a finished run folder of `vhx evaluate` on POPE (built or expanded)")
     p.add_argument("--labels", required=True, help="a RePOPE clone, its annotations/ folder, or a `vhx build repope` Hub folder")
     p.add_argument("--out", required=True, help="folder of the relabelled run")

@@ -175,8 +175,8 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, openai:MODEL[@BASE_URL], or replies:PATH "
                         "(a file or folder of replies made elsewhere: lmms-eval, VLMEvalKit, a benchmark's scripts)")
     g.add_argument("--mode", choices=["generate", "logits"], default="generate",
-                   help="generate a reply and parse it (the default here, as the paper scores models), or compare P(yes) and "
-                        "P(no) in one forward pass (what `vhx run` uses: faster, and no reply to parse)")
+                   help="generate: a reply, read as a person reads it (as the paper scores models); logits: compare P(yes) "
+                        "and P(no) in one forward pass (faster, no reply to read). Default here: %(default)s")
     g.add_argument("--batch-size", type=positive_int, default=8, help="cases per batch")
     g.add_argument("--dtype", help="auto, float32, bfloat16, float16 (transformers)")
     g.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: the accelerate process's device)")
