@@ -44,7 +44,8 @@ def read_jsonl(path: str | os.PathLike, *, repair: bool = False, strict: bool = 
             finally:
                 os.close(fd)
     rows = []
-    for number, line in enumerate(data[:cut].decode("utf-8", errors="replace").splitlines(), start=1):
+    # lines end at "\n" only: str.splitlines would also cut at U+2028, U+0085 and the like, which a reply may hold
+    for number, line in enumerate(data[:cut].decode("utf-8", errors="replace").split("\n")[:-1] if cut else [], start=1):
         if not line.strip():
             continue
         try:
