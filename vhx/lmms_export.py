@@ -37,14 +37,17 @@ A real run (``python -m lmms_eval --model llava_hf --model_args pretrained=...,d
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 from vhx.errors import VHXError
-from vhx.locking import atomic_write_text
+from vhx.locking import atomic_write_text, note_free_space, refuse_links, remove_stale_staging, staging_dir
 
 #: Metrics where a higher value is better (lmms-eval's ``higher_is_better``); the rest are shares and counts.
 _HIGHER_IS_BETTER = frozenset({"accuracy", "accuracy_original", "symmetric_accuracy", "precision", "recall", "f1"})
@@ -151,7 +154,9 @@ def export_lmms_eval_task(
     pre, post = template.split("{question}")
     group = name or task_name_of(folder)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    refuse_links(out)
+    if out.exists() and not out.is_dir():  # said as the command line says a file in a folder's place
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(out))
     evaluated = evaluate_metrics()
     metrics = [m.name for m in evaluated]
     counts = {m.name for m in evaluated if m.kind == "count"}
@@ -159,8 +164,8 @@ def export_lmms_eval_task(
     aggregations = "".join(
         f"\ndef vhx_aggregate_{m}(results):\n    return vhx_metric(results, {m!r})\n\n" for m in metrics
     )
-    paths: dict[str, Path] = {"utils": out / "utils.py"}
-    atomic_write_text(paths["utils"], _UTILS.format(version=__version__, metrics=metrics, aggregations=aggregations))
+    # {key: (file name, text)}, in the order they are moved into ``out``: the group last
+    texts = {"utils": ("utils.py", _UTILS.format(version=__version__, metrics=metrics, aggregations=aggregations))}
 
     metric_list = "".join(
         f"  - metric: {m}\n    aggregation: !function utils.vhx_aggregate_{m}\n    higher_is_better: {str(m in _HIGHER_IS_BETTER).lower()}\n"
@@ -197,11 +202,39 @@ def export_lmms_eval_task(
             "metadata:\n"
             f"  - version: 0.0\n"
         )
-        paths[task] = out / f"{task}.yaml"
-        atomic_write_text(paths[task], text)
-    paths[group] = out / f"{group}.yaml"
-    atomic_write_text(paths[group], _group_yaml(group, tasks, metrics, counts, Path(folder).resolve(), __version__))
-    return paths
+        texts[task] = (f"{task}.yaml", text)
+    texts[group] = (f"{group}.yaml", _group_yaml(group, tasks, metrics, counts, Path(folder).resolve(), __version__))
+    _write_whole(out, list(texts.values()))
+    return {key: out / file for key, (file, _) in texts.items()}
+
+
+def _write_whole(out: Path, files: list[tuple[str, str]]) -> None:
+    """Write ``files`` (name, text) into ``out`` whole or not at all: each is written into a staging folder
+    beside ``out`` first, so a full disk or a kill leaves ``out`` as it was. A new ``out`` is the staging
+    folder renamed; into an existing one (it may hold a user's other tasks) the files are moved one by one,
+    each a rename, the last one (the group) last, so lmms-eval never finds a group whose tasks are missing."""
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]  # removed again if the write fails
+    remove_stale_staging(out)
+    stage = staging_dir(out)
+    try:
+        for file, text in files:
+            atomic_write_text(stage / file, text)
+        if not out.exists():
+            os.replace(stage, out)
+            return
+        refuse_links(*(out / file for file, _ in files))
+        for file, _ in files:
+            os.replace(stage / file, out / file)  # replaces a link there itself, never its target
+    except BaseException as exc:
+        note_free_space(exc, stage)  # before the clean-up gives the staged files' space back
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+        # folders made for a failed write, deepest first, only when left empty
+        if not out.exists():
+            for folder in made:
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
 
 
 def _group_yaml(group: str, tasks: list[str], metrics: list[str], counts: set[str], folder: Path, version: str) -> str:

@@ -14,10 +14,12 @@ import errno
 import json
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import NamedTuple
 from pathlib import Path
 
 from vhx.errors import VHXError
@@ -165,20 +167,38 @@ def output_lock(target: str | os.PathLike, *, what: str = "") -> Iterator[None]:
                 folder.rmdir()  # only when empty: the output written into it keeps it
 
 
+def _hard_link_error(path: str | os.PathLike, links: int, verbs: str) -> VHXError:
+    return VHXError(f"{path} is a hard link (the file has {links} names: another is elsewhere); vhx does not {verbs} "
+                    "through links in its folders: remove it and run again")
+
+
 def open_no_follow(path: str | os.PathLike, flags: int, mode: int = 0o644) -> int:
-    """``os.open`` that refuses a symbolic link at ``path`` (``O_NOFOLLOW``): a link planted in an output
-    folder must not make vhx write to its target elsewhere. Raises :class:`VHXError` naming the link."""
+    """``os.open`` that refuses a link at ``path``: a symbolic one (``O_NOFOLLOW``), and, when opened for
+    writing, a file with more than one name (a hard link, which ``O_NOFOLLOW`` cannot see). A link planted
+    in an output folder must not make vhx write to a file elsewhere. Raises :class:`VHXError` naming it."""
+    writing = flags & (os.O_WRONLY | os.O_RDWR)
+    truncate = flags & getattr(os, "O_TRUNC", 0)
     try:
-        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), mode)
+        # truncation waits for the link count to be seen: O_TRUNC would empty the other name's file at once
+        fd = os.open(path, (flags & ~truncate) | getattr(os, "O_NOFOLLOW", 0), mode)
     except OSError as exc:
         if exc.errno == errno.ELOOP or (exc.errno == errno.EEXIST and os.path.islink(path)):
             raise VHXError(f"{path} is a symbolic link (to {os.path.realpath(path)}); vhx does not write through links "
                            "in its folders: remove it and run again") from None
         raise
+    if writing:
+        info = os.fstat(fd)  # of the file opened, not of whatever the name points to by now
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            os.close(fd)
+            raise _hard_link_error(path, info.st_nlink, "write")
+        if truncate:
+            os.ftruncate(fd, 0)
+    return fd
 
 
 def refuse_links(*paths: str | os.PathLike) -> None:
-    """Refuse, before anything is read, a symbolic link planted where vhx keeps its own files.
+    """Refuse, before anything is read, a link planted where vhx keeps its own files: a symbolic link,
+    or a file with more than one name (a hard link).
 
     Reading first would report the target's content (a parse error of a file elsewhere) instead of the
     link; :func:`open_no_follow` says the same when writing."""
@@ -186,6 +206,50 @@ def refuse_links(*paths: str | os.PathLike) -> None:
         if os.path.islink(path):
             raise VHXError(f"{path} is a symbolic link (to {os.path.realpath(path)}); vhx does not read or write through "
                            "links in its folders: remove it and run again")
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink > 1:
+            raise _hard_link_error(path, info.st_nlink, "read or write")
+
+
+class FreeSpace(NamedTuple):
+    """The free space of a filesystem, measured through ``probe`` (an existing path on it, ``device`` its ``st_dev``)."""
+
+    probe: Path
+    free: int
+    device: int
+
+
+def free_space(path: str | os.PathLike) -> FreeSpace | None:
+    """The free space of the filesystem ``path`` is on, measured through its nearest existing folder or file
+    (the path itself may be gone, or not made yet); None where the system cannot say."""
+    import shutil
+
+    probe = Path(os.path.abspath(os.fspath(path)))
+    try:
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        return FreeSpace(probe, shutil.disk_usage(probe).free, os.stat(probe).st_dev)
+    except OSError:
+        return None
+
+
+#: errno values of a full disk (or a full quota).
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def note_free_space(exc: BaseException, path: str | os.PathLike | None = None) -> None:
+    """Keep on a disk-full ``exc`` (as ``exc.free_space``) the free space at the failure, on the filesystem of
+    its file, else of ``path``. Called before a writer removes what it had written (a staging folder, a temp
+    file): measured after, the free space would count what the clean-up gave back, not what the write lacked.
+    The first note is kept: the one nearest the failure."""
+    if not isinstance(exc, OSError) or exc.errno not in DISK_FULL or getattr(exc, "free_space", None) is not None:
+        return
+    where = exc.filename or path
+    if where is not None:
+        exc.free_space = free_space(where)  # type: ignore[attr-defined]
 
 
 def unique_temp_path(path: str | os.PathLike) -> Path:
@@ -207,7 +271,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         if os.path.islink(tmp):  # the writer must have made a file of its own there
             raise VHXError(f"{tmp} is a symbolic link; vhx does not write through links")
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
+        note_free_space(exc, tmp)
         tmp.unlink(missing_ok=True)
         raise
 
@@ -220,7 +285,8 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)  # replaces a link at ``path`` itself, never its target
-    except BaseException:
+    except BaseException as exc:
+        note_free_space(exc, tmp)
         tmp.unlink(missing_ok=True)
         raise
 
@@ -236,6 +302,38 @@ def staging_dir(target: str | os.PathLike) -> Path:
     stage = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.staging")
     stage.mkdir(parents=True)
     return stage
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` runs on this machine (one of another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def remove_stale_staging(target: str | os.PathLike) -> list[Path]:
+    """Remove what killed writers to ``target`` left beside it: :func:`staging_dir`'s folders and
+    :func:`swap_in_folder`'s ``.old`` folders whose process is gone. Those of a running process (another
+    writer, this one) are kept. Returns the paths removed."""
+    import glob
+    import shutil
+
+    target = Path(target)
+    removed: list[Path] = []
+    if not target.parent.is_dir():
+        return removed
+    for leftover in target.parent.glob(f".{glob.escape(target.name)}.*"):
+        pid, _, rest = leftover.name[len(target.name) + 2 :].partition(".")
+        token, _, kind = rest.partition(".")
+        if (pid.isdigit() and len(token) == 12 and kind in ("staging", "old") and leftover.is_dir()
+                and not leftover.is_symlink() and not pid_alive(int(pid))):
+            shutil.rmtree(leftover, ignore_errors=True)
+            removed.append(leftover)
+    return removed
 
 
 def _exchange(a: Path, b: Path) -> bool:

@@ -39,20 +39,18 @@ def in_words(exc: Exception) -> str:
 
 def disk_full(exc: OSError, out: str | os.PathLike | None = None) -> str:
     """The one line for a full disk: the path being written (the error's file, else the command's
-    output folder) and the free space of the filesystem that path is on."""
-    import shutil
+    output folder) and the free space of the filesystem that path is on at the failure: as the writer
+    noted it before its clean-up (:func:`vhx.locking.note_free_space`), else as it is now."""
+    from vhx.locking import free_space
 
     where = exc.filename or out
     if not where:
         return "disk full while writing the output: free space and run the same command again (finished work is kept)"
     # the file may be gone (removed on the way out) or not made yet: its nearest existing folder is on the same filesystem
-    probe = Path(os.path.abspath(os.fspath(where)))
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        room = f"; {shutil.disk_usage(probe).free:,} bytes free on its filesystem ({probe})"
-    except OSError:
-        room = ""
+    now = free_space(where)
+    noted = getattr(exc, "free_space", None)
+    free = noted.free if noted is not None and now is not None and noted.device == now.device else now.free if now else None
+    room = f"; {free:,} bytes free on its filesystem ({now.probe})" if now is not None and free is not None else ""
     return f"disk full while writing {where}{room}: free space and run the same command again (finished work is kept)"
 
 

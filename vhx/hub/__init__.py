@@ -209,7 +209,7 @@ def write_hub_folder(
     instead, every row with its own copy of its image, in the rows' own order (the layout vhx wrote
     before; kept for comparison).
     """
-    from vhx.locking import output_lock
+    from vhx.locking import note_free_space, output_lock
 
     folder = Path(folder)
     if not dsd:
@@ -229,6 +229,9 @@ def write_hub_folder(
                                    template=template, max_shard_size=max_shard_size, card_vars=card_vars, share_images=share_images,
                                    target=folder)
             _swap_in(staging, folder)
+        except BaseException as exc:
+            note_free_space(exc, staging)  # before the clean-up gives the staged files' space back
+            raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)
     return folder
