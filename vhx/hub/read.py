@@ -100,6 +100,34 @@ def reading_parquet(file: str | os.PathLike) -> Iterator[None]:
         raise unreadable_parquet(file, exc) from None
 
 
+def _first_line(exc: BaseException) -> str:
+    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+
+
+def read_card(readme: str | os.PathLike) -> DatasetCard:
+    """The dataset card of a Hub folder's README.md, or :class:`DataError` naming the file (and the line, for
+    YAML that does not parse) where its YAML header is broken: the YAML library's own error names neither."""
+    import yaml
+
+    readme = Path(readme)
+    try:
+        return DatasetCard.load(readme)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = None
+        if mark is not None:
+            # the mark counts lines of the YAML header, which starts after the opening '---' line
+            from huggingface_hub.repocard import REGEX_YAML_BLOCK
+
+            match = REGEX_YAML_BLOCK.search(readme.read_text(encoding="utf-8"))
+            line = mark.line + 1 + (match.group(1).count("\n") if match else 1)
+        problem = getattr(exc, "problem", None) or _first_line(exc)
+        raise DataError(f"its YAML header does not parse ({problem}): fix it, or write the folder again with `vhx build` / "
+                        "`vhx expand`", file=str(readme), line=line) from None
+    except (ValueError, TypeError) as exc:  # not UTF-8, a header that is not a mapping
+        raise DataError(f"cannot read its YAML header ({_first_line(exc)})", file=str(readme)) from None
+
+
 def folder_data_files(folder: str | Path) -> dict[str, list[str]]:
     """The parquet files of each split of a Hub folder, as its README's ``configs`` declare them.
 
@@ -110,8 +138,11 @@ def folder_data_files(folder: str | Path) -> dict[str, list[str]]:
     if not readme.is_file():
         raise DataError("not a Hub dataset folder (no README.md)", file=str(folder))
     check_complete(folder)
-    card = DatasetCard.load(readme)
-    configs = MetadataConfigs.from_dataset_card_data(card.data)
+    card = read_card(readme)
+    try:
+        configs = MetadataConfigs.from_dataset_card_data(card.data)
+    except ValueError as exc:  # datasets' own words, several lines of examples after the first
+        raise DataError(f"the `configs` of its YAML header are not valid: {_first_line(exc)}", file=str(readme)) from None
     if not configs:
         raise DataError("README.md has no `configs` in its YAML header", file=str(readme))
     config = configs.get("default", next(iter(configs.values())))
