@@ -190,7 +190,7 @@ def test_a_broken_line_inside_the_file_is_an_error_not_skipped(dsd, tmp_path):
     lines = path.read_text().splitlines(keepends=True)
     path.write_text(lines[0] + "{oops\n" + "".join(lines[1:]))
     with pytest.raises(DataError, match=r"predictions.jsonl:2"):
-        predict_dataset(dsd, FakeModel(), out, progress=False)
+        predict_dataset(dsd, FakeModel(), out, progress=False, limit=2)
 
 
 def test_models_share_a_folder_without_mixing(dsd, tmp_path):
@@ -432,11 +432,14 @@ def test_resume_refuses_other_cases_under_the_same_ids(dsd, tmp_path):
     (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old_rows))
     with pytest.raises(VHXError, match="split 'original' were made on other cases"):
         predict_dataset(datasets.DatasetDict({"original": dsd["original"]}), FakeModel(), out, progress=False)
-    # a case the split no longer has: its old row would be scored with the run, so refused whole too
+    # a case the split no longer has: its old row is left out of the run (moved aside, kept), the others resume
     predict_dataset(dsd, FakeModel(), tmp_path / "run2", progress=False)
     fewer = dsd["original"].select(range(1, len(dsd["original"])))
-    with pytest.raises(VHXError, match="split 'original' were made on other cases"):
-        predict_dataset(datasets.DatasetDict({"original": fewer}), FakeModel(), tmp_path / "run2", progress=False)
+    again = FakeModel()
+    predict_dataset(datasets.DatasetDict({"original": fewer}), again, tmp_path / "run2", progress=False)
+    assert again.calls == []
+    assert [r["id"] for r in rows_of(tmp_path / "run2" / "not-in-dataset.jsonl")] == [dsd["original"][0]["id"]]
+    assert dsd["original"][0]["id"] not in {r["id"] for r in rows_of(tmp_path / "run2" / "predictions.jsonl")}
 
 
 # --------------------------------------------------------------------------------------- grouping by image
@@ -587,17 +590,22 @@ def test_scoring_a_folder_takes_the_attacks_branch_scores_of_the_same_model(tmp_
 
 
 def test_a_rerun_with_a_smaller_limit_describes_what_the_folder_holds(dsd, tmp_path):
-    """run.json's ``cases`` is what the folder holds: a rerun with --limit 1 into a finished run of 20 cases
-    asks 4 (one pair per split: a sample keeps a case with its twin) and the folder still holds, and reports, all 20."""
+    """run.json's ``cases`` is what the folder holds: a rerun with --splits original into a finished run of 20 cases
+    asks 12 and the folder still holds, and reports, all 20. A rerun with --limit 1 there is refused: its sample
+    would be reported as what the folder holds (vhx.run_state.check_same_sample)."""
+    from vhx.run_state import OtherSampleError
     from vhx.scoring.predictions import run_status, status_words
 
     out = tmp_path / "run"
     predict_dataset(dsd, FakeModel(), out, progress=False)
-    predict_dataset(dsd, FakeModel(), out, progress=False, limit=1)
+    predict_dataset(dsd, FakeModel(), out, progress=False, splits=["original"])
     run = json.loads((out / "run.json").read_text())
-    assert (run["cases"], run["asked"], run["already_done"], run["limit"]) == (20, 4, 4, 1)
+    assert (run["cases"], run["asked"], run["already_done"], run["limit"]) == (20, 12, 12, None)
     status = run_status(out)
     assert status["complete"] and status_words(status) == "20 of 20 cases scored"
+    with pytest.raises(OtherSampleError, match="every case"):
+        predict_dataset(dsd, FakeModel(), out, progress=False, limit=1)
+    assert json.loads((out / "run.json").read_text()) == run
     # a first run with a limit holds what it asked
     predict_dataset(dsd, FakeModel(), tmp_path / "small", progress=False, limit=3)
     assert json.loads((tmp_path / "small" / "run.json").read_text())["cases"] == 4

@@ -4,7 +4,8 @@
 of :data:`PREDICTION_KEYS`, and ``out_dir/run.json`` describing the run. Rows are appended and
 flushed after every batch, so an interrupted run loses at most the batch in flight: rerunning the
 same call skips every case the same model (same :attr:`VHModel.name`) already answered, and a line
-cut short by a crash is dropped and redone.
+cut short by a crash is dropped and redone. What the folder holds is checked first (:mod:`vhx.run_state`):
+another ``--limit`` sample is refused, and rows of cases the dataset does not hold are moved aside.
 
 Cases are scored grouped by image: within each split, the cases of one ``image_id`` are sent
 one after the other (images in the order of their first row), so a model that shares work between
@@ -46,6 +47,8 @@ from vhx.jsonl import append_jsonl, read_jsonl
 from vhx.locking import atomic_write_text, exclusive_lock, refuse_links
 from vhx.schema import MAX_QUESTION_CHARS, PREDICTION_FIELDS, PREDICTIONS_FILE, RUN_FILE
 from vhx.models.base import Prediction, VHModel
+from vhx.run_state import OtherCasesError, OtherSampleError  # noqa: F401  (raised by predict_dataset; imported from here)
+from vhx.run_state import check_same_cases, check_same_sample, leave_out_other_cases, read_run_record, recorded_digests, sample_rows
 from vhx.runtime import process_state
 
 if TYPE_CHECKING:
@@ -75,6 +78,11 @@ def load_cases(
     needs it), not copied into a datasets cache where every case holds its image again. Any other
     string is a Hub id.
     """
+    return _pick(_every_split(data), splits)
+
+
+def _every_split(data: Any) -> dict[str, Any]:
+    """Every split of ``data`` by name (:func:`load_cases` without its choice and checks)."""
     from vhx.hub import FolderSplit
 
     if isinstance(data, (str, os.PathLike)):
@@ -93,6 +101,11 @@ def load_cases(
         parts = dict(data)
     else:
         raise TypeError(f"expected a Dataset, DatasetDict or folder, got {type(data).__name__}")
+    return parts
+
+
+def _pick(parts: dict[str, Any], splits: Sequence[str] | str | None) -> dict[str, Any]:
+    """The ``splits`` of ``parts`` (all when None), each checked to hold vhx's case columns."""
     if splits is not None:
         wanted = [splits] if isinstance(splits, str) else list(splits)
         unknown = [s for s in wanted if s not in parts]
@@ -174,22 +187,6 @@ def image_digests(ds: datasets.Dataset, rows: int | Sequence[int] | None = None)
     return out
 
 
-def _recorded_digests(run_file: Path, model: str) -> dict[tuple[str, str], str]:
-    """The image digests a run folder's earlier runs of ``model`` scored, latest first wins."""
-    if not run_file.is_file():
-        return {}
-    try:
-        record = json.loads(run_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return {}
-    out: dict[tuple[str, str], str] = {}
-    for r in [*record.get("previous_runs", []), record]:  # oldest first: later runs overwrite
-        if isinstance(r, dict) and r.get("model") == model and isinstance(r.get("images"), dict):
-            for split, digests in r["images"].items():
-                out.update({(split, i): d for i, d in (digests or {}).items()})
-    return out
-
-
 #: Where ``vhx expand --attack`` keeps the answers of the target model on the ``original`` split that
 #: picked each pair's attack branch (vhx.adversarial.splits: ``attacks/`` + ``SCORES_DIR``).
 BRANCH_SCORES = Path("attacks") / "scores"
@@ -247,33 +244,6 @@ def _describe(data: Any, parts: Mapping[str, datasets.Dataset]) -> dict[str, Any
         "fingerprints": {name: getattr(ds, "_fingerprint", None) for name, ds in parts.items()},
         "content": {name: content_digest(ds) for name, ds in parts.items()},
     }
-
-
-class OtherCasesError(VHXError):
-    """A run folder's earlier predictions were made on other cases under the same ids, and their rows
-    do not record each case's content, so they cannot be resumed case by case."""
-
-
-def _check_same_cases(run_file: Path, model: str, description: Mapping[str, Any], done_splits: set[str]) -> None:
-    """Refuse to resume a run whose earlier predictions were made on other cases under the same ids."""
-    if not run_file.is_file() or not done_splits:
-        return
-    try:
-        old = json.loads(run_file.read_text(encoding="utf-8"))
-    except json.JSONDecodeError:
-        return
-    for record in [old, *old.get("previous_runs", [])]:
-        if record.get("model") != model:
-            continue
-        before = (record.get("dataset") or {}).get("content") or {}
-        now = description["content"]
-        for split in sorted(done_splits & set(now)):
-            if split in before and before[split] != now[split]:
-                raise OtherCasesError(
-                    f"{run_file.parent}: the predictions of {model!r} on split {split!r} were made on other cases "
-                    f"(content {before[split]} != {now[split]}); use a new output folder or "
-                    "delete its predictions to start over"
-                )
 
 
 # --------------------------------------------------------------------------------------- sharding
@@ -468,15 +438,6 @@ class _ColumnReader:
         return cases
 
 
-def _sample(ds: Any, limit: int | None, seed: int) -> list[int]:
-    """The rows of ``ds`` a run scores: all, or a ``limit`` sample of whole groups (:mod:`vhx.scoring.groups`)."""
-    from vhx.scoring.groups import GROUP_COLUMNS, sample_indices
-
-    if limit is None or limit >= len(ds):
-        return list(range(len(ds)))
-    return sample_indices(ds.select_columns(list(GROUP_COLUMNS))[:], limit, seed)
-
-
 def predict_dataset(
     data: datasets.Dataset | datasets.DatasetDict | str | os.PathLike,
     model: VHModel,
@@ -558,14 +519,17 @@ def _predict(
     rank, world = int(state.process_index), int(state.num_processes)
     is_main = bool(state.is_main_process)
     main_file = out / PREDICTIONS_FILE
-    parts = load_cases(data, splits)
+    every = _every_split(data)
+    parts = _pick(every, splits)
     name = model.name
 
     started = _now()
     # a planted link is refused before it is read, as before it would be written
     refuse_links(main_file, out / RUN_FILE, *sorted(out.glob("predictions.rank*.jsonl")))
     # what each case and image is now: what a resumed run and the attack's branch scores are checked against
-    chosen = {split: _sample(ds, limit, seed) for split, ds in parts.items()}
+    chosen = {split: sample_rows(ds, limit, seed) for split, ds in parts.items()}
+    # another --limit or --seed would mix a second sample into the folder's: refused before anything is written
+    check_same_sample(out, every, chosen, limit, seed)
     # a backend of replies made elsewhere answers only the cases it has a reply for: the others leave the run
     replies = select_replied(model, parts, chosen, quiet=not is_main) if callable(getattr(model, "select_cases", None)) else None
     # replies made elsewhere do not depend on the image bytes here: no image is read for them
@@ -580,6 +544,12 @@ def _predict(
         # decides what is left to do.
         merge_rank_files(out)
         read_predictions(main_file, repair=True)
+        if resuming:
+            # rows of cases the dataset does not hold would count as done and be scored as this run's
+            # (splits handed in as objects may be some of a dataset's: rows of other splits are left alone then)
+            leave_out_other_cases(main_file, {split: {str(c) for c in ds.select_columns(["id"])[:]["id"]}
+                                              for split, ds in every.items() if "id" in ds.column_names}, name,
+                                  every_split=isinstance(data, (str, os.PathLike)))
         if branch_scores and "original" in parts:
             ids = parts["original"].select_columns(["id"])[:]["id"]
             scored = [ids[i] for i in chosen["original"]]
@@ -601,13 +571,13 @@ def _predict(
         split for split in cases_now
         if all(d is not None and cid in cases_now[split] for (_, s, cid), d in recorded_cases.items() if s == split)
     }
-    _check_same_cases(out / RUN_FILE, name, description, {split for _, split, _ in done} - by_case)
+    check_same_cases(out / RUN_FILE, name, description, {split for _, split, _ in done} - by_case)
     todo: list[tuple[str, int]] = []
     image_ids: dict[str, list[Any]] = {}
     total = 0
     held = {(s, cid) for m, s, cid in done if m == name}  # the cases the folder holds answers of, before this run
     # an image replaced under the same image_id since its cases were scored: those cases are scored again
-    recorded = _recorded_digests(out / RUN_FILE, name) if done else {}
+    recorded = recorded_digests(out / RUN_FILE, name) if done else {}
     changed = {k for k, d in recorded.items() if digests.get(k[0], {}).get(k[1], d) != d}
     redone = redone_images = reread = 0
     for split, ds in parts.items():
@@ -645,12 +615,9 @@ def _predict(
     run_file = out / RUN_FILE
     previous: list[Any] = []
     if is_main:
-        if run_file.is_file():
-            try:
-                old = json.loads(run_file.read_text(encoding="utf-8"))
-                previous = old.pop("previous_runs", []) + [old]
-            except json.JSONDecodeError:
-                previous = []
+        old = read_run_record(run_file)
+        if old is not None:
+            previous = old.pop("previous_runs", []) + [old]
         record: dict[str, Any] = {
             "model": name,
             "options": dict(getattr(model, "options", {}) or {}),
