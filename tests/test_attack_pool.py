@@ -229,8 +229,23 @@ def test_split_records_updates_and_stop_reasons_and_its_bar_counts_image_steps(t
 def test_a_split_without_convergence_stopping_says_so() -> None:
     split = adversarial_split(_pairs(2), _view(), vh_column="triggers_vh", progress=False, steps_nonvh=3)
     note = updates_note("ifgsm", attack_outcomes(split.data.table))
-    assert note == "ifgsm: non-VH images 3 updates on average (budget 3, 2 images), no convergence stopping"
+    assert note == ("ifgsm: non-VH images 3 updates on average (budget 3, 2 images), no convergence stopping (non-VH: "
+                    "cases the target answered right, attacked to change what it sees; VH: cases it already got wrong, "
+                    "changed while it sees the same)")
     assert all(loads(p)["stopped"] == "budget" for p in split["transform_params"])
+
+
+def test_the_attack_says_what_its_two_kinds_of_images_are_before_it_runs():
+    from types import SimpleNamespace
+
+    from vhx.adversarial.splits import branch_counts_line
+
+    jobs = [SimpleNamespace(branch="min")] * 60 + [SimpleNamespace(branch="max")] * 5
+    config = SimpleNamespace(steps_for=lambda branch: {"min": 50, "max": 100}[branch])
+    line = branch_counts_line("ifgsm", jobs, config)
+    assert line == ("ifgsm: 65 image(s) to attack: 60 non-VH (the target answers their questions right; the attack changes "
+                    "what it sees, 50 updates) and 5 VH (it already answers wrong; the image changes while it sees the same, "
+                    "at most 100 updates)")
 
 
 def test_progress_estimate_starts_at_the_budget_and_learns_from_finished_images() -> None:

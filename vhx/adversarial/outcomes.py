@@ -109,7 +109,9 @@ def updates_note(split: str, stats: Mapping[str, Any]) -> str | None:
         elif branch == "min":
             text += ", no convergence stopping"
         parts.append(text)
-    note = f"{split}: " + "; ".join(parts)
+    # what the two kinds are, once, so the counts read without the paper at hand
+    note = (f"{split}: " + "; ".join(parts) + " (non-VH: cases the target answered right, attacked to change what it "
+            "sees; VH: cases it already got wrong, changed while it sees the same)")
     schedules = {u["schedule"] for u in updates.values() if u}
     if "apgd" in schedules:
         note += (". Attacked with the APGD step schedule (`--preset fast`: per-image steps from 2 eps, halved at checkpoints, "

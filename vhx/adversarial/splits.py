@@ -234,6 +234,17 @@ def _items(view: Any, cases: datasets.Dataset, group: Sequence[_Job], config: At
                          payload=(job, pixels.shape[:2]))  # fmt: skip
 
 
+def branch_counts_line(method: str, jobs: Sequence[_Job], config: AttackConfig) -> str:
+    """One line on what the attack is about to do, in the words of its two branches: the images of cases the target
+    answers right (non-VH) are pushed to look different to it; those of cases it already gets wrong (VH) are changed
+    while it sees the same."""
+    nonvh = sum(job.branch == "min" for job in jobs)
+    vh = len(jobs) - nonvh
+    return (f"{method}: {len(jobs)} image(s) to attack: {nonvh} non-VH (the target answers their questions right; the "
+            f"attack changes what it sees, {config.steps_for('min')} updates) and {vh} VH (it already answers wrong; the "
+            f"image changes while it sees the same, at most {config.steps_for('max')} updates)")
+
+
 def run_attacks(
     view: Any,
     cases: datasets.Dataset,
@@ -696,6 +707,8 @@ def adversarial_splits(
             logger.info(
                 "%s: %d attacks for %d cases (%d done before, %d to run)", method, len(jobs), len(cases), len(jobs) - len(pending), len(pending)
             )
+            if pending and state.is_main_process and progress:
+                print(branch_counts_line(method, pending, config), file=sys.stderr)
             with state.split_between_processes(pending) as mine:
                 run_attacks(
                     view, cases, list(mine), config, store,
