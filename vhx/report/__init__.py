@@ -38,6 +38,9 @@ import pandas as pd
 from vhx.report import sources as report_sources
 from vhx.report.plots import _group_label, plot_accuracy_bars, plot_accuracy_scatter  # noqa: F401  (plots re-exported: vhx.report.plot_accuracy_*)
 from vhx.report.html import summary_lines
+from vhx.report.chance import chance_note
+from vhx.report.definitions import definitions_section
+from vhx.scoring.chance import chance_scores
 from vhx.report.csvsafe import write_csv as _write_csv
 from vhx.report.files import REPORT_FILES, REPORT_MANIFEST, carry_user_files, refuse_file_out, remove_stale_stages  # noqa: F401  (REPORT_MANIFEST re-exported)
 from vhx.report.runinfo import judge_failures, limit_cut
@@ -483,22 +486,6 @@ def _mme_section(mme: pd.DataFrame) -> str:
     return _md_table(["category", "subtask", *models], rows)
 
 
-DEFINITIONS = """\
-- **correct**: the prediction equals the ground-truth answer. Replies that could not be read as yes or
-  no ("unknown") are never turned into answers: they count as wrong and are reported as the unknown rate.
-- **symmetric accuracy**: share of pairs (a case and its negated twin on the same image) with both
-  cases correct. Under random guessing with P(yes) = p it is p(1-p) whatever the share q of "yes"
-  answers; accuracy is q p + (1-q)(1-p).
-- **# new successful VH test cases**: generated cases (negated questions, or any case on a transformed
-  image) answered with a definite wrong yes/no.
-- Intervals: Wilson score intervals (cases, or pairs for symmetric accuracy, treated as independent)."""
-
-BLIND_DEFINITION = """- **blind accuracy** (runs with a `blank` split): accuracy on the same questions with every image replaced
-  by one uniform colour. A case (or pair) right both with and without its image is a success that needs no
-  sight (the question text, or what the model says of an empty image, explains it): it says nothing about
-  whether the model sees. A model that sees still gets the "no" of "Is there a ...?" right on an empty image."""
-
-
 def _blind_section(blind: pd.DataFrame, keys: list[str]) -> str:
     """The blind-baseline table: per model and group, accuracy with and without the image, and the successes that need no sight."""
     def share(k: int, n: int) -> str:
@@ -648,6 +635,8 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             doc["unpaired"] = unpaired_note
         scores = score(main, keys, confidence=confidence, bootstrap=bootstrap, seed=seed, allow_unpaired=allow_unpaired is not False)
         scores = _order_rows(scores, keys, models)
+        chance = chance_scores(main, keys, confidence=confidence)
+        doc["below_chance"] = _records(chance)
         score_models = [m for m in models if m in set(scores["model"])]
         doc["scores"] = _records(scores)
         doc["tables"] = {}
@@ -660,7 +649,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
             shown_models = [m for m in score_models if m in set(shown["model"])]
             md += [f"## {title}", "", note.replace("95%", pct), "", _md_table([*keys, *shown_models], [[str(c) if c is not None else "-" for c in r] for r in rows]), ""]
             if column == "symmetric_accuracy":
-                md += _equal_metrics_notes(scores, score_models)
+                md += _equal_metrics_notes(scores, score_models) + chance_note(chance, keys, confidence)
             values = _pivot(shown, keys, shown_models, lambda r, c=column: r[c])
             doc["tables"][column] = [_jsonable(dict(zip([*keys, *shown_models], r))) for r in values]
         paths["csv"] = out / REPORT_FILES["csv"]
@@ -776,13 +765,14 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
                 paths["yes_vh_png"] = plot_yes_ratio_and_new_vh(scores, keys, score_models, out / REPORT_FILES["yes_vh_png"], _group_label)
                 md += [f"![yes-ratio and new VH cases per split]({paths['yes_vh_png'].name})", "", NEW_VH_OF_GENERATED, ""]
 
-    md += ["## Definitions", "", DEFINITIONS + ("\n" + BLIND_DEFINITION if len(blind) else ""), ""]
+    md += definitions_section(main_rows=bool(len(main)), paired=paired, generated=generated, blind=bool(len(blind)))
 
     paths["markdown"] = out / REPORT_FILES["markdown"]
     atomic_write_text(paths["markdown"], "\n".join(md))
     from vhx.report.html import write_report_html
 
-    findings = summary_lines(scores, keys, relabelled=relabelled_pair)
+    by_split = chance_scores(main, ["split"], confidence=confidence) if len(main) and "split" in keys else None
+    findings = summary_lines(scores, keys, relabelled=relabelled_pair, chance=by_split)
     doc["findings"] = findings
     paths["html"] = write_report_html("\n".join(md), findings, metas, out)
     paths["json"] = out / REPORT_FILES["json"]

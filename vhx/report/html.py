@@ -20,6 +20,7 @@ import pandas as pd
 
 from vhx.schema import ORIGINAL
 from vhx.locking import atomic_path, atomic_write_text
+from vhx.report.chance import chance_findings
 from vhx.report.files import REPORT_FILES
 
 _CSS = (
@@ -31,11 +32,13 @@ _CSS = (
 )
 
 
-def summary_lines(scores: pd.DataFrame, keys: Sequence[str], *, relabelled: tuple[str, str] | None = None) -> list[str]:
-    """Plain sentences from the scores: per model, the largest fall of symmetric accuracy from the
-    ``original`` split, the new VH cases, the ones negation alone found; across models, where accuracy
-    and symmetric accuracy rank them differently. ``relabelled`` (POPE column, RePOPE column): the two
-    columns are one run's replies on two label sets, not two models: what the labels change is said instead."""
+def summary_lines(scores: pd.DataFrame, keys: Sequence[str], *, relabelled: tuple[str, str] | None = None,
+                  chance: pd.DataFrame | None = None) -> list[str]:
+    """Plain sentences from the scores: per model, the largest change of symmetric accuracy from the
+    ``original`` split (:func:`change_words`), whether it is below a random guesser's there (``chance``:
+    :func:`vhx.scoring.chance.chance_scores`), the new VH cases, the ones negation alone found; across models,
+    where accuracy and symmetric accuracy rank them differently. ``relabelled`` (POPE column, RePOPE column): the
+    two columns are one run's replies on two label sets, not two models: what the labels change is said instead."""
     if scores.empty or "split" not in keys:
         return []
     lines: list[str] = []
@@ -46,14 +49,9 @@ def summary_lines(scores: pd.DataFrame, keys: Sequence[str], *, relabelled: tupl
         name = f"{model}: " if len(models) > 1 else ""
         if ORIGINAL in s.index and not math.isnan(s.loc[ORIGINAL, "symmetric_accuracy"]):
             base = s.loc[ORIGINAL, "symmetric_accuracy"]
-            others = s.drop(index=ORIGINAL)["symmetric_accuracy"].dropna()
-            if len(others):
-                worst = others.idxmin()
-                verb = "falls" if others[worst] < base else "stays"
-                lines.append(f"{name}symmetric accuracy {verb} from {base:.3f} on the original images to {others[worst]:.3f} "
-                             f"under {worst} (the largest change of {len(others)} perturbed split(s)).")
-            else:
-                lines.append(f"{name}symmetric accuracy {base:.3f} on the original images.")
+            lines.append(name + change_words(base, s.drop(index=ORIGINAL)["symmetric_accuracy"].dropna()))
+            if chance is not None:
+                lines += [name + line for line in chance_findings(chance, model)]
             found = int(s.loc[ORIGINAL, "n_new_vh"])
             if s.loc[ORIGINAL, "n_generated"]:
                 lines.append(f"{name}negation alone found {found:,} new VH case(s) on the original images: negated "
@@ -81,6 +79,25 @@ def summary_lines(scores: pd.DataFrame, keys: Sequence[str], *, relabelled: tupl
         else:
             lines.append("Accuracy and symmetric accuracy rank the models the same way here.")
     return lines
+
+
+def change_words(base: float, others: pd.Series) -> str:
+    """Symmetric accuracy on the original images (``base``) and its largest change in size, up or down, over the
+    perturbed splits (``others``: value per split), worded as what it is; splits equal to ``base`` are no change."""
+    if not len(others):
+        return f"symmetric accuracy {base:.3f} on the original images."
+    change = others - base
+    split = change.abs().idxmax()
+    every = f"under {split}" if len(others) == 1 else "under both perturbed splits" if len(others) == 2 else \
+        f"under all {len(others)} perturbed splits"
+    if np.allclose(change, 0.0, rtol=0, atol=1e-12):
+        return f"symmetric accuracy {base:.3f} on the original images, the same {every}."
+    if round(others[split], 3) == round(base, 3):  # a change too small to show at three decimals is said as such
+        return f"symmetric accuracy {base:.3f} on the original images, within 0.001 of it {every}."
+    verb = "rises" if change[split] > 0 else "falls"
+    largest = f", the largest change of {len(others)} perturbed splits" if len(others) > 1 else ""
+    return (f"symmetric accuracy {verb} from {base:.3f} on the original images to {others[split]:.3f} under {split} "
+            f"({change[split]:+.3f}{largest}).")
 
 
 def _relabel_line(scores: pd.DataFrame, pope: str, repope: str) -> str:

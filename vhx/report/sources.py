@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -226,6 +227,36 @@ def readings_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.Data
     return [*lines, table(["model", "read by", "replies", "share", "uncertain", "accuracy"], rows_md), ""], pd.DataFrame(records)
 
 
+#: Why a reply waits for a judge besides :mod:`vhx.scoring.judge`'s reasons: yes/no words only, both given
+#: ("No Yes Yes Yes"), in a row read before vhx recorded how it read replies (read then by its first word).
+BOTH_ANSWERS = "gives both answers"
+
+
+def _answer_words(reply: str) -> set[str] | None:
+    """The answers a reply of yes/no words only gives (``{"no"}`` for "No No No"); None when it says anything else."""
+    from vhx.parsing import answer_text
+
+    words = re.findall(r"[^\W\d_]+", answer_text(reply).lower())
+    return set(words) if words and set(words) <= {"yes", "no"} else None
+
+
+def waiting_reason(row: Mapping[str, Any]) -> str | None:
+    """Why ``row`` (a prediction row) needs a judge, as its reply shows: :func:`vhx.scoring.judge.judge_reason`, except
+    for a row without a recorded ``reading`` whose reply is yes/no words only. "No No No No" restates nothing (that
+    rule took its second "no" for a negation restated) and needs no judge; "No Yes Yes Yes" contradicts itself,
+    as :func:`vhx.parsing.read_reply` reads it (:data:`BOTH_ANSWERS`)."""
+    from vhx.scoring.judge import RESTATED, judge_reason
+
+    reason = judge_reason(row)
+    raw = row.get("raw")
+    if row.get("reading") is not None or not isinstance(raw, str) or row.get("error") or raw.lstrip().startswith("["):
+        return reason
+    said = _answer_words(raw)
+    if said is None or row.get("pred") not in ("yes", "no"):
+        return reason
+    return BOTH_ANSWERS if len(said) > 1 else None if reason == RESTATED else reason
+
+
 def judge_section(df: pd.DataFrame, table: Table,
                   failures: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> tuple[list[str], pd.DataFrame]:
     """Per model, how a judge (``vhx evaluate --judge``) read the replies the rules cannot settle, with symmetric
@@ -234,7 +265,7 @@ def judge_section(df: pd.DataFrame, table: Table,
     of its runs whose judge requests failed (:func:`vhx.report.runinfo.judge_failure`), said first and plainly:
     a judge that failed on every request must not read as no judge at all."""
     from vhx.report.runinfo import judge_failure_words
-    from vhx.scoring.judge import RESTATED, UNCERTAIN, UNREAD, judge_reason, rules_only
+    from vhx.scoring.judge import RESTATED, UNCERTAIN, UNREAD, rules_only
     from vhx.scoring.metrics import symmetric_accuracy
 
     failures = {m: list(r) for m, r in (failures or {}).items() if r}
@@ -260,13 +291,13 @@ def judge_section(df: pd.DataFrame, table: Table,
                             **failed_counts.get(model, {})})
         else:
             columns = [c for c in ("raw", "pred", "negated", "error", "p_yes", "reading", "rules_reading") if c in rows.columns]
-            reasons = [judge_reason({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})
+            reasons = [waiting_reason({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})
                        for r in rows[columns].to_dict("records")]
-            restated, unread, uncertain = reasons.count(RESTATED), reasons.count(UNREAD), reasons.count(UNCERTAIN)
+            counts = tuple(reasons.count(why) for why in (RESTATED, UNREAD, UNCERTAIN, BOTH_ANSWERS))
             if model in failures:
                 pass  # a judge was given and failed: said above, not offered as if none had been
-            elif restated or unread or uncertain:
-                waiting.append((model, restated, unread, uncertain))
+            elif any(counts):
+                waiting.append((model, *counts))
     lines: list[str] = list(failed_md)
     if records:
         rows_md = [[str(r["model"]), f"{r['readings']:,}", f"{r['changed']:,}", _num3(r["symmetric_accuracy"]),
@@ -282,11 +313,14 @@ def judge_section(df: pd.DataFrame, table: Table,
                          "symmetric accuracy, rules alone"], rows_md), ""]
     if waiting:
         lines += ["## Replies a judge would read", ""]
-    for model, restated, unread, uncertain in waiting:
+    for model, restated, unread, uncertain, both in waiting:
         words = []
         if restated:
             words.append(f"{restated:,} replies to negated twins restate the negation (\"No, there is no cup.\"): read by "
                          "their first word")
+        if both:
+            words.append(f"{both:,} replies give both answers (\"No Yes Yes Yes\"): read by their first word, though they "
+                         "contradict themselves")
         if uncertain:
             words.append(f"{uncertain:,} replies the rules read with an uncertain reading (a first word the reply's own "
                          "conclusion reverses, a negated twin answered by restating the fact, a contrary word, several parts)")
@@ -297,7 +331,7 @@ def judge_section(df: pd.DataFrame, table: Table,
         lines.append("")
     listed = {r["model"] for r in records}
     frame = pd.DataFrame(records + [{"model": m, "readings": 0, "restated_unjudged": r, "unread_unjudged": u,
-                                     "uncertain_unjudged": c} for m, r, u, c in waiting]
+                                     "uncertain_unjudged": c, "both_answers_unjudged": b} for m, r, u, c, b in waiting]
                          + [{"model": m, "readings": 0, **c} for m, c in failed_counts.items() if m not in listed])
     return lines, frame
 

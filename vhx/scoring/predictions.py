@@ -244,12 +244,13 @@ def pair_frame(df: pd.DataFrame, keys: Sequence[str] = (), *, allow_unpaired: bo
     """Complete pairs (one row each) and the rows of incomplete ones, from validated rows.
 
     The pair frame has ``model``, ``pair_id``, the ``keys`` and ``image_id`` of the non-negated
-    case, and ``correct_original``, ``correct_negated``, ``both``. A pair lacking its twin raises
+    case, ``correct_original``, ``correct_negated``, ``both`` and, where the rows have them, the two
+    answers given (``pred``, ``pred_negated``). A pair lacking its twin raises
     :class:`DataError` unless ``allow_unpaired`` (then its rows go to the second frame); so do a
     pair with two cases on one side, twins with the same answer, and twins differing in a key.
     """
     index = ["model", "pair_id"]
-    cols = [c for c in dict.fromkeys([*index, *keys, "image_id", "answer", "correct"]) if c in df.columns]
+    cols = [c for c in dict.fromkeys([*index, *keys, "image_id", "answer", "correct", "pred"]) if c in df.columns]
     neg = df["negated"].to_numpy(dtype=bool)
     orig_rows = df.loc[~neg, cols]
     neg_rows = df.loc[neg, cols]
@@ -297,9 +298,10 @@ def pair_frame(df: pd.DataFrame, keys: Sequence[str] = (), *, allow_unpaired: bo
                 f"pair_id {row['pair_id']!r}: its two cases differ in {key!r} ({row[key]!r} vs {row[key + '_neg']!r})",
                 field=key,
             )
-    pairs = pairs.rename(columns={"correct": "correct_original", "correct_neg": "correct_negated"})
+    pairs = pairs.rename(columns={"correct": "correct_original", "correct_neg": "correct_negated", "pred_neg": "pred_negated"})
     pairs["both"] = pairs["correct_original"].astype(bool) & pairs["correct_negated"].astype(bool)
-    keep = [c for c in dict.fromkeys([*index, *keys, "image_id", "correct_original", "correct_negated", "both"]) if c in pairs.columns]
+    keep = [c for c in dict.fromkeys([*index, *keys, "image_id", "correct_original", "correct_negated", "both", "pred", "pred_negated"])
+            if c in pairs.columns]
     return pairs[keep], unpaired
 
 
