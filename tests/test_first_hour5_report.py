@@ -208,3 +208,54 @@ def test_definitions_define_only_what_the_report_shows(tmp_path: Path) -> None:
     assert "## Symmetric accuracy" not in md
     text = md.split("## Definitions", 1)[1]
     assert "**correct**" in text and "symmetric accuracy" not in text and "new successful VH" not in text
+
+
+# --------------------------------------------------------------------------------------------------
+# item 10: the gallery and negation review travel with the report
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "a":
+            self.hrefs.append(dict(attrs)["href"] or "")
+
+
+def _hrefs(page: Path) -> list[str]:
+    parser = _Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser.hrefs
+
+
+def test_the_gallery_and_review_links_hold_when_the_report_is_moved_or_sent(tmp_path: Path) -> None:
+    data = {}
+    for name in ("pope-expanded", "amber-expanded"):
+        folder = data[name] = tmp_path / name
+        (folder / "review").mkdir(parents=True)
+        (folder / "gallery.html").write_text(f"<p>gallery of {name}</p>")
+        (folder / "review" / "negation_review.html").write_text(f"<p>review of {name}</p>")
+    runs = []
+    for model, name in (("a", "pope-expanded"), ("b", "amber-expanded")):
+        run = _write(tmp_path / f"run-{model}", _rows(model, {"original": [RIGHT] * 3 + [ALIKE]}))
+        (run / "run.json").write_text(json.dumps({"model": model, "dataset": {"source": str(data[name])}}))
+        runs.append(run)
+    out = tmp_path / "rep"
+    report(runs, out, plots=False)
+    hrefs = _hrefs(out / "report.html")
+    assert hrefs == ["gallery.html", "negation_review.html", "gallery-2.html", "negation_review-2.html"]
+    # moved, and the scored folders gone: every link still opens its page
+    moved = tmp_path / "sent" / "report"
+    shutil.move(str(out), moved)
+    for folder in data.values():
+        shutil.rmtree(folder)
+    texts = [(moved / href).read_text() for href in hrefs]
+    assert texts == ["<p>gallery of pope-expanded</p>", "<p>review of pope-expanded</p>",
+                     "<p>gallery of amber-expanded</p>", "<p>review of amber-expanded</p>"]
+    # the next report into the folder, of runs whose folders are gone, leaves no copy that would pass for its own
+    (moved / "notes.html").write_text("mine")
+    report(runs, moved, plots=False)
+    assert sorted(p.name for p in moved.glob("*.html")) == ["notes.html", "report.html"]
+    assert _hrefs(moved / "report.html") == []

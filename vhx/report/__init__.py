@@ -7,7 +7,8 @@ metadata, comparison and MME scores), ``compare.csv`` when exactly two models ar
 ``mme.csv`` when MME rows are present, ``pope.csv`` (POPE's metrics per subset and their mean F1,
 :func:`vhx.scoring.pope_scores`) when POPE or RePOPE rows are present, ``repope.csv`` (a POPE run
 beside its RePOPE relabelling), ``hallusionbench.csv``, ``amber.csv``, ``dash_b.csv``, ``readings.csv`` (how the replies were read) and ``unknown.csv`` (unreadable
-replies by reason) where they apply (:mod:`vhx.report.sources`), and the PNG plots.
+replies by reason) where they apply (:mod:`vhx.report.sources`), the PNG plots, and copies of the scored folders'
+gallery and negation review that report.html links (``gallery.html``, ``negation_review.html``).
 
 The metric tables of ``report.md`` are those of the metric registry
 (:data:`vhx.scoring.metrics.METRICS`, each metric registered with a ``Table``), in
@@ -42,7 +43,7 @@ from vhx.report.chance import chance_note
 from vhx.report.definitions import definitions_section
 from vhx.scoring.chance import chance_scores
 from vhx.report.csvsafe import write_csv as _write_csv
-from vhx.report.files import REPORT_FILES, REPORT_MANIFEST, carry_user_files, refuse_file_out, remove_stale_stages  # noqa: F401  (REPORT_MANIFEST re-exported)
+from vhx.report.files import REPORT_FILES, REPORT_MANIFEST, carry_user_files, is_page, refuse_file_out, remove_stale_stages  # noqa: F401  (REPORT_MANIFEST re-exported)
 from vhx.report.runinfo import judge_failures, limit_cut
 from vhx.report.sources import md_code as _md_code
 from vhx.report.sources import md_text
@@ -775,6 +776,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     findings = summary_lines(scores, keys, relabelled=relabelled_pair, chance=by_split)
     doc["findings"] = findings
     paths["html"] = write_report_html("\n".join(md), findings, metas, out)
+    paths.update({f"{p.stem}_html": p for p in sorted(out.iterdir()) if is_page(p.name)})  # the pages report.html links
     paths["json"] = out / REPORT_FILES["json"]
     atomic_write_text(paths["json"], json.dumps(_jsonable(doc), indent=2, ensure_ascii=False))
     return paths

@@ -48,6 +48,19 @@ REPORT_FILES: dict[str, str] = {
     "yes_vh_png": "yes_ratio_and_new_vh.png",
 }
 
+#: The pages of the scored folders (``vhx expand``'s gallery and negation review, by their path there) a report
+#: copies into its folder, so that its links hold when the folder is moved or sent: those of the first folder that
+#: has them under these names, the next folders' numbered (``gallery-2.html``).
+REPORT_PAGES: dict[str, str] = {"gallery.html": "gallery.html", "review/negation_review.html": "negation_review.html"}
+_PAGE = re.compile(r"(?:gallery|negation_review)(?:-[1-9]\d*)?\.html")
+
+
+def page_name(name: str, index: int) -> str:
+    """The name in the report folder of the page ``name`` (a value of :data:`REPORT_PAGES`) of the ``index``-th
+    scored folder (0 first) that has one."""
+    return name if index == 0 else name.replace(".html", f"-{index + 1}.html")
+
+
 #: The files the last report wrote into its folder (their names, a JSON list), so the next one into the
 #: same folder removes those it does not write again.
 REPORT_MANIFEST = ".vhx-report-files.json"
@@ -99,14 +112,21 @@ def remove_stale_stages(out: Path) -> list[Path]:
 
 
 def report_files(out: Path) -> set[str]:
-    """The names the last report into ``out`` wrote, as far as they are names a report writes (none when it
-    recorded none)."""
+    """The names the last report into ``out`` wrote, as far as they are names a report writes (:data:`REPORT_FILES`,
+    the pages of :data:`REPORT_PAGES`; none when it recorded none)."""
     try:
         names = json.loads((out / REPORT_MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return set()
     # the list is only a hint: a name the report never writes (a user's file, a path elsewhere) is not its to remove
-    return {n for n in names if isinstance(n, str)} & set(REPORT_FILES.values()) if isinstance(names, list) else set()
+    if not isinstance(names, list):
+        return set()
+    return {n for n in names if isinstance(n, str) and (n in REPORT_FILES.values() or is_page(n))}
+
+
+def is_page(name: str) -> bool:
+    """Whether ``name`` is one a report gives a page it copies (:func:`page_name`)."""
+    return bool(_PAGE.fullmatch(name))
 
 
 def carry_user_files(out: Path, stage: Path, written: Iterable[str]) -> None:

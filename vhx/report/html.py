@@ -237,19 +237,28 @@ def markdown_to_html(markdown: str, folder: Path) -> str:
 
 
 def _links(metas: Sequence[dict[str, Any]], out: Path) -> list[str]:
-    """Links to the gallery and negation review of the scored folders, where they exist."""
-    links = []
+    """Links to the gallery and negation review of the scored folders, where they exist, each copied into the report
+    folder ``out`` and linked by its name there: a link to where the folder was breaks when the report is moved or sent."""
+    import shutil
+
+    from vhx.report.files import REPORT_PAGES, page_name
+
+    links, seen, copied = [], set(), dict.fromkeys(REPORT_PAGES.values(), 0)
     for meta in metas:
         dataset = meta.get("dataset")
         source = dataset.get("source") if isinstance(dataset, dict) else dataset
-        if not source or not Path(str(source)).is_dir():
+        if not source or not Path(str(source)).is_dir() or (folder := Path(str(source)).resolve()) in seen:
             continue
-        folder = Path(str(source)).resolve()
-        for name, what in (("gallery.html", "gallery"), ("review/negation_review.html", "negation review")):
-            page = folder / name
+        seen.add(folder)
+        for where, name in REPORT_PAGES.items():
+            page = folder / where
             if page.is_file():
-                links.append(f"<a href='{html.escape(page.as_uri())}'>{html.escape(what)} of {html.escape(folder.name)}</a>")
-    return list(dict.fromkeys(links))
+                copy = out / page_name(name, copied[name])
+                copied[name] += 1
+                shutil.copyfile(page, copy)
+                what = "gallery" if name == "gallery.html" else "negation review"
+                links.append(f"<a href='{html.escape(copy.name)}'>{what} of {html.escape(folder.name)}</a>")
+    return links
 
 
 def write_report_html(markdown: str, summary: Sequence[str], metas: Sequence[dict[str, Any]], out: Path) -> Path:
