@@ -259,3 +259,45 @@ def test_the_gallery_and_review_links_hold_when_the_report_is_moved_or_sent(tmp_
     report(runs, moved, plots=False)
     assert sorted(p.name for p in moved.glob("*.html")) == ["notes.html", "report.html"]
     assert _hrefs(moved / "report.html") == []
+
+
+# --------------------------------------------------------------------------------------------------
+# item 11: MMVP's pair accuracy
+
+
+def _mmvp_rows(model: str, right: dict[str, dict[int, bool]]) -> list[dict[str, Any]]:
+    """MMVP prediction rows: per split, question ``Index`` answered right or wrong as ``right[split][Index]``; every
+    negated twin answered wrong (pair accuracy is over the source questions only)."""
+    rows = []
+    for split, outcomes in right.items():
+        at = "" if split == "original" else f"@{split}"
+        for index, ok in outcomes.items():
+            answer = "yes" if index % 2 else "no"  # the two images of a pair have different answers
+            for negated, good in ((False, ok), (True, False)):
+                truth = _other(answer) if negated else answer
+                pred = truth if good else _other(truth)
+                rows.append({"id": f"mmvp/mmvp/{index}{'+neg' if negated else ''}{at}", "pair_id": f"mmvp/mmvp/{index}{at}",
+                             "split": split, "source": "mmvp", "subset": "mmvp", "image_id": f"mmvp:{index}", "negated": negated,
+                             "transform": split, "answer": truth, "model": model, "raw": pred, "pred": pred, "correct": pred == truth})
+    return rows
+
+
+def test_mmvp_pair_accuracy_counts_pairs_of_images_with_both_questions_right(tmp_path: Path) -> None:
+    # original: pairs (1,2) right, (3,4) one wrong, (5,6) both wrong, (7,8) right: 2 of 4 pairs, 5 of 8 questions.
+    # Pairing (2,3), (4,5), (6,7) instead would give 1 of 3.
+    original = {1: True, 2: True, 3: True, 4: False, 5: False, 6: False, 7: True, 8: True}
+    # brightness: Index 8 not scored, so pair (7,8) is cut: (1,2) wrong, (3,4) right, (5,6) right: 2 of 3 pairs, 6 of 7.
+    brightness = {1: True, 2: False, 3: True, 4: True, 5: True, 6: True, 7: True}
+    run = _write(tmp_path / "run", _mmvp_rows("m", {"original": original, "brightness": brightness}))
+    paths = report([run], tmp_path / "rep", plots=False)
+    frame = pd.read_csv(paths["mmvp_csv"]).set_index("split")
+    assert frame.loc["original", ["n_questions", "n_pairs", "n_unpaired"]].tolist() == [8, 4, 0]
+    assert frame.loc["original", "pair_accuracy"] == pytest.approx(2 / 4)
+    assert frame.loc["original", "accuracy"] == pytest.approx(5 / 8)
+    assert frame.loc["brightness", ["n_questions", "n_pairs", "n_unpaired"]].tolist() == [7, 3, 1]
+    assert frame.loc["brightness", "pair_accuracy"] == pytest.approx(2 / 3)
+    md = Path(paths["markdown"]).read_text(encoding="utf-8")
+    section = md.split("## MMVP", 1)[1].split("\n## ", 1)[0]
+    assert "| m | original | 8 | 0.625 | 4 | 0.500 |" in section
+    assert "| m | brightness | 7 | 0.857 | 3 | 0.667 |" in section
+    assert "m on brightness: 1" in section

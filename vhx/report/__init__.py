@@ -6,7 +6,7 @@ A run directory holds ``predictions*.jsonl`` and ``run.json`` (see :mod:`vhx.sco
 metadata, comparison and MME scores), ``compare.csv`` when exactly two models are given,
 ``mme.csv`` when MME rows are present, ``pope.csv`` (POPE's metrics per subset and their mean F1,
 :func:`vhx.scoring.pope_scores`) when POPE or RePOPE rows are present, ``repope.csv`` (a POPE run
-beside its RePOPE relabelling), ``hallusionbench.csv``, ``amber.csv``, ``dash_b.csv``, ``readings.csv`` (how the replies were read) and ``unknown.csv`` (unreadable
+beside its RePOPE relabelling), ``hallusionbench.csv``, ``mmvp.csv``, ``amber.csv``, ``dash_b.csv``, ``readings.csv`` (how the replies were read) and ``unknown.csv`` (unreadable
 replies by reason) where they apply (:mod:`vhx.report.sources`), the PNG plots, and copies of the scored folders'
 gallery and negation review that report.html links (``gallery.html``, ``negation_review.html``).
 
@@ -707,6 +707,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     for name, (lines, frame) in (
         ("repope", report_sources.pope_repope_section(pope, model_ids, _md_table, keys)),
         ("hallusionbench", report_sources.hallusionbench_section(main, _md_table, sampled=bool(sampled))),
+        ("mmvp", report_sources.mmvp_section(main, _md_table)),
         ("amber", report_sources.amber_section(main, _md_table)),
         ("dash_b", report_sources.dash_b_section(main, _md_table)),
         ("readings", report_sources.readings_section(df, _md_table)),

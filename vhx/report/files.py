@@ -36,6 +36,7 @@ REPORT_FILES: dict[str, str] = {
     "pope_csv": "pope.csv",
     "repope_csv": "repope.csv",
     "hallusionbench_csv": "hallusionbench.csv",
+    "mmvp_csv": "mmvp.csv",
     "amber_csv": "amber.csv",
     "dash_b_csv": "dash_b.csv",
     "readings_csv": "readings.csv",

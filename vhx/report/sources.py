@@ -1,6 +1,7 @@
 """The report's sections for particular benchmarks and for unreadable replies.
 
 * HallusionBench: its own question, figure and question-pair accuracy (:mod:`vhx.scoring.hallusionbench`).
+* MMVP: its pair accuracy (both images of a question pair answered right, :mod:`vhx.scoring.mmvp`).
 * AMBER: scores per kind of hallucination (existence, attribute state / number / action, relation),
   with AMBER's own F1 (the answer "no" as the positive class, as AMBER's evaluation counts it).
 * DASH-B: its ACC, TNR, TPR and their harmonic mean, all questions and per source dataset (:mod:`vhx.scoring.dash_b`).
@@ -96,6 +97,30 @@ def hallusionbench_section(df: pd.DataFrame, table: Table, *, sampled: bool = Fa
     if counted:
         lines += [f"{counted:,} unreadable replies to questions asked without a figure count as right here.", ""]
     return [*lines, table(header, rows), ""], hb
+
+
+def mmvp_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFrame]:
+    """MMVP's accuracy and pair accuracy per model and split (:func:`vhx.scoring.mmvp.mmvp_scores`)."""
+    from vhx.scoring.mmvp import SOURCE, mmvp_scores
+
+    if "source" not in df.columns or not (df["source"] == SOURCE).any():
+        return [], pd.DataFrame()
+    frame = mmvp_scores(df)
+    rows = [[str(r["model"]), str(r["split"]), f"{int(r['n_questions']):,}", _num(r["accuracy"]), f"{int(r['n_pairs']):,}",
+             _num(r["pair_accuracy"])] for _, r in frame.iterrows()]
+    lines = ["## MMVP", "",
+             "MMVP's own metric on its source questions (not negated): **pair accuracy**, the share of question pairs (the "
+             "same question about the two images of a CLIP-blind pair, Index 1 and 2, 3 and 4, ...) with both images' "
+             "questions answered right, as MMVP's paper, lmms-eval and VLMEvalKit count it; per split, the same pairs on "
+             "perturbed images. vhx asks each of MMVP's two-option questions as one yes/no question about option (a), so "
+             "these are over those yes/no questions, not over the choice between two options papers score.", ""]
+    unpaired = frame[frame["n_unpaired"] > 0]
+    if len(unpaired):
+        lines += ["Questions whose pair's other image was not scored (a `--limit` sample cut the pair, or the folder lacks it) "
+                  "are left out of pair accuracy: " + ", ".join(f"{md_text(r['model'])} on {md_text(r['split'])}: "
+                                                               f"{int(r['n_unpaired']):,}" for _, r in unpaired.iterrows()) + ".", ""]
+    header = ["model", "split", "questions", "accuracy", "question pairs", "pair accuracy"]
+    return [*lines, table(header, rows), ""], frame
 
 
 def _amber_f1(rows: pd.DataFrame) -> tuple[float, float, float]:
