@@ -160,3 +160,27 @@ def test_help_agrees_with_what_each_command_does(capsys: pytest.CaptureFixture):
     assert "`vhx report RUN OUT_RUN --out REPORT`" in _help(["relabel"], capsys)
     text = _help(["report"], capsys)
     assert "report.md and report.html" in text and "--allow-incomplete" in text
+
+
+def test_ctrl_c_while_the_libraries_load_is_an_interrupt_without_a_traceback():
+    """Ctrl-C in the second or two `vhx` spends importing datasets/torch used to print a KeyboardInterrupt traceback."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib.abc, os, runpy, signal, sys, time\n"
+        "class Interrupt(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name == 'datasets':\n"
+        "            os.kill(os.getpid(), signal.SIGINT); time.sleep(2)\n"
+        "        return None\n"
+        "sys.meta_path.insert(0, Interrupt())\n"
+        "sys.argv = ['vhx', '--help']\n"
+        "runpy.run_module('vhx.cli', run_name='__main__')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 130, out.stderr
+    assert "Traceback" not in out.stderr and out.stderr.strip().splitlines()[-1] == "vhx: interrupted"
+    import vhx
+
+    assert "datasets" in type(vhx.FEATURES).__module__  # the schema's names are still there, read on first use

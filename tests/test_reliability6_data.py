@@ -201,6 +201,14 @@ def test_a_card_whose_yaml_is_broken_is_one_line_naming_readme_and_line(hub: Pat
     assert not (tmp_path / "x").exists() and not (tmp_path / "run").exists()
 
 
+def test_the_gallery_names_a_broken_card_too(hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
+    folder = _broken_card(hub, tmp_path)
+    assert main(["gallery", str(folder), "--out", str(tmp_path / "g.html")]) == 2
+    (line,) = _error_lines(capsys)
+    assert line.startswith(f"vhx gallery: error: {folder / 'README.md'}:5: its YAML header does not parse")
+    assert not (tmp_path / "g.html").exists()
+
+
 @pytest.mark.parametrize("header, reason", [
     ("- a\n- b\n", "cannot read its YAML header (repo card metadata block should be a dict)"),
     ("configs: 5\n", "the `configs` of its YAML header are not valid: Expected configs to be a list, but got '5'"),

@@ -19,32 +19,37 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from vhx.argtypes import non_negative_int, positive_int, share_0_1
-from vhx.cli.common import (  # score_and_report and _model_options: also called as vhx.cli's
-    _add_expand_options,
-    _add_llm_options,
-    _add_model_options,
-    _check_model,
-    _llm_config,
-    _model_options,
-    _print_report_summary,
-    _print_stats,
-    expand_and_write,
-    make_negator,
-    score_and_report,
-)
-from vhx.cli.errors import (  # EXIT_SIGTERM: re-exported, the status callers of main() check
-    EXIT_SIGINT,
-    EXIT_SIGTERM,  # noqa: F401
-    UNWRITABLE,
-    Terminated,
-    cannot_write,
-    check_writable,
-    disk_full,
-    in_words,
-    on_sigterm,
-)
-from vhx.errors import VHXError
+# Ctrl-C while the libraries load (a second or two at every start) ends as an interrupt does, without a traceback
+try:
+    from vhx.argtypes import non_negative_int, positive_int, share_0_1
+    from vhx.cli.common import (  # score_and_report and _model_options: also called as vhx.cli's
+        _add_expand_options,
+        _add_llm_options,
+        _add_model_options,
+        _check_model,
+        _llm_config,
+        _model_options,
+        _print_report_summary,
+        _print_stats,
+        expand_and_write,
+        make_negator,
+        score_and_report,
+    )
+    from vhx.cli.errors import (  # EXIT_SIGTERM: re-exported, the status callers of main() check
+        EXIT_SIGINT,
+        EXIT_SIGTERM,  # noqa: F401
+        UNWRITABLE,
+        Terminated,
+        cannot_write,
+        check_writable,
+        disk_full,
+        in_words,
+        on_sigterm,
+    )
+    from vhx.errors import VHXError
+except KeyboardInterrupt:
+    sys.stderr.write("vhx: interrupted\n")
+    raise SystemExit(130) from None
 
 EPILOG = """\
 examples:
@@ -294,9 +299,8 @@ def cmd_expand(args: argparse.Namespace) -> int:
 
 def cmd_gallery(args: argparse.Namespace) -> int:
     """``vhx gallery``: HTML page of original vs generated cases."""
-    from huggingface_hub import DatasetCard
-
     from vhx.gallery import gallery_title, write_gallery
+    from vhx.hub.read import read_card
 
     if args.out:
         folder, target = Path(args.folder).resolve(), Path(args.out).resolve()
@@ -304,7 +308,7 @@ def cmd_gallery(args: argparse.Namespace) -> int:
             # the page would replace the folder's card or data, which it shows
             raise VHXError(f"--out {args.out} is part of the Hub folder {args.folder} (its card or data): name an HTML file "
                            f"such as {Path(args.folder) / 'gallery.html'} (the default)")
-    name = DatasetCard.load(Path(args.folder) / "README.md").data.get("pretty_name") or Path(args.folder).name
+    name = read_card(Path(args.folder) / "README.md").data.get("pretty_name") or Path(args.folder).name
     # the run's own gallery comes back unchanged (same sample, same title); another one is not written over it
     out = write_gallery(_load_folder(args.folder), args.out or Path(args.folder) / "gallery.html", n=args.n, seed=args.seed,
                         title=gallery_title(str(name)), overwrite=args.overwrite)
@@ -556,14 +560,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from vhx.plugins import load_plugins
     from vhx.runtime import pin_cpu_kernels
 
-    pin_cpu_kernels()  # before any torch operation: the same numbers on every x86 machine (vhx.runtime.PINNED_KERNELS)
     try:
+        pin_cpu_kernels()  # before any torch operation: the same numbers on every x86 machine (vhx.runtime.PINNED_KERNELS)
         load_plugins()  # installed plug-ins join the registries before --help and the choices are built
+        parser = build_parser()
+        args = _parse(parser, argv)
     except VHXError as exc:
         print(f"vhx: error: {exc}", file=sys.stderr)
         return 2
-    parser = build_parser()
-    args = _parse(parser, argv)
+    except KeyboardInterrupt:  # Ctrl-C while the libraries load (a second or two): an interrupt, not a traceback
+        print("vhx: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     previous: dict[int, Any] = {}
     if threading.current_thread() is threading.main_thread():
