@@ -137,7 +137,7 @@ def test_one_row_per_case_with_exactly_the_contract_keys(dsd, tmp_path):
     assert run["started"] and run["finished"] and run["finished"] >= run["started"]
 
 
-def test_resume_after_a_crash_repeats_nothing_and_loses_nothing(dsd, tmp_path):
+def test_resume_after_a_crash_repeats_nothing_and_loses_nothing(dsd, tmp_path, capsys):
     out = tmp_path / "out"
     crashing = FakeModel(fail_after_batches=2)
     with pytest.raises(RuntimeError, match="simulated crash"):
@@ -147,8 +147,10 @@ def test_resume_after_a_crash_repeats_nothing_and_loses_nothing(dsd, tmp_path):
     run = json.loads((out / "run.json").read_text())
     assert run["finished"] is None
 
+    capsys.readouterr()
     rerun = FakeModel()
     predict_dataset(dsd, rerun, out, batch_size=4, progress=False)
+    assert f"{out}: 8 cases already scored, 12 to go" in capsys.readouterr().err.splitlines()  # the resume says so
     rows = rows_of(out / "predictions.jsonl")
     ids = Counter(r["id"] for r in rows)
     assert len(rows) == 20 and max(ids.values()) == 1
