@@ -142,6 +142,7 @@ def test_resume_after_a_crash_repeats_nothing_and_loses_nothing(dsd, tmp_path, c
     crashing = FakeModel(fail_after_batches=2)
     with pytest.raises(RuntimeError, match="simulated crash"):
         predict_dataset(dsd, crashing, out, batch_size=4, progress=False)
+    assert "already scored" not in capsys.readouterr().err  # a first run has nothing to say about resuming
     first = rows_of(out / "predictions.jsonl")
     assert len(first) == 8  # two batches flushed before the crash
     run = json.loads((out / "run.json").read_text())

@@ -609,7 +609,7 @@ def _predict(
     if redone and is_main:
         print(f"{out}: {redone:,} cases scored again: their question, answer or transform (an attack run again, "
               "for one) changed since they were scored (same case id)", file=sys.stderr)
-    if held and is_main:  # a resumed run says where it stands before its bar starts
+    if done and is_main:  # a resumed run says where it stands before its bar starts
         print(f"{out}: {total - len(todo):,} cases already scored, {len(todo):,} to go", file=sys.stderr)
     todo = group_by_image(todo, image_ids)
     mine = shard_cases(todo, rank, world)
