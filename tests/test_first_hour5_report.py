@@ -301,3 +301,83 @@ def test_mmvp_pair_accuracy_counts_pairs_of_images_with_both_questions_right(tmp
     assert "| m | original | 8 | 0.625 | 4 | 0.500 |" in section
     assert "| m | brightness | 7 | 0.857 | 3 | 0.667 |" in section
     assert "m on brightness: 1" in section
+
+
+# --------------------------------------------------------------------------------------------------
+# item 12: the plots
+
+
+def _saved_figures(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The figures saved from now on (saved as well), to measure what they drew."""
+    from matplotlib.figure import Figure
+
+    drawn: list[Figure] = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (drawn.append(self), real(self, *a, **k))[1])
+    return drawn
+
+
+def _inside(inner: Any, outer: Any, slack: float = 1.0) -> bool:
+    return inner.x0 >= outer.x0 - slack and inner.x1 <= outer.x1 + slack
+
+
+@pytest.mark.parametrize("model", ["m", "a-model-with-a-rather-long-name-7b-instruct"])
+def test_legends_stay_inside_narrow_panels(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, model: str) -> None:
+    # one split: the narrowest panels the report draws
+    run = _write(tmp_path / "run", _rows(model, {"original": [RIGHT] * 5 + [ALIKE] * 3}))
+    drawn = _saved_figures(monkeypatch)
+    report([run], tmp_path / "rep")
+    assert len(drawn) == 3
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    for fig in drawn:
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        for ax in fig.axes:
+            legend = ax.get_legend()
+            if legend is not None:
+                assert _inside(legend.get_window_extent(renderer), ax.get_window_extent(renderer)), (ax.get_title(), model)
+        for legend in fig.legends:
+            assert _inside(legend.get_window_extent(renderer), fig.bbox), model
+
+
+def test_the_new_vh_caption_is_said_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from vhx.report.html import NEW_VH_OF_GENERATED
+
+    run = _write(tmp_path / "run", _rows("m", {"original": [RIGHT] * 3 + [ALIKE], "brightness": [RIGHT] * 2 + [ALIKE] * 2}))
+    drawn = _saved_figures(monkeypatch)
+    paths = report([run], tmp_path / "rep")
+    (fig,) = [f for f in drawn if any("# new VH cases" in ax.get_title() for ax in f.axes)]
+    on_figure = [t.get_text() for t in fig.findobj(lambda a: hasattr(a, "get_text")) if t.get_text()]
+    assert not any("k/N above" in text for text in on_figure)  # the caption is below the plot, not in it as well
+    for name in ("markdown", "html"):
+        assert Path(paths[name]).read_text(encoding="utf-8").count("k/N above a") == 1, name
+    assert NEW_VH_OF_GENERATED in Path(paths["markdown"]).read_text(encoding="utf-8")
+
+
+def _scatter_scores(q: float) -> pd.DataFrame:
+    rows = []
+    for i, (acc, sym) in enumerate([(0.6, 0.2), (0.7, 0.3)]):
+        rows.append({"model": "m", "split": f"s{i}", "accuracy_original": acc, "symmetric_accuracy": sym, "q_yes": q, "n_original": 100,
+                     "accuracy_original_ci_low": acc - 0.01, "accuracy_original_ci_high": acc + 0.01,
+                     "symmetric_accuracy_ci_low": sym - 0.01, "symmetric_accuracy_ci_high": sym + 0.01})
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("q", [0.5, 0.8])
+def test_the_random_guess_curve_is_explained_where_it_is_a_vertical_line(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                          q: float) -> None:
+    from vhx.report import plot_accuracy_scatter
+
+    drawn = _saved_figures(monkeypatch)
+    plot_accuracy_scatter(_scatter_scores(q), ["split"], ["m"], tmp_path / "s.png")
+    (line,) = [line for line in drawn[0].axes[0].get_lines() if line.get_linestyle() == "--"]
+    xs = line.get_xdata()
+    named = " ".join(t.get_text().replace("\n", " ") for legend in drawn[0].legends for t in legend.get_texts())
+    # accuracy of a guesser saying yes with probability p: q p + (1-q)(1-p); at q = 0.5 it is 0.5 whatever p
+    assert (max(xs) - min(xs)) == pytest.approx(abs(2 * q - 1))
+    if q == 0.5:
+        assert "accuracy 0.5 whatever p" in named and "vertical line" in named
+    else:
+        assert "random guess, P(yes) = p" in named and "vertical" not in named

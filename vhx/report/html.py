@@ -304,6 +304,7 @@ def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: lis
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
+    from vhx.report.plots import fit_legend
     from vhx.scoring.stats import wilson_interval
 
     groups = max(len(scores[scores["model"] == m]) for m in models)
@@ -321,7 +322,7 @@ def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: lis
         ax_yes.bar(x, np.nan_to_num(v), 0.6, yerr=err, capsize=3, color="tab:green")
         # every source question paired with its flipped twin makes the answer key half "yes"
         ax_yes.axhline(0.5, color="grey", linestyle="--", linewidth=1, label="0.5: half yes (a fully paired answer key)")
-        ax_yes.legend(loc="upper right", fontsize=7, frameon=False)
+        fit_legend(ax_yes, *ax_yes.get_legend_handles_labels(), loc="upper right", fontsize=7, frameon=False)
         ax_yes.set_ylim(0, 1.05)
         ax_yes.set_xticks(x, ticks, rotation=30, ha="right")
         ax_yes.set_ylabel('share of "yes"')
@@ -335,9 +336,7 @@ def plot_yes_ratio_and_new_vh(scores: pd.DataFrame, keys: list[str], models: lis
         ax_vh.set_title(_fit("# new VH cases (k/N: of N generated cases)", ax_vh), fontsize="medium")
         ax_vh.set_ylim(0, max(1.0, float(np.nanmax(n_vh)) * 1.2 if len(n_vh) else 1.0))
         ax_vh.yaxis.set_major_locator(MaxNLocator(integer=True))
-    import textwrap
-
-    fig.supxlabel(textwrap.fill(NEW_VH_OF_GENERATED, int(fig.get_figwidth() * 17)), fontsize=7, ha="center")
+    # NEW_VH_OF_GENERATED is said once, below the plot in report.md and report.html, not on the figure as well
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110)
     return path

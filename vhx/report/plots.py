@@ -7,6 +7,7 @@ import math
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,30 @@ from vhx.scoring import random_guess_expectation
 def _group_label(row: pd.Series, keys: list[str]) -> str:
     """A score row's group as the plots name it ("original", "pope / random"; "all" without keys)."""
     return " / ".join(str(row[k]) for k in keys) if keys else "all"
+
+
+def fit_legend(owner: Any, handles: list[Any], labels: list[str], *, ncols: int = 1, **kwargs: Any) -> Any:
+    """``owner.legend(handles, labels, **kwargs)`` (an Axes's legend, or a Figure's) no wider than ``owner``: in as many
+    columns as fit, ``ncols`` at most, then with its labels wrapped at word boundaries, as far as that takes.
+
+    A legend wider than its panel stuck out of both sides of a narrow one (a single split, a long model name): the
+    widths are measured once the figure is laid out, as it will be saved."""
+    from matplotlib.figure import Figure
+
+    fig = owner if isinstance(owner, Figure) else owner.get_figure()
+    legend = None
+    for width in (None, 60, 40, 30, 20, 12):
+        texts = labels if width is None else [textwrap.fill(t, width, break_on_hyphens=False, break_long_words=False) for t in labels]
+        for n in range(max(1, ncols), 0, -1):
+            if legend is not None:
+                legend.remove()
+            legend = owner.legend(handles, texts, ncols=n, **kwargs)
+            fig.draw_without_rendering()
+            renderer = fig._get_renderer()
+            room = fig.bbox.width if owner is fig else owner.get_window_extent(renderer).width
+            if legend.get_window_extent(renderer).width <= room:
+                return legend
+    return legend
 
 
 def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path) -> Path:
@@ -47,7 +72,7 @@ def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str],
         ax.set_yticks(np.linspace(bottom, 1, 6 if bottom == 0 else 5))
         ax.set_ylabel("score" if bottom == 0 else f"score (axis from {bottom:g})")
         ax.set_title(textwrap.fill(model or "(unnamed model)", max(20, int(fig.get_figwidth() * 11)), break_on_hyphens=False, break_long_words=False), fontsize="medium")
-        ax.legend(loc="upper center", ncols=2, fontsize="small")
+        fit_legend(ax, *ax.get_legend_handles_labels(), ncols=2, loc="upper center", fontsize="small")
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110)
     return path
@@ -70,8 +95,13 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
     # q pooled over every scored group, weighted by its number of source questions
     weights = scores["n_original"].where(scores["q_yes"].notna(), 0).to_numpy(dtype=float)
     q = float(np.average(scores["q_yes"].fillna(0), weights=weights)) if weights.sum() else 0.5
-    curve = np.array([random_guess_expectation(p, q) for p in np.linspace(0, 1, 201)])
-    guess = f"random guess, P(yes) = p ({q:.0%} of source questions are yes)"
+    # a guesser's accuracy q p + (1-q)(1-p) spans |2q - 1|: at q = 0.5 the curve is a vertical line, said as such, and
+    # drawn for p up to 0.5 only (p and 1 - p fall on one point there, and a line drawn up and down again is no dashes)
+    vertical = abs(2 * q - 1) < 0.02
+    curve = np.array([random_guess_expectation(p, q) for p in np.linspace(0, 0.5 if vertical else 1, 201)])
+    guess = ("random guess, P(yes) = p: half the source questions are yes, so accuracy 0.5 whatever p and symmetric "
+             "accuracy p(1-p) up to 0.25, a vertical line" if vertical else
+             f"random guess, P(yes) = p ({q:.0%} of source questions are yes)")
     # zoomed to where the points are when they all sit high: the random-guess curve (symmetric accuracy at
     # most 0.25) may then lie wholly outside the panel, and is drawn and named only where it shows
     bottom = _axis_floor(scores, ["accuracy_original", "symmetric_accuracy"])
@@ -124,11 +154,9 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
         handles += [Line2D([], [], marker=markers[i % len(markers)], color="black", linestyle="", markerfacecolor="white")
                     for i in range(len(models))]
         names += [m or "(unnamed)" for m in models]
-    # as many columns as fit the figure's width (about 110 characters of legend text): a wider legend is cut at both sides
-    fig.legend(handles, names, loc="outside lower center", fontsize="small",
-               ncols=max(1, min(3, len(names), 110 // (max(len(n) for n in names) + 6))))
+    fit_legend(fig, handles, names, ncols=min(3, len(names)), loc="outside lower center", fontsize="small")
     group_handles = [Line2D([], [], marker="o", linestyle="", color=colour[label]) for label in labels]
-    fig.legend(group_handles, labels, loc="outside right upper", fontsize="small", title=" / ".join(keys) or None)
+    fit_legend(fig, group_handles, labels, loc="outside right upper", fontsize="small", title=" / ".join(keys) or None)
     ax.set_xlim(low, high)
     ax.set_ylim(low, high)
     ax.set_xlabel("accuracy (source questions)" + (f", axis from {bottom:g}" if bottom else ""))
