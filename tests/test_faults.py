@@ -335,11 +335,14 @@ def test_a_run_missing_cases_it_set_out_to_score_is_unfinished_too(tmp_path):
     rows = [{"id": f"c{i}", "pred": "yes", "model": "m"} for i in range(3)]
     (run / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     (run / "run.json").write_text(json.dumps({"model": "m", "cases": 4, "finished": "2026-01-01T00:00:00+00:00"}))
-    assert run_status(run) == {"scored": 3, "expected": 4, "finished": True, "complete": False}
+    assert run_status(run) == {"scored": 3, "expected": 4, "finished": True, "complete": False, "added": False}
     (run / "run.json").write_text(json.dumps({"model": "m", "cases": 3, "finished": "2026-01-01T00:00:00+00:00"}))
     assert run_status(run)["complete"]
+    # more cases than the run recorded: rows added after it ended (issue 66, item 12)
+    (run / "run.json").write_text(json.dumps({"model": "m", "cases": 2, "finished": "2026-01-01T00:00:00+00:00"}))
+    assert run_status(run) == {"scored": 3, "expected": 2, "finished": True, "complete": False, "added": True}
     (run / "run.json").unlink()  # predictions from elsewhere: nothing says what was expected
-    assert run_status(run) == {"scored": 3, "expected": None, "finished": True, "complete": True}
+    assert run_status(run) == {"scored": 3, "expected": None, "finished": True, "complete": True, "added": False}
 
 
 def _with_long_question(n_chars: int) -> datasets.DatasetDict:

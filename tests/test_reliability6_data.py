@@ -114,6 +114,29 @@ def test_a_row_of_a_case_the_dataset_lacks_is_left_out_counted_and_kept_aside(hu
     assert "not-in-dataset" not in capsys.readouterr().err and _rows(run / "predictions.jsonl") == now
 
 
+def test_a_row_added_to_a_finished_run_is_refused_by_the_report_until_the_rerun_sets_it_aside(
+        hub: Path, tmp_path: Path, capsys: pytest.CaptureFixture):
+    """A finished folder with a planted row read "25 / 24" and scored the row; now the report refuses it in one line
+    saying how to set it aside, and the same evaluate command does (then the report reads 24 / 24)."""
+    run = tmp_path / "run"
+    args = ["evaluate", str(hub), *MODEL, "--splits", "original", "--out", str(run)]
+    assert main(args) == 0
+    rows = _rows(run / "predictions.jsonl")
+    stray = {**rows[0], "id": "made-up/2", "pair_id": "made-up"}
+    with (run / "predictions.jsonl").open("a") as f:
+        f.write(json.dumps(stray) + "\n")
+    capsys.readouterr()
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 2
+    (line,) = _error_lines(capsys)
+    assert line == (f"vhx report: error: {run}: 25 cases in its predictions where the run recorded 24: rows were added after "
+                    "it ended; run the same `vhx evaluate` command again to set aside those of cases its dataset does not hold "
+                    "(not-in-dataset.jsonl); or pass --allow-incomplete to report it as it is, flagged")
+    assert not (tmp_path / "rep").exists()
+    assert main(args) == 0 and _rows(run / "not-in-dataset.jsonl") == [stray]
+    assert main(["report", str(run), "--out", str(tmp_path / "rep")]) == 0
+    assert "| 24 / 24 |" in (tmp_path / "rep" / "report.md").read_text()
+
+
 def test_rows_of_other_models_and_of_splits_not_handed_in_are_left_alone(tmp_path: Path):
     from vhx.models import Prediction
     from vhx.predict import predict_dataset

@@ -564,6 +564,8 @@ def report(
     if unfinished and not allow_incomplete:
         d, s = unfinished[0]
         more = f" (and {len(unfinished) - 1} more run(s) like it)" if len(unfinished) > 1 else ""
+        if s.get("added"):  # finished, but the folder holds more cases than the run scored
+            raise VHXError(f"{d}: {status_words(s)}{more}; or pass --allow-incomplete to report it as it is, flagged")
         raise VHXError(f"{d}: an unfinished run, {status_words(s)}{more}; run the same `vhx evaluate` command again to finish it "
                        "(it resumes where it stopped), or pass --allow-incomplete to report it as it is, flagged")
     from vhx.locking import output_lock, refuse_links, staging_dir, swap_in_folder

@@ -96,12 +96,19 @@ def run_status(run_dir: str | os.PathLike) -> dict[str, Any]:
     model = meta.get("model")
     rows = load_predictions(run_dir)
     scored = int(rows.loc[rows["model"] == str(model), "id"].nunique()) if model is not None else int(rows["id"].nunique())
-    complete = finished and (expected is None or scored >= expected)
-    return {"scored": scored, "expected": expected, "finished": finished, "complete": complete}
+    # more cases than the run recorded: rows were added to the folder after it ended (a row of a case the dataset
+    # does not hold would be scored as the run's); the rerun of the same command sets those aside (vhx.run_state)
+    added = expected is not None and scored > expected
+    complete = finished and (expected is None or scored == expected)
+    return {"scored": scored, "expected": expected, "finished": finished, "complete": complete, "added": added}
 
 
 def status_words(status: dict[str, Any]) -> str:
     """How a run's completeness is said: "16 of 240 cases scored, never finished (stopped or killed)"."""
+    if status.get("added"):
+        return (f"{status['scored']:,} cases in its predictions where the run recorded {status['expected']:,}: rows were added "
+                "after it ended; run the same `vhx evaluate` command again to set aside those of cases its dataset does not "
+                "hold (not-in-dataset.jsonl)")
     counted = f"{status['scored']:,} of {status['expected']:,} cases scored" if status.get("expected") is not None else f"{status['scored']:,} cases scored"
     return counted + ("" if status.get("finished", True) else ", never finished (stopped or killed: run.json records no end)")
 
