@@ -568,7 +568,7 @@ def report(
             raise VHXError(f"{d}: {status_words(s)}{more}; or pass --allow-incomplete to report it as it is, flagged")
         raise VHXError(f"{d}: an unfinished run, {status_words(s)}{more}; run the same `vhx evaluate` command again to finish it "
                        "(it resumes where it stopped), or pass --allow-incomplete to report it as it is, flagged")
-    from vhx.locking import output_lock, refuse_links, staging_dir, swap_in_folder
+    from vhx.locking import note_free_space, output_lock, refuse_links, staging_dir, swap_in_folder
 
     # one writer per report folder: two reports at once would leave report.md of one beside the CSVs and plots of the other
     with output_lock(out, what=f"the report folder {out}"):
@@ -584,7 +584,8 @@ def report(
             # a plot) does not, or it would pass for this report's.
             carry_user_files(out, stage, {p.name for p in paths.values() if Path(p).parent == stage})
             swap_in_folder(stage, out)
-        except BaseException:
+        except BaseException as exc:
+            note_free_space(exc, stage)  # a full disk is said with the space it lacked, not what the clean-up frees
             shutil.rmtree(stage, ignore_errors=True)
             raise
         return {kind: out / Path(p).relative_to(stage) if Path(p).is_relative_to(stage) else Path(p) for kind, p in paths.items()}
