@@ -780,7 +780,7 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
     findings = summary_lines(scores, keys, relabelled=relabelled_pair, chance=by_split)
     doc["findings"] = findings
     paths["html"] = write_report_html("\n".join(md), findings, metas, out)
-    paths.update({f"{p.stem}_html": p for p in sorted(out.iterdir()) if is_page(p.name)})  # the pages report.html links
+    paths.update({p.stem.replace("-", "_") + "_html": p for p in sorted(out.iterdir()) if is_page(p.name)})  # pages it links
     paths["json"] = out / REPORT_FILES["json"]
     atomic_write_text(paths["json"], json.dumps(_jsonable(doc), indent=2, ensure_ascii=False))
     return paths

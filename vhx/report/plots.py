@@ -30,19 +30,18 @@ def fit_legend(owner: Any, handles: list[Any], labels: list[str], *, ncols: int 
     from matplotlib.figure import Figure
 
     fig = owner if isinstance(owner, Figure) else owner.get_figure()
-    legend = None
+    if owner is not fig:
+        fig.draw_without_rendering()  # the panel's width once laid out (a legend inside it does not change it)
+    renderer = fig._get_renderer()
+    room = fig.bbox.width if owner is fig else owner.get_window_extent(renderer).width
     for width in (None, 60, 40, 30, 20, 12):
         texts = labels if width is None else [textwrap.fill(t, width, break_on_hyphens=False, break_long_words=False) for t in labels]
         for n in range(max(1, ncols), 0, -1):
-            if legend is not None:
-                legend.remove()
             legend = owner.legend(handles, texts, ncols=n, **kwargs)
-            fig.draw_without_rendering()
-            renderer = fig._get_renderer()
-            room = fig.bbox.width if owner is fig else owner.get_window_extent(renderer).width
             if legend.get_window_extent(renderer).width <= room:
                 return legend
-    return legend
+            legend.remove()
+    return owner.legend(handles, texts, ncols=1, **kwargs)  # the narrowest there is
 
 
 def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str], path: Path) -> Path:
