@@ -147,3 +147,24 @@ def test_a_built_folder_is_scored_as_single_questions_without_a_warning(hb_folde
     assert "## HallusionBench" in text
     for absent in ("## F1 / precision", "## Symmetric accuracy", "## # new successful VH", "## Plots", "## POPE"):
         assert absent not in text, absent
+
+
+def test_a_limit_keeps_mmvp_question_pairs_whole():
+    """MMVP's pair accuracy needs both images of a question (Index 1 and 2, 3 and 4, ...): a --limit sample draws them
+    together, with their negated twins and transformed versions, so no pair is cut."""
+    from vhx.scoring.groups import case_group, mmvp_question_pair, sample_indices
+
+    assert [mmvp_question_pair(i) for i in ("1", "2", "3", "4", "300")] == [0, 0, 1, 1, 149]
+    assert mmvp_question_pair("x") is None and mmvp_question_pair("0") is None
+    assert case_group("mmvp", "mmvp", "3", "mmvp:3") == case_group("mmvp", "mmvp", "4", "mmvp:4") != case_group(
+        "mmvp", "mmvp", "5", "mmvp:5")
+    n = 40  # 20 pairs, each case with its negated twin: 80 rows
+    columns = {"source": ["mmvp"] * (2 * n), "subset": ["mmvp"] * (2 * n),
+               "source_id": [str(i) for i in range(1, n + 1) for _ in (0, 1)],
+               "image_id": [f"mmvp:{i}" for i in range(1, n + 1) for _ in (0, 1)]}
+    for seed in range(5):
+        chosen = sample_indices(columns, 18, seed)
+        pairs = {}
+        for i in chosen:
+            pairs.setdefault(mmvp_question_pair(columns["source_id"][i]), []).append(i)
+        assert len(chosen) <= 18 and all(len(rows) == 4 for rows in pairs.values())  # both images, both twins

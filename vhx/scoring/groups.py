@@ -41,7 +41,20 @@ def case_group(source: str, subset: str, source_id: str, image_id: str) -> str:
             return f"{source}/{subset}/set:{fields['set_id']}"
     if source == "mme":
         return f"{source}/{subset}/image:{image_id}"
+    if source == "mmvp" and (pair := mmvp_question_pair(source_id)) is not None:
+        return f"{source}/{subset}/pair:{pair}"  # MMVP's metric scores the two images of a question together
     return f"{source}/{subset}/{source_id}"
+
+
+def mmvp_question_pair(source_id: object) -> int | None:
+    """The question pair of the MMVP case with ``Index`` ``source_id`` (1 and 2 are pair 0, 3 and 4 pair 1, ...:
+    the two images MMVP asks one question about, as its paper and lmms-eval pair them); None for an ``Index`` that
+    is not a whole number from 1."""
+    try:
+        index = int(str(source_id))
+    except ValueError:
+        return None
+    return (index - 1) // 2 if index >= 1 else None
 
 
 def _rank(seed: int, key: str) -> bytes:
@@ -75,5 +88,6 @@ def sample_note(limit: int | None, seed: int | None) -> str:
     if limit is None:
         return ""
     return (f"a sample of at most {limit:,} cases per split (`--limit {limit}`, `--seed {seed or 0}`): whole groups "
-            "(a case with its negated twin and transformed versions, a HallusionBench question set, an MME image) "
+            "(a case with its negated twin and transformed versions, a HallusionBench question set, an MME image, "
+            "an MMVP question pair) "
             "drawn by a seeded hash, the same source cases on every split; not the whole benchmark")

@@ -13,19 +13,10 @@ import math
 
 import pandas as pd
 
+from vhx.scoring.groups import mmvp_question_pair
 from vhx.scoring.predictions import REQUIRED_FIELDS, Predictions, validate_predictions
 
 SOURCE = "mmvp"
-
-
-def mmvp_question_pair(source_id: object) -> int | None:
-    """The question pair of the MMVP case with ``Index`` ``source_id`` (1 and 2 are pair 0, 3 and 4 pair 1, ...);
-    None for an ``Index`` that is not a whole number from 1."""
-    try:
-        index = int(str(source_id))
-    except ValueError:
-        return None
-    return (index - 1) // 2 if index >= 1 else None
 
 
 def mmvp_scores(predictions: Predictions) -> pd.DataFrame:
