@@ -264,3 +264,16 @@ def test_scoring_against_a_server_that_rate_limits_forever_exits_2_with_the_answ
     rows = _rows(tmp_path / "run")
     assert len(rows) == len(CASES) - 1 and sorted(r["raw"] for r in rows) == ["Yes."] * (len(CASES) - 1)
     assert json.loads((tmp_path / "run" / "run.json").read_text())["finished"] is None
+
+
+def test_the_judge_and_the_report_read_yes_no_word_replies_alike():
+    """A row without a recorded reading: "No No No No" restates nothing (its second "no" is no negation restated) and
+    needs no judge; "No Yes Yes Yes" gives both answers and goes to the judge, as the report counts them."""
+    from vhx.scoring.judge import BOTH_ANSWERS, RESTATED, judge_reason, restates_negation
+
+    row = {"negated": True, "pred": "no"}
+    assert judge_reason({**row, "raw": "No No No No"}) is None and not restates_negation("No.\nNo")
+    assert judge_reason({**row, "raw": "No Yes Yes Yes"}) == BOTH_ANSWERS
+    assert judge_reason({**row, "raw": "Yes No"}) == BOTH_ANSWERS
+    assert judge_reason({**row, "raw": "No, there is no cup."}) == RESTATED
+    assert judge_reason({**row, "raw": "No"}) is None

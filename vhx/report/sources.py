@@ -252,36 +252,6 @@ def readings_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.Data
     return [*lines, table(["model", "read by", "replies", "share", "uncertain", "accuracy"], rows_md), ""], pd.DataFrame(records)
 
 
-#: Why a reply waits for a judge besides :mod:`vhx.scoring.judge`'s reasons: yes/no words only, both given
-#: ("No Yes Yes Yes"), in a row read before vhx recorded how it read replies (read then by its first word).
-BOTH_ANSWERS = "gives both answers"
-
-
-def _answer_words(reply: str) -> set[str] | None:
-    """The answers a reply of yes/no words only gives (``{"no"}`` for "No No No"); None when it says anything else."""
-    from vhx.parsing import answer_text
-
-    words = re.findall(r"[^\W\d_]+", answer_text(reply).lower())
-    return set(words) if words and set(words) <= {"yes", "no"} else None
-
-
-def waiting_reason(row: Mapping[str, Any]) -> str | None:
-    """Why ``row`` (a prediction row) needs a judge, as its reply shows: :func:`vhx.scoring.judge.judge_reason`, except
-    for a row without a recorded ``reading`` whose reply is yes/no words only. "No No No No" restates nothing (that
-    rule took its second "no" for a negation restated) and needs no judge; "No Yes Yes Yes" contradicts itself,
-    as :func:`vhx.parsing.read_reply` reads it (:data:`BOTH_ANSWERS`)."""
-    from vhx.scoring.judge import RESTATED, judge_reason
-
-    reason = judge_reason(row)
-    raw = row.get("raw")
-    if row.get("reading") is not None or not isinstance(raw, str) or row.get("error") or raw.lstrip().startswith("["):
-        return reason
-    said = _answer_words(raw)
-    if said is None or row.get("pred") not in ("yes", "no"):
-        return reason
-    return BOTH_ANSWERS if len(said) > 1 else None if reason == RESTATED else reason
-
-
 def judge_section(df: pd.DataFrame, table: Table,
                   failures: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> tuple[list[str], pd.DataFrame]:
     """Per model, how a judge (``vhx evaluate --judge``) read the replies the rules cannot settle, with symmetric
@@ -290,7 +260,7 @@ def judge_section(df: pd.DataFrame, table: Table,
     of its runs whose judge requests failed (:func:`vhx.report.runinfo.judge_failure`), said first and plainly:
     a judge that failed on every request must not read as no judge at all."""
     from vhx.report.runinfo import judge_failure_words
-    from vhx.scoring.judge import RESTATED, UNCERTAIN, UNREAD, rules_only
+    from vhx.scoring.judge import BOTH_ANSWERS, RESTATED, UNCERTAIN, UNREAD, judge_reason, rules_only
     from vhx.scoring.metrics import symmetric_accuracy
 
     failures = {m: list(r) for m, r in (failures or {}).items() if r}
@@ -316,7 +286,7 @@ def judge_section(df: pd.DataFrame, table: Table,
                             **failed_counts.get(model, {})})
         else:
             columns = [c for c in ("raw", "pred", "negated", "error", "p_yes", "reading", "rules_reading") if c in rows.columns]
-            reasons = [waiting_reason({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})
+            reasons = [judge_reason({k: v for k, v in r.items() if not (isinstance(v, float) and math.isnan(v))})
                        for r in rows[columns].to_dict("records")]
             counts = tuple(reasons.count(why) for why in (RESTATED, UNREAD, UNCERTAIN, BOTH_ANSWERS))
             if model in failures:

@@ -69,20 +69,34 @@ MAX_REPLY_CHARS = 4000
 UNREAD = "unread by the rules"
 UNCERTAIN = "uncertain reading"
 RESTATED = "restates the negation"
+#: A reply of yes/no words that gives both ("No Yes Yes Yes"): it contradicts itself, as vhx.parsing.read_reply reads
+#: it; a row without a recorded reading has it read by its first word, which a judge should settle.
+BOTH_ANSWERS = "gives both answers"
 
 _NEGATION = re.compile(r"\b(?:no|not|none|never|nothing|nobody|neither|nor|cannot|without)\b|n't\b", re.IGNORECASE)
 _FIRST_ANSWER = re.compile(r"^\W*(?:yes|no)\b\W*", re.IGNORECASE)
 
 
+def answer_words(reply: str) -> set[str] | None:
+    """The answers a reply of yes/no words only gives (``{"no"}`` for "No No No", ``{"no", "yes"}`` for "No Yes Yes
+    Yes"); None when it says anything else."""
+    words = re.findall(r"[^\W\d_]+", answer_text(reply).lower())
+    return set(words) if words and set(words) <= {"yes", "no"} else None
+
+
 def restates_negation(reply: str) -> bool:
-    """Whether a yes/no reply goes on to restate a negation ("No, there is no cup.", "Yes, it is not red.")."""
+    """Whether a yes/no reply goes on to restate a negation ("No, there is no cup.", "Yes, it is not red."); a reply
+    of yes/no words only ("No No No") restates nothing."""
+    if answer_words(reply) is not None:
+        return False
     text = answer_text(reply)
     rest = _FIRST_ANSWER.sub("", text, count=1)
     return rest != text and bool(_NEGATION.search(rest))
 
 
 def judge_reason(row: Mapping[str, Any]) -> str | None:
-    """Why ``row`` (a prediction row) needs the judge (:data:`UNREAD`, :data:`RESTATED`), or None."""
+    """Why ``row`` (a prediction row) needs the judge (:data:`UNREAD`, :data:`UNCERTAIN`, :data:`RESTATED`,
+    :data:`BOTH_ANSWERS`), or None."""
     raw = row.get("raw")
     if not isinstance(raw, str) or row.get("error") or row.get("p_yes") is not None and not _is_text(raw):
         return None
@@ -102,6 +116,9 @@ def judge_reason(row: Mapping[str, Any]) -> str | None:
         return UNCERTAIN if uncertain else None
     if pred == "unknown":
         return UNREAD if unknown_reason(raw) == NO_YES_NO_ANSWER else None
+    said = answer_words(raw)
+    if pred in ("yes", "no") and said is not None and len(said) > 1:
+        return BOTH_ANSWERS  # "No Yes Yes Yes", read by its first word without a recorded reading
     if row.get("negated") and pred in ("yes", "no") and restates_negation(raw):
         return RESTATED
     return None
