@@ -381,3 +381,22 @@ def test_the_random_guess_curve_is_explained_where_it_is_a_vertical_line(monkeyp
         assert "accuracy 0.5 whatever p" in named and "vertical line" in named
     else:
         assert "random guess, P(yes) = p" in named and "vertical" not in named
+
+
+# --------------------------------------------------------------------------------------------------
+# item 12: a custom build's subsets, pooled in each split after expand, are said and how to score them apart
+
+
+def test_pooled_subsets_are_said_with_how_to_score_them_apart(tmp_path: Path) -> None:
+    rows = _rows("m", {"original": [RIGHT] * 4 + [ALIKE] * 4}, source="custom")
+    for i, row in enumerate(rows):
+        row["subset"] = "colour" if int(row["source_id"]) < 4 else "count"
+    run = _write(tmp_path / "run", rows)
+    text = Path(report([run], tmp_path / "rep", plots=False)["markdown"]).read_text(encoding="utf-8")
+    assert ("The cases come in subsets (custom: colour, count), pooled in each split here: `vhx report RUN ... --by "
+            "split,subset`") in text
+    apart = Path(report([run], tmp_path / "rep2", by=("split", "subset"), plots=False)["markdown"]).read_text(encoding="utf-8")
+    assert "pooled in each split" not in apart and "| original | colour | 1.000" in apart  # the colour pairs all right
+    one = Path(report([_write(tmp_path / "one", _rows("m", {"original": [RIGHT] * 4}, source="custom"))], tmp_path / "rep3",
+                      plots=False)["markdown"]).read_text(encoding="utf-8")
+    assert "pooled in each split" not in one  # one subset: nothing pooled

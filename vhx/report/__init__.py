@@ -44,7 +44,7 @@ from vhx.report.definitions import definitions_section
 from vhx.scoring.chance import chance_scores
 from vhx.report.csvsafe import write_csv as _write_csv
 from vhx.report.files import REPORT_FILES, REPORT_MANIFEST, carry_user_files, is_page, refuse_file_out, remove_stale_stages  # noqa: F401  (REPORT_MANIFEST re-exported)
-from vhx.report.runinfo import judge_failures, limit_cut
+from vhx.report.runinfo import judge_failures, limit_cut, pooled_subsets_note
 from vhx.report.sources import md_code as _md_code
 from vhx.report.sources import md_text
 from vhx.scoring.groups import sample_note
@@ -637,6 +637,8 @@ def _write_report(out: Path, dirs: list[Path], statuses: list[dict[str, Any]], u
         if unpaired_note:
             md += ["## Cases without a negated twin", "", unpaired_note, ""]
             doc["unpaired"] = unpaired_note
+        if pooled := pooled_subsets_note(main, keys):
+            md += [pooled, ""]
         scores = score(main, keys, confidence=confidence, bootstrap=bootstrap, seed=seed, allow_unpaired=allow_unpaired is not False)
         scores = _order_rows(scores, keys, models)
         chance = chance_scores(main, keys, confidence=confidence)

@@ -1,5 +1,5 @@
 """What a run's ``run.json`` says that the report must put in words: whether its ``--limit`` cut anything, and
-whether the judge it was given failed."""
+whether the judge it was given failed, and whether subsets are pooled."""
 
 from __future__ import annotations
 
@@ -63,3 +63,23 @@ def judge_failures(df: pd.DataFrame, dirs: Sequence[Path], metas: Sequence[dict[
         for model in df.loc[df["run"] == str(d), "model"].unique():
             failures.setdefault(str(model), []).append(record)
     return failures
+
+
+#: Sources whose own report section scores each subset apart (POPE's random/popular/adversarial, AMBER's kinds, ...):
+#: no note needed for them.
+_SUBSETS_SCORED_APART = {"pope", "repope", "amber", "hallusionbench", "mme", "dash-b"}
+
+
+def pooled_subsets_note(rows: pd.DataFrame, keys: list[str]) -> str:
+    """A sentence for a report grouped without ``subset`` whose cases come in several subsets of one source (a custom
+    build's subsets, VHTest's modes after expand pooled in ``original``): they are pooled in each split, and how to
+    score them apart. "" when nothing is pooled."""
+    if "subset" in keys or "subset" not in rows.columns or "source" not in rows.columns:
+        return ""
+    pooled = {source: sorted(map(str, group["subset"].unique())) for source, group in rows.groupby("source")
+              if source not in _SUBSETS_SCORED_APART and group["subset"].nunique() > 1}
+    if not pooled:
+        return ""
+    listing = "; ".join(f"{source}: {', '.join(subsets)}" for source, subsets in sorted(pooled.items()))
+    return (f"The cases come in subsets ({listing}), pooled in each split here: `vhx report RUN ... --by split,subset` "
+            "(or `vhx evaluate ... --by split,subset`) scores each subset apart.")
