@@ -162,8 +162,10 @@ def _negations_section(dsd: datasets.DatasetDict) -> str:
             return (
                 "\n## Negations\n\n" + text + "\n\nEach twin's `provenance` records its `negator`, `negation_rule` and "
                 "`original_question`, and `negation_note` where the twin is worded otherwise than with a plain \"not\" "
-                "after the subject, and why (a count's \"not exactly\", the frame for a modal, \"only\", a trailing "
-                "clause or a coordination: a plain \"not\" there can be read so that the answer does not flip). Symmetric accuracy depends on how the twins are worded: a framed twin also tests "
+                "after the subject, and why (a count's \"not exactly\", \"any ... not\" for \"all\", \"not\" at a formula's "
+                "operator, \"unable to\" for \"can\", \"not a\" for an object that \"no\" would make a substance, the "
+                "frame for another modal, \"only\", a trailing clause or a coordination: a plain \"not\" there can be read so "
+                "that the answer does not flip; or a source whose grammar the rules cannot mend, kept and flagged). Symmetric accuracy depends on how the twins are worded: a framed twin also tests "
                 "whether a model parses \"Is it false that\", a different skill from answering a negated question about "
                 "the image, so compare models on the same expanded split (or on splits negated the same way).\n"
             )
