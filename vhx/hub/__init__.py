@@ -39,7 +39,7 @@ from tqdm.auto import tqdm
 from vhx.adversarial.outcomes import OUTCOME_KEYS, unmoved_warning, updates_note
 from vhx.errors import DataError, VHXError, logger
 from vhx.images import known_decodable, remember_decodable, undecodable
-from vhx.locking import atomic_path, atomic_write_text
+from vhx.locking import atomic_path, atomic_write_text, pid_alive
 from vhx.hub.read import (  # noqa: F401  (reading folders lives there; these names stay importable from vhx.hub)
     _image_columns,
     _image_file,
@@ -253,23 +253,13 @@ def _card_for_repo(card: str, folder: Path, repo_id: str) -> str:
     return "".join(lines)
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _remove_stale_writes(folder: Path) -> None:
     """Remove the staging folders of writes to ``folder`` whose process is gone (an interrupted run)."""
     if not folder.parent.is_dir():
         return
     for leftover in folder.parent.glob(f".{folder.name}{_STAGING}*"):
         pid = leftover.name[len(f".{folder.name}{_STAGING}") :].split("-", 1)[0]
-        if pid.isdigit() and not _pid_alive(int(pid)):
+        if pid.isdigit() and not pid_alive(int(pid)):
             logger.warning("removing %s, left by an interrupted write", leftover)
             shutil.rmtree(leftover, ignore_errors=True)
 

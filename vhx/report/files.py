@@ -94,7 +94,7 @@ def remove_stale_stages(out: Path) -> list[Path]:
     A report killed while it writes leaves ``.NAME.PID.TOKEN.staging`` beside ``out``; a live process's folder
     (another report finishing, on a system where the lock cannot see it) is left alone, as
     :func:`vhx.hub.write_hub_folder` does with its own. Returns the folders removed."""
-    from vhx.hub import _pid_alive
+    from vhx.locking import pid_alive
 
     prefix = f".{out.name}."
     try:
@@ -104,7 +104,7 @@ def remove_stale_stages(out: Path) -> list[Path]:
     removed = []
     for entry in entries:
         match = _LEFTOVER.fullmatch(entry.name[len(prefix):]) if entry.name.startswith(prefix) else None
-        if match is None or not entry.is_dir(follow_symlinks=False) or _pid_alive(int(match.group(1))):
+        if match is None or not entry.is_dir(follow_symlinks=False) or pid_alive(int(match.group(1))):
             continue
         logger.warning("removing %s, left by a report that was interrupted", entry.path)
         shutil.rmtree(entry.path, ignore_errors=True)
