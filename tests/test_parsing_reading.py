@@ -92,6 +92,23 @@ SHAPES = [
     ("Is the car red?", "**Yes**, the car is red.", "yes", READ_FIRST_WORD),
 ]
 
+# shapes added after the labelled sets were measured (wordings of their own, not the sets' items)
+SHAPES += [
+    # an introduction, then "I would answer ..." / "I'd say ..."
+    ("Does the river cross the border?", "Following the blue line east, it reaches the border at the bridge. "
+     "Given that, I would answer yes.", "yes", READ_CONCLUSION),
+    ("Is the tower taller than the church?", "From the shadows, I'd say no.", "no", READ_CONCLUSION),
+    # a dash that sets the final answer apart
+    ("Is the bus red?", "The paint looks bright scarlet in the sun — yes.", "yes", READ_CONCLUSION),
+    # a calculation worked out to the value asked about, or to another
+    ("Is angle y equal to 45 degrees?", "The angles add to 180°, so y = 180° - 90° - 45° = 45°.", "yes", READ_RESTATED),
+    ("Is the sum shown on the board 20?", "The board shows 8 + 9, which equals 17.", "no", READ_RESTATED),
+    # "correct" as the answer word is not a word of the claim; the question's own "not" names no side
+    ("Is the top bar not shorter than the bottom bar?", "Correct, it is not shorter; the two bars match.", "yes", READ_FIRST_WORD),
+    # a pronoun alone names nothing of the claim: "it" is the image here
+    ("Is the rug under the table?", "There is no rug in this picture, but it does show a tiled floor.", "no", READ_RESTATED),
+]
+
 UNKNOWNS = [
     ("Is there a dog?", "Yes, there is a dog. No, there isn't.", CONTRADICTS),
     ("Is the car red?", "No Yes Yes Yes", CONTRADICTS),

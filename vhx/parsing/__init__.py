@@ -109,6 +109,7 @@ from vhx.parsing.verdicts import (
     attribute_sameness,
     bare_number,
     clause_verdict,
+    equation_result,
     clauses,
     leads_with_subject,
     numeric_comparison,
@@ -349,7 +350,8 @@ class Reading(NamedTuple):
 
 
 _ANSWER_WORD = re.compile(r"\b(yes|no)\b(?=[*_\"'”’)\]]*\s*(?:[,.!;:)—–]|$|\n))", re.IGNORECASE)
-_SENTENCE_START = re.compile(r"[.!?\n;:]\s*[*_#>`'\"“‘(\[~-]*\s*$|^[\s*_#>`'\"“‘(\[~-]*$")
+# a dash before a final yes/no sets it apart as the answer ("Thus the left person is taller — yes.")
+_SENTENCE_START = re.compile(r"[.!?\n;:—–]\s*[*_#>`'\"“‘(\[~-]*\s*$|\s-\s+$|^[\s*_#>`'\"“‘(\[~-]*$")
 _MARKER_BEFORE = re.compile(
     r"(?:^|[.!?\n;:,]\s*|\s)(?:and\s+)?(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in\s+(?:short|summary|"
     r"conclusion|sum|the\s+end)|to\s+(?:sum\s+up|summarize|summarise|conclude)|all\s+in\s+all|in\s+a\s+word|simply\s+put|"
@@ -362,8 +364,8 @@ _MARKER_BEFORE = re.compile(
 _INTRO_BEFORE = re.compile(
     r"(?:^|[.!?\n;:]\s*)(?:(?:based\s+on|according\s+to|from|looking\s+at|judging\s+(?:by|from)|given|in|on|upon|after|"
     r"considering|as\s+(?:shown|seen|depicted)\s+in|well|actually|indeed|honestly|unfortunately|sadly|correct|right|"
-    r"to\s+answer\s+(?:your|the)\s+question)\b[^.!?\n;:]{0,70},|well|oh|ah|sure|okay|ok|"
-    r"i(?:'d|’d|\s+would)\s+(?:say|answer)|i\s+(?:think|believe|guess))\s*[,:]?\s*[*_\"'“]*$",
+    r"to\s+answer\s+(?:your|the)\s+question)\b[^.!?\n;:]{0,70},(?:\s*i(?:'d|’d|\s+would)\s+(?:say|answer))?|well|oh|ah|sure|"
+    r"okay|ok|i(?:'d|’d|\s+would)\s+(?:say|answer)|i\s+(?:think|believe|guess))\s*[,:]?\s*[*_\"'“]*$",
     re.IGNORECASE,
 )
 # markdown, quotes and bullets before an answer word (rule 5's characters)
@@ -504,7 +506,8 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
             if not concluded or concluded[-1][1] != first:
                 return Reading("unknown", READ_UNKNOWN, CONTRADICTS)
         if claim is not None:
-            pieces = clauses(_LEADING_ANSWER.sub("", region, count=1))
+            # the clauses after the answer word ("Correct, it is not longer": "correct" is the answer, not a claim word)
+            pieces = clauses(_OTHER_FIRST.sub("", _LEADING_ANSWER.sub("", region, count=1), count=1))
             if not claim.negated and not marked:
                 pieces = pieces[:1]  # without a conclusion later, only the clause right after the word can contradict it
             # one clause: searched for a hedge by clause_verdict itself, cheaper than the whole reply
@@ -541,6 +544,8 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     if claim.existence and _DO_NOT_SEE.match(region):
         return Reading(_answer(False, claim.negated), READ_RESTATED)  # "I don't see any." to "Is there a ...?"
     counted = bare_number(claim, region)
+    if counted is None:
+        counted = equation_result(claim, region)
     if counted is not None:
         return Reading(_answer(counted, claim.negated), READ_RESTATED)
     first_sentence = _FIRST_SENTENCE_END.split(region.strip(), maxsplit=1)[0]

@@ -266,12 +266,13 @@ def _question_comparison(lower: list[str], stems: list[str]) -> tuple[str, froze
                 return ("different", frozenset(), frozenset())  # "Is the shirt different in color than the binder?"
             return None
         start = 2 if len(lower) > 1 and lower[1] in ("there", "it") else 1
-        between = [s for s, w in zip(stems[i + 1 : t], lower[i + 1 : t]) if w not in STOP]
-        b = frozenset(s for s, w in zip(stems[t + 1 :], lower[t + 1 :]) if w not in STOP)
+        # the question's own "not" negates the claim; it names neither side ("Is the left line not longer than ...?")
+        between = [s for s, w in zip(stems[i + 1 : t], lower[i + 1 : t]) if w not in STOP and w not in NEGATIONS]
+        b = frozenset(s for s, w in zip(stems[t + 1 :], lower[t + 1 :]) if w not in STOP and w not in NEGATIONS)
         if len(between) > 1 and "for" in lower[i + 1 : t]:
             # "more suitable for winter than summer": the sides are what follows the comparative and what follows "than"
             return comp, frozenset(between[1:]), b
-        a = frozenset(s for s, w in zip(stems[start:i], lower[start:i]) if w not in STOP and w not in COMP)
+        a = frozenset(s for s, w in zip(stems[start:i], lower[start:i]) if w not in STOP and w not in COMP and w not in NEGATIONS)
         return comp, a, b
     if any(w in SAMENESS for w in lower):
         return ("same", frozenset(), frozenset())

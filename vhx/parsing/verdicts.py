@@ -186,8 +186,10 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     judged = judged_statement(claim, clause)
     if judged is not None:
         return Verdict(judged, "restated claim", claim.content, conclusion)
+    by_pronoun = False
     if claim.subject and claim.subject not in have and PRONOUNS & set(lower):
         have.add(claim.subject)  # "..., so it isn't ripe yet": the pronoun stands for the claim's subject
+        by_pronoun = True
     negations = count_negations(words)
     # the subject said not to be there ("There is no fork in the image, and there is no plate."): the claim fails
     if claim.subject and claim.subject in have and _EXISTENCE_WORDS & set(lower) and (
@@ -209,8 +211,9 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
     flips = 0
     inferred = False
     # a contrary word stands for the claim's word it contradicts ("closed" for "open")
+    said = have - {claim.subject} if by_pronoun else have  # a pronoun is no contrary of anything
     for word in claim.content - have:
-        if CONTRARY.get(word, frozenset()) & have:
+        if CONTRARY.get(word, frozenset()) & said:
             matched = matched | {word}
             flips += 1
             inferred = True
@@ -219,7 +222,8 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
             matched = matched | {word}
             flips += 1
             inferred = True
-    if not matched:
+    if not matched or (by_pronoun and matched == {claim.subject}):
+        # a pronoun alone names nothing of the claim ("..., but it does show a sidewalk": "it" is the image)
         return None
     if claim.place and claim.subject in have and _elsewhere(claim, lower, stems, have, negations):
         # "The decoration is on the wall." to "Is the decoration on a cake?"
@@ -533,3 +537,29 @@ def bare_number(claim: Claim, text: str) -> bool | None:
     if claim.key:
         return value > 0
     return None
+
+
+_RESULT = re.compile(r"(?:=|\bequals?\b|\bis\s+equal\s+to\b|\bwhich\s+(?:gives|makes|is)\b|\bgives\b)\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)"
+                     r"(?!\s*[-+×x*/÷−]\s*\d)", re.IGNORECASE)
+_OPERATION = re.compile(r"\d\s*°?\s*[-+×*/÷−]\s*\d|=")
+
+
+def equation_result(claim: Claim, text: str) -> bool | None:
+    """For a claim about a value ("Is x equal to 30 degrees?", "Is the answer 12?"): whether the result of the last
+    calculation the reply works out ("x = 180° − 70° − 80° = 30°", "7 + 5, which equals 12") is the value asked
+    about; None when the reply works nothing out."""
+    if claim.number is None or not _OPERATION.search(text):
+        return None
+    op, want, noun = claim.number
+    if noun and noun not in UNITS:
+        return None  # a count of things is read from what the reply says of them, not from arithmetic
+    found = None
+    for found in _RESULT.finditer(text):
+        pass
+    if found is None:
+        return None
+    got = as_number(found.group(1))
+    if got is None:
+        return None
+    return {"==": got == want, "<": got < want, ">": got > want, ">=": got >= want, "<=": got <= want}[op]
+
