@@ -105,6 +105,15 @@ SHAPES += [
     ("Is the sum shown on the board 20?", "The board shows 8 + 9, which equals 17.", "no", READ_RESTATED),
     # "correct" as the answer word is not a word of the claim; the question's own "not" names no side
     ("Is the top bar not shorter than the bottom bar?", "Correct, it is not shorter; the two bars match.", "yes", READ_FIRST_WORD),
+    # values "from A to B" against a claim of a direction; a clock's time against the hour asked
+    ("According to the chart, did exports rise between 2015 and 2018?",
+     "Per the chart, exports went from 4.2 billion in 2015 to 3.9 billion in 2018.", "no", READ_RESTATED),
+    ("Did the number of visitors decrease from 2010 to 2012?", "From 2010 to 2012 visitors went from 90 thousand to 60 thousand.",
+     "yes", READ_RESTATED),
+    ("Is the clock showing 7 o'clock?", "The hands of the clock point to about 4:35.", "no", READ_RESTATED),
+    # the thing named after "resembles" is compared with, not claimed: the building named is another one
+    ("Is this building the Colosseum?", "The building shown is a modern stadium in Lisbon, which resembles the Colosseum.", "no",
+     READ_RESTATED),
     # a pronoun alone names nothing of the claim: "it" is the image here
     ("Is the rug under the table?", "There is no rug in this picture, but it does show a tiled floor.", "no", READ_RESTATED),
 ]
@@ -124,6 +133,11 @@ UNKNOWNS = [
     ("Are the bananas ripe?", "Some of the bananas look ripe, with yellow skin, while others are still green.", REFUSES),
     ("Is the beach wet in this image?", "The beach appears to be wet in parts of the image, near the waterline.", REFUSES),
     ("Is the person the same as in the previous image?", "I can only see one image here, so I can't compare it to another.", REFUSES),
+    # a refusal to name people is no denial, whatever the description after it
+    ("Is the woman in the photo Serena Williams?", "Sorry, I cannot identify people from their faces. She holds a tennis racket "
+     "and wears a white dress.", REFUSES),
+    # one pair of values cannot settle a claim about two things
+    ("Did both rice and wheat prices fall in 2008?", "Rice prices went from 300 to 700 dollars a ton.", SAYS_NOTHING),
 ]
 
 

@@ -115,6 +115,7 @@ from vhx.parsing.verdicts import (
     numeric_comparison,
     order_verdict,
     partial_universal,
+    trend,
     reversed_claim,
 )
 
@@ -566,6 +567,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
     verdicts = [v for v, _ in read]
     after_contrast = read[-1][1] if read else False
     if not verdicts:
+        moved = trend(claim, region)
+        if moved is not None:
+            return Reading(_answer(moved, claim.negated), READ_RESTATED)  # "went from 3.86 to 3.80" to "Did it increase?"
         return Reading("unknown", READ_UNKNOWN, REFUSES if hedged else SAYS_NOTHING)
     concluded_v = [v for v in verdicts if v.conclusion]
     if concluded_v:

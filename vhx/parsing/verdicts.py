@@ -183,6 +183,12 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
         return None
     if hedges and (HEDGE.search(clause) or MAYBE.search(clause)):
         return None
+    if claim.required and _RESEMBLES.search(clause):
+        found = _RESEMBLES.search(clause)
+        before = {stem(w) for w in tokens(clause[: found.start()])}
+        if (claim.required - before) & {stem(w) for w in tokens(clause[found.end() :])}:
+            # "the Tokyo Tower, which resembles the Eiffel Tower": the thing named after it is compared with, not claimed
+            return clause_verdict(claim, clause[: found.start()], conclusion, contrast, hedges=hedges)
     judged = judged_statement(claim, clause)
     if judged is not None:
         return Verdict(judged, "restated claim", claim.content, conclusion)
@@ -299,7 +305,10 @@ PARTLY = re.compile(r"\b(?:in\s+parts|parts\s+of\s+the|some\s+of\s+(?:the|them)|
 #: Hedges that withhold the answer ("It's hard to say", "I can't be certain").
 STRONG_HEDGE = re.compile(
     r"\b(?:hard|difficult|impossible)\s+to\s+(?:say|tell|judge|determine|know)|(?:can(?:not|'t|’t)|could\s*n[o']t)\s+(?:be\s+(?:certain|sure)|"
-    r"determine|tell|say\s+for\s+sure)|not\s+(?:possible|able)\s+to\s+(?:determine|tell|say)|unclear\s+(?:whether|if)|i'?m\s+not\s+sure",
+    r"determine|tell|say\s+for\s+sure)|not\s+(?:possible|able)\s+to\s+(?:determine|tell|say)|unclear\s+(?:whether|if)|i'?m\s+not\s+sure|"
+    # a refusal to name people ("I cannot identify real people in images"), not a denial of a thing
+    r"(?:can(?:not|'t|’t)|unable\s+to|not\s+able\s+to|don'?t|do\s+not)\s+(?:help\s+(?:with\s+)?)?identify(?:ing)?\s+(?:real\s+|specific\s+)?"
+    r"(?:people|persons?|individuals?|who|him|her|them|faces?|the\s+(?:person|man|woman|people|individual|boy|girl|child))\b",
     re.IGNORECASE,
 )
 
@@ -539,6 +548,39 @@ def bare_number(claim: Claim, text: str) -> bool | None:
     return None
 
 
+_RESEMBLES = re.compile(r"\b(?:resembl\w*|similar\s+to|reminiscent\s+of|akin\s+to|inspired\s+by|model(?:l?ed)\s+(?:on|after)|"
+                        r"(?:replica|imitation|copy|parody)\s+of)\b", re.IGNORECASE)
+_UP = frozenset(stem(w) for w in "increase increased increases increasing rise rises rising rose grow grows growing grew climb climbed".split())
+_DOWN = frozenset(stem(w) for w in "decrease decreased decreases decreasing decline declined declines declining drop dropped drops "
+                  "fall falls fell falling shrink shrank shrinks".split())
+_FROM_TO = re.compile(r"\bfrom\s+(?:about\s+|approximately\s+|around\s+|roughly\s+)?\$?(-?\d[\d,]*(?:\.\d+)?)(?![\d,.]*\s*(?:-|–|to)\s*\d{4}\b)"
+                      r"[^.;!?]{0,40}?\bto\s+(?:about\s+|approximately\s+|around\s+|roughly\s+)?\$?(-?\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
+_BETWEEN = re.compile(r"\bbetween\s+\S+\s+and\s+\S+")
+_CLOCK = re.compile(r"\b(\d{1,2}):(\d{2})\b")
+
+
+def _year(value: float) -> bool:
+    return value.is_integer() and 1800 <= value <= 2100
+
+
+def trend(claim: Claim, text: str) -> bool | None:
+    """For "Did X increase (decline, ...)?": whether the values a reply gives "from A ... to B" move the way the claim
+    says ("Germany's GDP went from 3.86 trillion in 2019 to 3.80 trillion in 2020" -> False for "increase"); None when
+    the claim names no direction or the reply gives no single such pair (years are no values)."""
+    up, down = bool(claim.content & _UP), bool(claim.content & _DOWN)
+    if up == down or claim.universal or " and " in _BETWEEN.sub(" ", claim.text.lower()):
+        return None  # a claim of several things ("did both exports and imports decline") needs each one's values
+    moves = set()
+    for found in _FROM_TO.finditer(text):
+        a, b = as_number(found.group(1)), as_number(found.group(2))
+        if a is None or b is None or (_year(a) and _year(b)) or a == b:
+            continue
+        moves.add(b > a)
+    if len(moves) != 1:
+        return None
+    return moves.pop() == up
+
+
 _RESULT = re.compile(r"(?:=|\bequals?\b|\bis\s+equal\s+to\b|\bwhich\s+(?:gives|makes|is)\b|\bgives\b)\s*\$?\s*(-?\d[\d,]*(?:\.\d+)?)"
                      r"(?!\s*[-+×x*/÷−]\s*\d)", re.IGNORECASE)
 _OPERATION = re.compile(r"\d\s*°?\s*[-+×*/÷−]\s*\d|=")
@@ -548,9 +590,15 @@ def equation_result(claim: Claim, text: str) -> bool | None:
     """For a claim about a value ("Is x equal to 30 degrees?", "Is the answer 12?"): whether the result of the last
     calculation the reply works out ("x = 180° − 70° − 80° = 30°", "7 + 5, which equals 12") is the value asked
     about; None when the reply works nothing out."""
-    if claim.number is None or not _OPERATION.search(text):
+    if claim.number is None or not (_OPERATION.search(text) or claim.number[2] == "o'clock"):
         return None
     op, want, noun = claim.number
+    if noun == "o'clock":
+        times = {(int(h), int(m)) for h, m in _CLOCK.findall(text)}
+        if len(times) == 1:
+            hour, minute = times.pop()
+            return op == "==" and hour % 12 == want % 12 and minute == 0
+        return None
     if noun and noun not in UNITS:
         return None  # a count of things is read from what the reply says of them, not from arithmetic
     found = None
