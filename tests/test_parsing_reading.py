@@ -110,7 +110,7 @@ SHAPES += [
      "Per the chart, exports went from 4.2 billion in 2015 to 3.9 billion in 2018.", "no", READ_RESTATED),
     ("Did the number of visitors decrease from 2010 to 2012?", "From 2010 to 2012 visitors went from 90 thousand to 60 thousand.",
      "yes", READ_RESTATED),
-    ("Is the clock showing 7 o'clock?", "The hands of the clock point to about 4:35.", "no", READ_RESTATED),
+    ("Is the clock showing 7 o'clock?", "The clock on the tower reads roughly 11:50.", "no", READ_RESTATED),
     # the thing named after "resembles" is compared with, not claimed: the building named is another one
     ("Is this building the Colosseum?", "The building shown is a modern stadium in Lisbon, which resembles the Colosseum.", "no",
      READ_RESTATED),
@@ -136,6 +136,11 @@ UNKNOWNS = [
     # a refusal to name people is no denial, whatever the description after it
     ("Is the woman in the photo Serena Williams?", "Sorry, I cannot identify people from their faces. She holds a tennis racket "
      "and wears a white dress.", REFUSES),
+    # the thing named after "resembles" is compared with, not claimed
+    ("Is this a photo of the CN Tower?", "The photo shows the Sky Tower, a tall tower in Auckland, which resembles the CN Tower.",
+     SAYS_NOTHING),
+    ("Is the man at the podium Justin Trudeau?", "I'm sorry, but I can't identify real people in images. However, I can tell you "
+     "that the man wears a dark suit and stands at a podium.", REFUSES),
     # one pair of values cannot settle a claim about two things
     ("Did both rice and wheat prices fall in 2008?", "Rice prices went from 300 to 700 dollars a ton.", SAYS_NOTHING),
 ]

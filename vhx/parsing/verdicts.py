@@ -183,10 +183,10 @@ def clause_verdict(claim: Claim, clause: str, conclusion: bool = False, contrast
         return None
     if hedges and (HEDGE.search(clause) or MAYBE.search(clause)):
         return None
-    if claim.required and _RESEMBLES.search(clause):
-        found = _RESEMBLES.search(clause)
+    found = _RESEMBLES.search(clause) if "resembl" in clause.lower() or " to " in clause or " of " in clause or " by " in clause else None
+    if found and not _RESEMBLES.search(claim.text) and " like " not in claim.text.lower():
         before = {stem(w) for w in tokens(clause[: found.start()])}
-        if (claim.required - before) & {stem(w) for w in tokens(clause[found.end() :])}:
+        if (claim.content - before) & {stem(w) for w in tokens(clause[found.end() :])}:
             # "the Tokyo Tower, which resembles the Eiffel Tower": the thing named after it is compared with, not claimed
             return clause_verdict(claim, clause[: found.start()], conclusion, contrast, hedges=hedges)
     judged = judged_statement(claim, clause)
