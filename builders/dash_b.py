@@ -46,7 +46,7 @@ import datasets
 
 from vhx.errors import DataError
 from vhx.schema import make_case, question_problem
-from vhx.scoring.dash_b import DASH_B_SETS, SOURCE, dash_b_source_id
+from vhx.cases import DASH_B_SETS, DASH_B_SOURCE as SOURCE, dash_b_source_id
 
 from ._base import VHBuilder, VHBuilderConfig, image_value, read_text
 

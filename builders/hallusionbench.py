@@ -38,7 +38,7 @@ import datasets
 
 from vhx.errors import DataError
 from vhx.schema import NO_IMAGE, make_case, normalize_answer, question_problem
-from vhx.scoring.hallusionbench import HB_CATEGORIES, hb_source_id, hb_subset
+from vhx.cases import HB_CATEGORIES, hb_source_id, hb_subset
 
 from ._base import VHBuilder, VHBuilderConfig, image_value, read_json_array
 

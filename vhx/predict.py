@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import datasets
 from PIL import Image
 
+from vhx.cases import CASE_CONTENT, case_digest  # noqa: F401  (what identifies a case; importable from here too)
 from vhx.errors import DataError, VHXError
 from vhx.images import DECODE_ERRORS, check_pixels, decode_error, strict_decoding
 from vhx.jsonl import append_jsonl, read_jsonl
@@ -131,19 +132,6 @@ def content_digest(ds: datasets.Dataset) -> str:
         for column in columns:
             for value in batch[column].to_pylist():
                 digest.update(str(value).encode("utf-8") + b"\0")
-    return digest.hexdigest()[:16]
-
-
-#: What one case's prediction depends on besides its image bytes; a prediction row records a digest of
-#: them ("case"), so a resumed run scores again exactly the cases that changed under the same id.
-CASE_CONTENT: tuple[str, ...] = ("question", "answer", "image_id", "transform_params")
-
-
-def case_digest(case: Mapping[str, Any]) -> str:
-    """Digest of one case's :data:`CASE_CONTENT` (16 hex digits)."""
-    digest = hashlib.sha256()
-    for key in CASE_CONTENT:
-        digest.update(str(case.get(key)).encode("utf-8") + b"\0")
     return digest.hexdigest()[:16]
 
 
@@ -462,7 +450,7 @@ def predict_dataset(
         batch_size: cases per ``model.predict`` call, and per flush of the output file.
         limit: score a sample of at most ``limit`` cases of each split, made of whole groups (a case with its
             negated twin and transformed versions, a HallusionBench question set, an MME image), the same
-            source cases on every split (:func:`vhx.scoring.groups.sample_indices`).
+            source cases on every split (:func:`vhx.cases.sample_indices`).
         seed: the sample's seed (with ``limit``).
         progress: show a progress bar (on the main process).
         state: an ``accelerate.PartialState``-like object (``process_index``, ``num_processes``,

@@ -78,8 +78,8 @@ def check_same_cases(run_file: Path, model: str, description: Mapping[str, Any],
 
 
 def sample_rows(ds: Any, limit: int | None, seed: int) -> list[int]:
-    """The rows of ``ds`` a run scores: all, or a ``limit`` sample of whole groups (:mod:`vhx.scoring.groups`)."""
-    from vhx.scoring.groups import GROUP_COLUMNS, sample_indices
+    """The rows of ``ds`` a run scores: all, or a ``limit`` sample of whole groups (:mod:`vhx.cases`)."""
+    from vhx.cases import GROUP_COLUMNS, sample_indices
 
     if limit is None or limit >= len(ds):
         return list(range(len(ds)))

@@ -73,7 +73,7 @@ FIELD_DOCS: dict[str, str] = {
 
 #: The keys of every row of a run's ``predictions.jsonl`` (written by vhx.predict, read by vhx.scoring).
 #: ``case`` is a digest of the case's question, answer, image_id and transform_params
-#: (vhx.predict.case_digest): a resumed run scores again a case whose digest changed. Scoring does
+#: (vhx.cases.case_digest): a resumed run scores again a case whose digest changed. Scoring does
 #: not need it, so rows written by other tools may leave it out. ``reading`` says how ``pred`` was read from
 #: ``raw`` (one of vhx.parsing.READINGS; ``None`` where no text was read, as in ``--mode logits``).
 PREDICTION_FIELDS: tuple[str, ...] = (

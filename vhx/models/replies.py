@@ -131,7 +131,7 @@ class CaseRef:
 
 def case_refs(split: str, columns: Mapping[str, Sequence[Any]]) -> list[CaseRef]:
     """A :class:`CaseRef` per row of a split's columns (:data:`MATCH_COLUMNS`; id and question are required)."""
-    from vhx.predict import case_digest
+    from vhx.cases import case_digest
     from vhx.schema import NO_IMAGE, ORIGINAL
 
     n = len(columns["id"])
@@ -241,7 +241,7 @@ def _candidates(rec: ReplyRecord, index: _Index) -> tuple[list[CaseRef], str]:
         if not pool:  # a plain id may be the benchmark's own question id
             pool = index.by_sid.get(rec.case_id, [])
     if not pool and rec.hb is not None:
-        from vhx.scoring.hallusionbench import hb_source_id, hb_subset
+        from vhx.cases import hb_source_id, hb_subset
 
         category, subcategory, set_id, figure_id, question_id = rec.hb
         subset, sid = hb_subset(category, subcategory), hb_source_id(set_id, figure_id, question_id)

@@ -125,7 +125,7 @@ class ReplyRecord:
         truth: the truth the file states (``yes``/``no``), to tell apart cases that match equally.
         position: the row's 1-based position, for files with neither ids nor images (module docstring).
         model: the model of a ``vhx`` row.
-        case: the case digest a ``vhx`` row recorded (:func:`vhx.predict.case_digest`).
+        case: the case digest a ``vhx`` row recorded (:func:`vhx.cases.case_digest`).
         fmt: the file's format.
     """
 

@@ -47,7 +47,7 @@ from vhx.report.files import REPORT_FILES, REPORT_MANIFEST, carry_user_files, is
 from vhx.report.runinfo import judge_failures, limit_cut, pooled_subsets_note
 from vhx.report.sources import md_code as _md_code
 from vhx.report.sources import md_text
-from vhx.scoring.groups import sample_note
+from vhx.cases import sample_note
 from vhx.errors import VHXError
 from vhx.locking import atomic_write_text
 from vhx.scoring.blind import blind_scores

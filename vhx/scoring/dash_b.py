@@ -34,31 +34,17 @@ from collections.abc import Mapping
 import pandas as pd
 
 from vhx.errors import DataError
+from vhx.cases import DASH_B_SETS, DASH_B_SOURCE, dash_b_key, dash_b_source_id  # noqa: F401  (the ids live in vhx.cases)
 from vhx.schema import ORIGINAL
 from vhx.scoring.predictions import UNKNOWN, Predictions, validate_predictions
 
-SOURCE = "dash-b"
-#: DASH-B's two image sets, in the order its loader reads them: images without the object, then with it.
-DASH_B_SETS: tuple[str, ...] = ("neg", "pos")
+SOURCE = DASH_B_SOURCE
 #: (image, object) questions in the release: 1,341 negatives and 1,341 positives.
 DASH_B_SIZE = 2682
 #: Columns of :func:`dash_b_scores` after ``model`` and ``dataset``.
 DASH_B_COLUMNS: tuple[str, ...] = ("n_questions", "n_neg", "n_pos", "acc", "tnr", "tpr", "harmonic_mean", "n_unknown")
 #: How :func:`dash_b_scores` reads the replies: vhx's reading (``pred``) or DASH-B's substring rule.
 DASH_B_READINGS: tuple[str, ...] = ("pred", "dash-b")
-
-
-def dash_b_source_id(object_name: str, img_id: str) -> str:
-    """The ``source_id`` of a DASH-B question: ``{object}/{image file}``, what DASH-B's answers files key by."""
-    return f"{object_name}/{img_id}"
-
-
-def dash_b_key(source_id: str) -> tuple[str, str]:
-    """``(img_id, object_name)`` of a DASH-B case from its ``source_id``: the key of its row in DASH-B's answers files."""
-    object_name, sep, img_id = str(source_id).rpartition("/")
-    if not sep or not object_name or not img_id:
-        raise DataError(f"not a DASH-B source id: {source_id!r} (expected <object>/<image file>)", field="source_id")
-    return img_id, object_name
 
 
 def dash_b_answer(response: object) -> str:

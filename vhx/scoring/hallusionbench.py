@@ -28,37 +28,16 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from vhx.errors import DataError
+from vhx.cases import HB_CATEGORIES, HB_SOURCE, hb_fields, hb_source_id, hb_subset  # noqa: F401  (the ids live in vhx.cases)
 from vhx.schema import ORIGINAL
 from vhx.scoring.predictions import UNKNOWN, Predictions, validate_predictions
 
-SOURCE = "hallusionbench"
-HB_CATEGORIES: tuple[str, ...] = ("VD", "VS")
+SOURCE = HB_SOURCE
 #: Columns of :func:`hallusionbench_scores` after ``model`` and ``category``.
 HB_COLUMNS: tuple[str, ...] = (
     "n_questions", "question_accuracy", "n_figures", "figure_accuracy", "n_question_pairs", "question_pair_accuracy",
     "n_unknown", "n_unknown_counted_right",
 )
-
-
-def hb_subset(category: str, subcategory: str) -> str:
-    """The ``subset`` (and split) of a HallusionBench question: ``VD_illusion``, ``VS_chart``, ..."""
-    return f"{category}_{subcategory}"
-
-
-def hb_source_id(set_id: str, figure_id: str, question_id: str) -> str:
-    """The ``source_id`` of a HallusionBench question: ``{set_id}_{figure_id}_{question_id}``."""
-    return f"{set_id}_{figure_id}_{question_id}"
-
-
-def hb_fields(subset: str, source_id: str) -> dict[str, str]:
-    """``category``, ``subcategory``, ``set_id``, ``figure_id``, ``question_id`` of a case, from its subset and source id."""
-    category, _, subcategory = str(subset).partition("_")
-    parts = str(source_id).split("_")
-    if category not in HB_CATEGORIES or not subcategory or len(parts) != 3:
-        raise DataError(f"not a HallusionBench case: subset {subset!r}, source id {source_id!r} "
-                        "(expected VD_/VS_<subcategory> and <set>_<figure>_<question>)", field="id")
-    return {"category": category, "subcategory": subcategory, "set_id": parts[0], "figure_id": parts[1], "question_id": parts[2]}
 
 
 def hb_rows(predictions: Predictions) -> pd.DataFrame:

@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from vhx.scoring.groups import mmvp_question_pair
+from vhx.cases import mmvp_question_pair
 from vhx.scoring.predictions import REQUIRED_FIELDS, Predictions, validate_predictions
 
 SOURCE = "mmvp"

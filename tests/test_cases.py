@@ -13,7 +13,7 @@ import pytest
 from release_writers import hallusionbench_records, write_hallusionbench_release
 from vhx.models.base import Prediction
 from vhx.predict import predict_dataset
-from vhx.scoring.groups import case_group, sample_indices
+from vhx.cases import case_group, sample_indices
 
 
 class SayNo:
@@ -152,7 +152,7 @@ def test_a_built_folder_is_scored_as_single_questions_without_a_warning(hb_folde
 def test_a_limit_keeps_mmvp_question_pairs_whole():
     """MMVP's pair accuracy needs both images of a question (Index 1 and 2, 3 and 4, ...): a --limit sample draws them
     together, with their negated twins and transformed versions, so no pair is cut."""
-    from vhx.scoring.groups import case_group, mmvp_question_pair, sample_indices
+    from vhx.cases import case_group, mmvp_question_pair, sample_indices
 
     assert [mmvp_question_pair(i) for i in ("1", "2", "3", "4", "300")] == [0, 0, 1, 1, 149]
     assert mmvp_question_pair("x") is None and mmvp_question_pair("0") is None
