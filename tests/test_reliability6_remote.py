@@ -29,7 +29,7 @@ from vhx.cli import main
 from vhx.llm import LLMConfig
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, format_question
 from vhx.schema import FEATURES, make_case
-from vhx.scoring.judge import CHECK_PROMPT, JUDGE_PROMPT
+from vhx.judge import CHECK_PROMPT, JUDGE_PROMPT
 
 KEY = "sk-test-Reliab1lity6-REMOTE-0123456789"
 #: The cases: pairs of a question and its negated twin (the answers do not matter: the judge reads replies).

@@ -459,9 +459,9 @@ def predict_dataset(
         bar_options: tqdm arguments of that bar over its defaults (``desc``; ``position`` and
             ``leave=False`` nest it under a caller's own bar, as ``vhx replicate``'s stages do);
             ``progress`` still decides whether it shows.
-        judge: a :class:`vhx.scoring.judge.Judge`: once every case is answered, the replies the reading rules
+        judge: a :class:`vhx.judge.Judge`: once every case is answered, the replies the reading rules
             cannot settle (unread ones, and replies to negated twins that restate the negation) are read by
-            it (:func:`vhx.scoring.judge.judge_predictions`); run.json records it under ``judge``.
+            it (:func:`vhx.judge.judge_predictions`); run.json records it under ``judge``.
 
     Raises:
         vhx.locking.LockBusy: another run is writing in ``out_dir`` (its main process holds
@@ -671,8 +671,8 @@ def _predict(
 
 
 def _run_judge(judge: Any, main_file: Path, parts: Mapping[str, Any], chosen: Mapping[str, Sequence[int]], name: str) -> dict[str, Any]:
-    """Let ``judge`` read the replies the rules cannot settle (:func:`vhx.scoring.judge.judge_predictions`); its run.json record."""
-    from vhx.scoring.judge import judge_predictions
+    """Let ``judge`` read the replies the rules cannot settle (:func:`vhx.judge.judge_predictions`); its run.json record."""
+    from vhx.judge import judge_predictions
 
     questions = {}
     for split, ds in parts.items():

@@ -228,7 +228,7 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
                      judge: str | None = None) -> dict[str, Path]:
     """Predict every case (resumable, incremental), then write the report under ``out/report``
     (``report_step``, when given, is printed before the report is written). ``judge``: a text model spec
-    that reads the replies the rules cannot settle (:mod:`vhx.scoring.judge`)."""
+    that reads the replies the rules cannot settle (:mod:`vhx.judge`)."""
     from vhx.locking import exclusive_lock
     from vhx.models import load_model
     from vhx.predict import LOCK_FILE, predict_dataset
@@ -243,7 +243,7 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
             pass
     reader = None
     if judge:
-        from vhx.scoring.judge import Judge
+        from vhx.judge import Judge
 
         reader = Judge(judge)  # a bad spec fails here, before the model loads
     model = load_model(model_spec, **options)

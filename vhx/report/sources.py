@@ -256,11 +256,11 @@ def judge_section(df: pd.DataFrame, table: Table,
                   failures: Mapping[str, Sequence[dict[str, Any]]] | None = None) -> tuple[list[str], pd.DataFrame]:
     """Per model, how a judge (``vhx evaluate --judge``) read the replies the rules cannot settle, with symmetric
     accuracy beside it as the rules alone read the same replies; for a run without a judge, how many replies one
-    would have read (:func:`vhx.scoring.judge.judge_reason`). ``failures``: per model, the run.json judge records
+    would have read (:func:`vhx.judge.judge_reason`). ``failures``: per model, the run.json judge records
     of its runs whose judge requests failed (:func:`vhx.report.runinfo.judge_failure`), said first and plainly:
     a judge that failed on every request must not read as no judge at all."""
     from vhx.report.runinfo import judge_failure_words
-    from vhx.scoring.judge import BOTH_ANSWERS, RESTATED, UNCERTAIN, UNREAD, judge_reason, rules_only
+    from vhx.judge import BOTH_ANSWERS, RESTATED, UNCERTAIN, UNREAD, judge_reason, rules_only
     from vhx.scoring.metrics import symmetric_accuracy
 
     failures = {m: list(r) for m, r in (failures or {}).items() if r}

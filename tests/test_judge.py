@@ -17,7 +17,7 @@ from vhx.models import Prediction
 from vhx.parsing import parse_yes_no
 from vhx.predict import predict_dataset
 from vhx.schema import FEATURES, make_case
-from vhx.scoring.judge import (
+from vhx.judge import (
     JUDGE_PROMPT,
     RESTATED,
     UNREAD,
@@ -269,7 +269,7 @@ def test_scoring_against_a_server_that_rate_limits_forever_exits_2_with_the_answ
 def test_the_judge_and_the_report_read_yes_no_word_replies_alike():
     """A row without a recorded reading: "No No No No" restates nothing (its second "no" is no negation restated) and
     needs no judge; "No Yes Yes Yes" gives both answers and goes to the judge, as the report counts them."""
-    from vhx.scoring.judge import BOTH_ANSWERS, RESTATED, judge_reason, restates_negation
+    from vhx.judge import BOTH_ANSWERS, RESTATED, judge_reason, restates_negation
 
     row = {"negated": True, "pred": "no"}
     assert judge_reason({**row, "raw": "No No No No"}) is None and not restates_negation("No.\nNo")
