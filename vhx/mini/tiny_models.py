@@ -1069,6 +1069,14 @@ def _quiet_progress() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+def tiny_source(spec: str) -> str | None:
+    """The model source of tiny random models (entry point ``vhx.model_sources``: ``tiny``): ``vhx-tiny:<arch>`` built
+    (or reused from the cache), ``None`` for any other spec."""
+    from vhx.models.loading import TINY_PREFIX
+
+    return str(build_tiny_model(spec[len(TINY_PREFIX) :])) if spec.startswith(TINY_PREFIX) else None
+
+
 def build_tiny_model(arch: str, path: str | os.PathLike | None = None, seed: int = 0, **sizes: int) -> Path:
     """Build (or reuse from the cache) a tiny random ``arch`` model folder and return its path.
 

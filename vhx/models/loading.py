@@ -4,8 +4,9 @@ Every stage that needs transformers weights goes through :func:`load_pretrained`
 specs mean the same thing everywhere:
 
 * a Hub id or local folder of an ``AutoModelForImageTextToText`` checkpoint;
-* a shipped checkpoint name (``vhx-mini``, ``vhx-mini-yes``, see :mod:`vhx.mini.zoo`);
-* ``vhx-tiny:<arch>``, a tiny random model built locally (:mod:`vhx.mini.tiny_models`), for smoke runs;
+* a name a model source resolves (:func:`register_model_source`, entry points ``vhx.model_sources``): vhx's
+  shipped checkpoints (``vhx-mini``, ``vhx-mini-yes``: :mod:`vhx.mini.zoo`) and ``vhx-tiny:<arch>``, a tiny random
+  model built locally (:mod:`vhx.mini.tiny_models`), for smoke runs;
 * a local PEFT (LoRA) adapter folder, which loads its base model plus the adapter.
 
 A checkpoint whose model type transformers does not implement but whose repository ships its own
@@ -22,8 +23,10 @@ Device placement follows :func:`vhx.runtime.default_device` unless a device or `
 from __future__ import annotations
 
 import errno
+import importlib.metadata
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,15 +82,44 @@ def _apply_adapter(model: Any, adapter: str, *, merge: bool) -> Any:
     return model.merge_and_unload() if merge else model
 
 
+#: The entry-point group of model sources: ``name = "package.module:resolver"``, a resolver taking a model spec and
+#: returning a loadable folder or Hub id, or ``None`` for a spec it does not know. vhx's own pyproject declares its
+#: shipped zoo (``vhx-mini``, ...) and its tiny random models (``vhx-tiny:<arch>``) there; another package adds
+#: its own names the same way, or a program calls :func:`register_model_source`. The loader names no package above it.
+MODEL_SOURCE_GROUP = "vhx.model_sources"
+_SOURCES: dict[str, Callable[[str], str | None]] = {}
+_ENTRY_POINTS_READ: list[bool] = []
+
+
+def register_model_source(name: str, resolve: Callable[[str], str | None]) -> None:
+    """Let ``resolve(spec)`` turn model names it knows into folders (``None`` for the others), under ``name``."""
+    _SOURCES[name] = resolve
+
+
+def model_sources() -> dict[str, Callable[[str], str | None]]:
+    """The registered model sources, the installed ``vhx.model_sources`` entry points first read once."""
+    if not _ENTRY_POINTS_READ:
+        _ENTRY_POINTS_READ.append(True)
+        for ep in importlib.metadata.entry_points(group=MODEL_SOURCE_GROUP):
+            if ep.name not in _SOURCES:
+                try:
+                    _SOURCES[ep.name] = ep.load()
+                except Exception as exc:  # a broken plug-in names itself; the other sources still resolve
+                    raise VHXError(f"model source {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+    return _SOURCES
+
+
 def resolve_spec(spec: str) -> str:
-    """A loadable Hub id or folder for ``spec``: shipped names and ``vhx-tiny:<arch>`` become folders."""
+    """A loadable Hub id or folder for ``spec``: a name a model source knows (shipped names, ``vhx-tiny:<arch>``)
+    becomes its folder; anything else is returned unchanged."""
+    for resolve in model_sources().values():
+        found = resolve(spec)
+        if found is not None:
+            return str(found)
     if spec.startswith(TINY_PREFIX):
-        from vhx.mini.tiny_models import build_tiny_model
-
-        return str(build_tiny_model(spec[len(TINY_PREFIX) :]))
-    from vhx.mini.zoo import resolve_model
-
-    return resolve_model(spec)
+        raise VHXError(f"{spec}: no model source knows {TINY_PREFIX!r} names (sources: {', '.join(_SOURCES) or 'none'}); "
+                       "is vhx installed (pip install -e .)?")
+    return spec
 
 
 @dataclass

@@ -31,6 +31,12 @@ ZOO_DIR = Path(__file__).resolve().parent
 DEFAULT_MODEL = "vhx-mini"
 
 
+def shipped_source(spec: str) -> str | None:
+    """The model source of the shipped checkpoints (entry point ``vhx.model_sources``: ``zoo``): the folder of a name
+    of :data:`SHIPPED`, ``None`` for any other spec."""
+    return resolve_model(spec) if spec in SHIPPED else None
+
+
 def resolve_model(spec: str) -> str:
     """The folder of a shipped model (a name of :data:`SHIPPED`), or ``spec`` unchanged."""
     if spec in SHIPPED:

@@ -1,0 +1,36 @@
+"""The one model loader's names (vhx.models.loading): model sources resolve the names they know, through the
+``vhx.model_sources`` entry points vhx's own pyproject declares or :func:`register_model_source`."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+from vhx.errors import VHXError
+from vhx.models import loading
+from vhx.models.loading import MODEL_SOURCE_GROUP, register_model_source, resolve_spec
+
+
+def test_the_installed_package_declares_its_zoo_and_tiny_models_as_model_sources():
+    declared = {ep.name: ep.value for ep in importlib.metadata.entry_points(group=MODEL_SOURCE_GROUP)}
+    assert declared.get("zoo") == "vhx.mini.zoo:shipped_source"
+    assert declared.get("tiny") == "vhx.mini.tiny_models:tiny_source"
+    folder = Path(resolve_spec("vhx-mini"))
+    assert folder.name == "vhx-mini" and (folder / "config.json").is_file()
+
+
+def test_a_registered_source_resolves_its_names_and_others_pass_through(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(loading, "_SOURCES", dict(loading.model_sources()))
+    assert resolve_spec("acme-vl-small") == "acme-vl-small"  # unknown to every source: a Hub id as given
+    register_model_source("acme", lambda spec: str(tmp_path) if spec == "acme-vl-small" else None)
+    assert resolve_spec("acme-vl-small") == str(tmp_path)
+    assert resolve_spec("llava-hf/llava-1.5-7b-hf") == "llava-hf/llava-1.5-7b-hf"
+
+
+def test_a_tiny_name_no_source_knows_is_one_clear_error(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(loading, "_SOURCES", {})
+    monkeypatch.setattr(loading, "_ENTRY_POINTS_READ", [True])
+    with pytest.raises(VHXError, match="no model source knows 'vhx-tiny:'"):
+        resolve_spec("vhx-tiny:llava")
