@@ -227,7 +227,7 @@ class MMEBuilder(VHBuilder):
 
     def _hub_splits(self, root: Path) -> list[datasets.SplitGenerator]:
         """Read the Hub copy once: images written as files, entries kept per subtask for the splits."""
-        from vhx.hub import default_image_files_dir, store_image_bytes
+        from vhx.images import default_image_files_dir, store_image_bytes
 
         self.allow_images_under(default_image_files_dir())
         self._hub_entries: dict[str, dict[str, list[dict[str, Any]]]] = {}

@@ -195,7 +195,7 @@ class PopeBuilder(VHBuilder):
 
     def _hub_splits(self, root: Path, files: list[Path]) -> list[datasets.SplitGenerator]:
         """Read POPE's Hub copy once: images written as files, cases kept per subset (``category``)."""
-        from vhx.hub import default_image_files_dir, store_image_bytes
+        from vhx.images import default_image_files_dir, store_image_bytes
 
         self.allow_images_under(default_image_files_dir())
         self._hub_cases: dict[str, list[dict[str, Any]]] = {}

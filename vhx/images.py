@@ -8,6 +8,7 @@ scoring) turn a decoding failure into a :class:`vhx.errors.DataError` naming the
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import warnings
@@ -17,6 +18,7 @@ from pathlib import Path
 from PIL import Image, ImageFile, UnidentifiedImageError
 
 from vhx.errors import DataError
+from vhx.locking import atomic_write_bytes
 
 #: vhx's own pixel limit (width x height) for a source image, far below Pillow's bomb guard: a
 #: 12000 x 12000 PNG of a few KB would otherwise become gigabytes of pixels in every perturbation.
@@ -205,3 +207,33 @@ def to_rgb(image: Image.Image) -> Image.Image:
             arr = arr * 255.0
         return Image.fromarray(np.clip(np.rint(arr), 0, 255).astype(np.uint8)).convert("RGB")
     return image.convert("RGB")
+
+
+# ------------------------------------------------------------------- image files written from bytes
+def default_image_files_dir() -> Path:
+    """Where :func:`vhx.hub.load_folder_by_reference` and the builders of Hub copies write image files by default: ``vhx-images`` in the datasets cache."""
+    import datasets  # not at the top: vhx.images is read by every builder, most never need the cache
+
+    return Path(datasets.config.HF_DATASETS_CACHE) / "vhx-images"
+
+
+_IMAGE_SUFFIXES = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8", ".jpg"), (b"GIF8", ".gif"), (b"BM", ".bmp"), (b"RIFF", ".webp"))
+
+
+def stored_image_file(image_dir: Path, data: bytes, name: str | None) -> str:
+    """The file holding ``data`` under ``image_dir`` (content-addressed, written once), named ``name``."""
+    digest = hashlib.sha256(data).hexdigest()
+    if not name:
+        name = "image" + next((suffix for magic, suffix in _IMAGE_SUFFIXES if data.startswith(magic)), "")
+    path = image_dir / digest[:2] / digest / name
+    # a file of another size there was cut short (a full disk, a copy): written again, never reused
+    if not path.is_file() or path.stat().st_size != len(data):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data)  # write-then-rename: never a truncated file under the final name
+    return str(path)
+
+
+def store_image_bytes(data: bytes, name: str | None = None, image_dir: str | Path | None = None) -> str:
+    """Write ``data`` once as an image file (content-addressed under ``image_dir``, default
+    :func:`default_image_files_dir`) and return its path: rows then reference the image by path."""
+    return stored_image_file(Path(image_dir) if image_dir is not None else default_image_files_dir(), data, name)

@@ -42,7 +42,7 @@ from vhx.images import known_decodable, remember_decodable, undecodable
 from vhx.locking import atomic_path, atomic_write_text, pid_alive
 from vhx.hub.read import (  # noqa: F401  (reading folders lives there; these names stay importable from vhx.hub)
     _image_columns,
-    _image_file,
+    stored_image_file,
     _IMAGE_STORAGE,
     _leaf_paths,
     _SHARED_STORAGE,

@@ -25,7 +25,7 @@ from huggingface_hub import DatasetCard
 
 from vhx.adversarial.outcomes import attack_outcomes
 from vhx.errors import DataError
-from vhx.locking import atomic_write_bytes
+from vhx.images import default_image_files_dir, store_image_bytes, stored_image_file  # noqa: F401  (importable from the hub too)
 from vhx.schema import NO_IMAGE
 
 
@@ -349,33 +349,6 @@ def open_folder(folder: str | Path, split: str | None = None) -> dict[str, Folde
     return {name: FolderSplit(paths, name) for name, paths in files.items()}
 
 
-def default_image_files_dir() -> Path:
-    """Where :func:`load_folder_by_reference` writes image files by default: ``vhx-images`` in the datasets cache."""
-    return Path(datasets.config.HF_DATASETS_CACHE) / "vhx-images"
-
-
-_IMAGE_SUFFIXES = ((b"\x89PNG\r\n\x1a\n", ".png"), (b"\xff\xd8", ".jpg"), (b"GIF8", ".gif"), (b"BM", ".bmp"), (b"RIFF", ".webp"))
-
-
-def _image_file(image_dir: Path, data: bytes, name: str | None) -> str:
-    """The file holding ``data`` under ``image_dir`` (content-addressed, written once), named ``name``."""
-    digest = hashlib.sha256(data).hexdigest()
-    if not name:
-        name = "image" + next((suffix for magic, suffix in _IMAGE_SUFFIXES if data.startswith(magic)), "")
-    path = image_dir / digest[:2] / digest / name
-    # a file of another size there was cut short (a full disk, a copy): written again, never reused
-    if not path.is_file() or path.stat().st_size != len(data):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, data)  # write-then-rename: never a truncated file under the final name
-    return str(path)
-
-
-def store_image_bytes(data: bytes, name: str | None = None, image_dir: str | Path | None = None) -> str:
-    """Write ``data`` once as an image file (content-addressed under ``image_dir``, default
-    :func:`default_image_files_dir`) and return its path: rows then reference the image by path."""
-    return _image_file(Path(image_dir) if image_dir is not None else default_image_files_dir(), data, name)
-
-
 def load_folder_by_reference(folder: str | Path, image_dir: str | Path | None = None) -> datasets.DatasetDict:
     """A Hub folder as an in-memory ``DatasetDict`` whose rows reference their images as files.
 
@@ -410,7 +383,7 @@ def load_folder_by_reference(folder: str | Path, image_dir: str | Path | None = 
                             continue
                         key = (code, name)
                         if key not in files:
-                            files[key] = _image_file(image_dir, values[code].as_py(), name and os.path.basename(name))
+                            files[key] = stored_image_file(image_dir, values[code].as_py(), name and os.path.basename(name))
                         image_paths[column].append(files[key])
         columns = []
         for column, feature in reader.features.items():
