@@ -207,7 +207,7 @@ def test_a_write_refused_midway_is_said_in_the_same_words(scored, tmp_path, caps
     """Where the check before the work cannot tell (a mount turned read-only later, a quota on some files), the write itself is
     worded as the disk-full line is, naming the output and the file."""
     import vhx.cli
-    import vhx.hub
+    import vhx.hub.write
 
     folder, _ = scored
     monkeypatch.setattr(vhx.cli, "check_writable", lambda out: None)
@@ -215,7 +215,7 @@ def test_a_write_refused_midway_is_said_in_the_same_words(scored, tmp_path, caps
     def read_only(ds, split, data_dir, max_bytes):
         raise OSError(errno.EROFS, "Read-only file system", str(data_dir / f"{split}-00000-of-00001.parquet"))
 
-    monkeypatch.setattr(vhx.hub, "_write_split_shared", read_only)
+    monkeypatch.setattr(vhx.hub.write, "_write_split_shared", read_only)
     out = tmp_path / "expanded"
     assert main(["expand", str(folder), "--out", str(out), "--perturb", "none", "--review", "0", "--gallery", "0"]) == 2
     [line] = _vhx_lines(capsys.readouterr().err)

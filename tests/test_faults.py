@@ -35,9 +35,9 @@ def test_a_failed_overwrite_leaves_the_old_folder_whole(tmp_path, monkeypatch):
     folder = tmp_path / "hub"
     write_hub_folder(_small(0), folder)
     before = {s: d["question"] for s, d in load_folder(folder).items()}
-    import vhx.hub
+    import vhx.hub.write
 
-    monkeypatch.setattr(vhx.hub, "_write_split_shared", _enospc)
+    monkeypatch.setattr(vhx.hub.write, "_write_split_shared", _enospc)
     with pytest.raises(OSError) as err:
         write_hub_folder(_small(1), folder, overwrite=True)
     assert err.value.errno == errno.ENOSPC
@@ -451,7 +451,7 @@ def test_a_full_disk_names_the_path_and_the_free_space_of_its_own_filesystem(tmp
 def test_a_full_disk_without_a_file_name_names_the_output_folder(tmp_path, capsys, monkeypatch):
     import shutil
 
-    import vhx.hub
+    import vhx.hub.write
 
     source = tmp_path / "src"
     write_hub_folder(_small(0), source)
@@ -459,7 +459,7 @@ def test_a_full_disk_without_a_file_name_names_the_output_folder(tmp_path, capsy
     def full(*args, **kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")  # no file name, as some writers raise it
 
-    monkeypatch.setattr(vhx.hub, "_write_split_shared", full)
+    monkeypatch.setattr(vhx.hub.write, "_write_split_shared", full)
     out = tmp_path / "deep" / "expanded"
     assert main(["expand", str(source), "--out", str(out), "--perturb", "none", "--review", "0", "--gallery", "0"]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]

@@ -111,7 +111,7 @@ def test_push_uses_hf_api_and_never_prints_token(tmp_path: Path, monkeypatch, ca
             calls.append(("upload_folder", kw))
             return type("C", (), {"commit_url": "https://hub/commit/1"})()
 
-    monkeypatch.setattr("vhx.hub.HfApi", FakeApi)
+    monkeypatch.setattr("vhx.hub.push.HfApi", FakeApi)
     from vhx.cli import main
 
     assert main(["push", str(folder), "me/demo", "--private"]) == 0
@@ -149,7 +149,7 @@ def test_the_card_loads_the_folder_until_pushed_then_the_repo(tmp_path: Path, mo
                 raise OSError("network down")
             return "https://hub/commit/1"
 
-    monkeypatch.setattr("vhx.hub.HfApi", FakeApi)
+    monkeypatch.setattr("vhx.hub.push.HfApi", FakeApi)
     with pytest.raises(VHXError):
         push_folder(folder, "me/fail")
     assert (folder / "README.md").read_text(encoding="utf-8") == card  # not pushed: unchanged

@@ -307,7 +307,7 @@ def test_the_free_space_said_is_measured_at_the_failure_not_after_the_clean_up(h
                                                                              capsys: pytest.CaptureFixture):
     """While a staging folder of the write exists the filesystem is full (1,000 bytes free); once the clean-up
     has removed it, 9,999,000 bytes are free. The line says what the write met: 1,000."""
-    import vhx.hub
+    import vhx.hub.write
 
     real_usage = shutil.disk_usage
     out = tmp_path / "expanded"
@@ -320,7 +320,7 @@ def test_the_free_space_said_is_measured_at_the_failure_not_after_the_clean_up(h
         raise OSError(errno.ENOSPC, "No space left on device")  # no file name: the output folder is named
 
     monkeypatch.setattr(shutil, "disk_usage", usage)
-    monkeypatch.setattr(vhx.hub, "_write_split_shared", full)
+    monkeypatch.setattr(vhx.hub.write, "_write_split_shared", full)
     assert main(["expand", str(hub), "--out", str(out), "--perturb", "none", "--review", "0", "--gallery", "0"]) == 2
     (line,) = _error_lines(capsys)
     assert line == (f"vhx expand: error: disk full while writing {out}; 1,000 bytes free on its filesystem ({tmp_path}): "

@@ -217,7 +217,7 @@ def test_decompression_bomb_goes_through_the_error_policy(tmp_path):
 def _built_with_a_truncated_image(tmp_path: Path) -> Path:
     """A Hub folder whose second image is a truncated JPEG (built with verify_images=False), as a tool
     other than vhx could write it: vhx's own writer refuses such a folder (test below)."""
-    from vhx import hub
+    from vhx.hub import write as hub
 
     root = _release(tmp_path / "pope", "pope", ["a.png", "cut.jpg"])
     _truncated_jpeg(root / "cut.jpg")
@@ -509,7 +509,7 @@ def test_push_failure_is_one_line_without_the_token(tmp_path, monkeypatch, capsy
             endpoint = f"http://127.0.0.1:{s.getsockname()[1]}"
     else:
         endpoint = refusing_hub
-    monkeypatch.setattr("vhx.hub.HfApi", functools.partial(huggingface_hub.HfApi, endpoint=endpoint))
+    monkeypatch.setattr("vhx.hub.push.HfApi", functools.partial(huggingface_hub.HfApi, endpoint=endpoint))
     folder = write_hub_folder(generate_synthetic(SyntheticConfig(num_images=1, seed=0)), tmp_path / "hub")
     assert main(["push", str(folder), "me/demo"]) == 2
     out = capsys.readouterr()

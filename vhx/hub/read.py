@@ -29,7 +29,7 @@ from vhx.images import default_image_files_dir, store_image_bytes, stored_image_
 from vhx.schema import NO_IMAGE
 
 
-def _stats_from_table(table: Any, n: int) -> dict[str, Any]:
+def stats_from_table(table: Any, n: int) -> dict[str, Any]:
     names = table.column_names
     stats: dict[str, Any] = {"rows": n}
     if "answer" in names and n:
@@ -52,7 +52,7 @@ def _stats_from_table(table: Any, n: int) -> dict[str, Any]:
 
 #: Left in a Hub folder while its data/ and README.md are being replaced; readers refuse such a folder.
 INCOMPLETE_MARKER = ".vhx-incomplete"
-_STAGING = ".vhx-writing-"
+STAGING = ".vhx-writing-"
 
 
 def check_complete(folder: str | Path) -> None:
@@ -62,15 +62,15 @@ def check_complete(folder: str | Path) -> None:
                         "rerun the command that wrote it", file=str(folder))
 
 
-_IMAGE_STORAGE = pa.struct([pa.field("bytes", pa.binary()), pa.field("path", pa.string())])
-_SHARED_STORAGE = pa.struct([pa.field("bytes", pa.dictionary(pa.int32(), pa.binary())), pa.field("path", pa.string())])
+IMAGE_STORAGE = pa.struct([pa.field("bytes", pa.binary()), pa.field("path", pa.string())])
+SHARED_STORAGE = pa.struct([pa.field("bytes", pa.dictionary(pa.int32(), pa.binary())), pa.field("path", pa.string())])
 
 
-def _image_columns(features: datasets.Features) -> list[str]:
+def image_columns(features: datasets.Features) -> list[str]:
     return [name for name, feature in features.items() if isinstance(feature, datasets.Image)]
 
 
-def _leaf_paths(schema: pa.Schema) -> list[str]:
+def leaf_paths(schema: pa.Schema) -> list[str]:
     """Parquet's leaf column paths (``image.bytes``, ``tags.list.element``) of an Arrow schema."""
 
     def leaves(path: str, pa_type: pa.DataType) -> list[str]:
@@ -198,7 +198,7 @@ class FolderSplit:
         self._files = [str(f) for f in files]
         with reading_parquet(self._files[0]):
             self.features = datasets.Features.from_arrow_schema(pq.read_schema(self._files[0]))
-        self._images = _image_columns(self.features)
+        self._images = image_columns(self.features)
         self._text = [c for c in self.features if c not in self._images]
         self._cached = max(1, cached_row_groups)
         self._cache: OrderedDict[int, tuple] = OrderedDict()
@@ -390,7 +390,7 @@ def load_folder_by_reference(folder: str | Path, image_dir: str | Path | None = 
             if column in reader._images:
                 paths = pa.array(image_paths[column], pa.string())
                 columns.append(pa.StructArray.from_arrays(
-                    [pa.nulls(len(paths), pa.binary()), paths], fields=list(_IMAGE_STORAGE), mask=pa.array(null[column], pa.bool_())
+                    [pa.nulls(len(paths), pa.binary()), paths], fields=list(IMAGE_STORAGE), mask=pa.array(null[column], pa.bool_())
                 ))
             else:
                 columns.append(reader._table.column(column))
@@ -409,7 +409,7 @@ def read_folder_stats(folder: str | Path) -> dict[str, dict[str, Any]]:
             with reading_parquet(f):
                 tables.append(pq.read_table(f, columns=[c for c in columns if c in pq.read_schema(f).names]))
         table = pa.concat_tables(tables)
-        out[split] = _stats_from_table(table, table.num_rows)
+        out[split] = stats_from_table(table, table.num_rows)
     return out
 
 
