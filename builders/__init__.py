@@ -112,11 +112,11 @@ def _attribute_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def builder_options(source: str) -> list[tuple[str, Any, str]]:
-    """The ``--option`` keys of ``source`` (``vhx build SOURCE --options``): ``(name, default, doc)``."""
-    if source == "synthetic":
-        from vhx.mini.synthetic import SyntheticConfig as config_class
-    else:
+def builder_options(source: str, config_class: type | None = None) -> list[tuple[str, Any, str]]:
+    """The ``--option`` keys of ``source`` (``vhx build SOURCE --options``): ``(name, default, doc)``, read from its
+    builder's config, or from ``config_class`` for a source that is no builder (the synthetic benchmark of
+    :mod:`vhx.mini.synthetic`, which the caller above both packages passes)."""
+    if config_class is None:
         config_class = get_builder_class(source).BUILDER_CONFIG_CLASS
     docs = _attribute_docs(config_class)
     out = []
@@ -133,12 +133,13 @@ def builder_options(source: str) -> list[tuple[str, Any, str]]:
     return out
 
 
-def check_options(source: str, options: dict[str, Any]) -> None:
-    """Refuse an ``--option`` key ``source`` does not have: one line, with the closest key and every key."""
+def check_options(source: str, options: dict[str, Any], config_class: type | None = None) -> None:
+    """Refuse an ``--option`` key ``source`` does not have: one line, with the closest key and every key
+    (``config_class``: as in :func:`builder_options`)."""
     import difflib
 
     try:
-        known = [name for name, _, _ in builder_options(source)]
+        known = [name for name, _, _ in builder_options(source, config_class)]
     except TypeError:
         return  # a plug-in whose config is not a dataclass: its own constructor judges the keys
     for key in options:

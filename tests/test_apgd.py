@@ -18,7 +18,7 @@ import torch
 from vhx.adversarial import AttackConfig, AttackItem, attack_stream, load_view
 from vhx.adversarial.apgd import checkpoints, initial_step
 from vhx.adversarial.attack import AttackError, first_move, preset_options, quantize, similarity
-from vhx.adversarial.outcomes import updates_note
+from vhx.hub.outcomes import updates_note
 from vhx.mini.tiny_models import build_tiny_model
 from view_images import batch as _batch
 from view_images import texture as _texture

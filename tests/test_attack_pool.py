@@ -27,7 +27,7 @@ from vhx.adversarial import (
     native_convolutions,
 )
 from vhx.adversarial.attack import AttackError
-from vhx.adversarial.outcomes import attack_outcomes, updates_note
+from vhx.hub.outcomes import attack_outcomes, updates_note
 from vhx.adversarial.pool import STOP_REASONS
 from vhx.schema import FEATURES, loads, make_case
 from vhx.mini.tiny_models import build_tiny_model

@@ -19,9 +19,15 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 SOURCES = sorted([*BUILDERS, "synthetic"])
 
 
+def _options(source: str) -> list:
+    from vhx.mini.synthetic import SyntheticConfig
+
+    return builder_options(source, SyntheticConfig if source == "synthetic" else None)
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_a_wrong_option_key_is_one_line_with_the_closest_key(source: str, tmp_path: Path, capsys: pytest.CaptureFixture):
-    keys = [name for name, _, _ in builder_options(source)]
+    keys = [name for name, _, _ in _options(source)]
     assert keys, source
     wrong = keys[-1][:-1] + "x" if len(keys[-1]) > 3 else keys[-1] + "x"  # one letter off the last key
     (tmp_path / "data").mkdir()
@@ -38,7 +44,7 @@ def test_a_wrong_option_key_is_one_line_with_the_closest_key(source: str, tmp_pa
 def test_build_options_lists_every_key_with_its_default(source: str, capsys: pytest.CaptureFixture):
     assert main(["build", source, "--options"]) == 0
     out = capsys.readouterr().out
-    for name, default, _ in builder_options(source):
+    for name, default, _ in _options(source):
         assert f"  {name} (default {default!r})" in out
 
 

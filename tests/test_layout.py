@@ -1,4 +1,5 @@
-"""The library's structure: no import cycle between vhx modules, deferred imports included."""
+"""The library's structure: floors that every import follows (deferred imports and builders/ included), no import cycle
+between vhx modules, thin package faces, private names kept home."""
 
 from __future__ import annotations
 
@@ -133,3 +134,96 @@ def test_every_test_the_docs_cite_exists():
                     missing.append(f"{path.name}: {current}::{m.group(2)}")
     assert cited > 10, "no test citations found"
     assert not missing, missing
+
+
+#: The floors of the house, bottom up: a module imports only from its own package or from packages on lower floors.
+#: builders/ is installed as ``vhx.builders``; ``metrics/``, ``recipes/`` and ``hub_cards/`` sit with the entry points.
+FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", ("vhx", "vhx.errors", "vhx.schema", "vhx.cases", "vhx.runtime", "vhx.locking", "vhx.jsonl", "vhx.images",
+                "vhx.argtypes", "vhx.api_client", "vhx.parsing")),
+    ("text and pixels", ("vhx.negation", "vhx.perturbations")),
+    ("models", ("vhx.models", "vhx.llm", "vhx.judge")),
+    ("benchmarks", ("vhx.builders",)),
+    ("folders", ("vhx.hub",)),
+    ("runs", ("vhx.predict", "vhx.run_state")),
+    ("attacks", ("vhx.adversarial",)),
+    ("scores", ("vhx.scoring",)),
+    ("reports", ("vhx.report", "vhx.gallery", "vhx.review", "vhx.lmms_export")),
+    ("expansion", ("vhx.pipeline",)),
+    ("training", ("vhx.finetune",)),
+    ("offline world", ("vhx.mini",)),
+    ("study", ("vhx.replicate",)),
+    ("entry", ("vhx.plugins", "vhx.cli", "vhx.metrics", "vhx.recipes", "vhx.hub_cards")),
+)
+FLOOR = {package: i for i, (_, packages) in enumerate(FLOORS) for package in packages}
+CHECKOUT = ROOT.parent
+#: Folders of the checkout installed inside the vhx namespace (pyproject's package-dir).
+INSTALLED_AS = {"builders": "vhx.builders", "metrics": "vhx.metrics", "recipes": "vhx.recipes", "hub_cards": "vhx.hub_cards"}
+
+
+def library_files(checkout: Path = CHECKOUT) -> dict[str, Path]:
+    """Every library module by its installed name: vhx/ and builders/ (as vhx.builders)."""
+    files = {_module_name(p, checkout / "vhx"): p for p in (checkout / "vhx").rglob("*.py")}
+    for p in (checkout / "builders").rglob("*.py"):
+        parts = ("vhx", *p.relative_to(checkout).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    return files
+
+
+def imports_of(name: str, path: Path) -> list[tuple[int, str, list[str]]]:
+    """``(line, module, names)`` of every import of ``path`` (module ``name``), inside functions too, relative ones
+    resolved, ``builders`` read as ``vhx.builders``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            out.append((node.lineno, module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name, []) for a in node.names]
+    return [(line, INSTALLED_AS.get(m.split(".")[0], m.split(".")[0]) + m[len(m.split(".")[0]):], names)
+            for line, m, names in out]
+
+
+def package_of(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def floor_breaks(checkout: Path = CHECKOUT) -> list[str]:
+    """Each import that reaches up a floor (or into a package no floor holds), as ``file:line: a (floor) imports b (floor)``."""
+    breaks = []
+    for name, path in sorted(library_files(checkout).items()):
+        for line, module, _ in imports_of(name, path):
+            if module.split(".")[0] != "vhx" or package_of(module) == package_of(name):
+                continue
+            a, b = package_of(name), package_of(module)
+            where = f"{path.relative_to(checkout)}:{line}: {name}"
+            if a not in FLOOR or b not in FLOOR:
+                breaks.append(f"{where} imports {module}: a package no floor holds (add it to FLOORS)")
+            elif FLOOR[b] > FLOOR[a]:
+                breaks.append(f"{where} ({FLOORS[FLOOR[a]][0]}) imports {module} ({FLOORS[FLOOR[b]][0]}), a floor above")
+    return breaks
+
+
+def test_floor_check_names_an_import_that_reaches_up(tmp_path: Path):
+    (tmp_path / "vhx" / "models").mkdir(parents=True)
+    (tmp_path / "builders").mkdir()
+    (tmp_path / "vhx" / "__init__.py").write_text("")
+    (tmp_path / "vhx" / "models" / "__init__.py").write_text("")
+    (tmp_path / "vhx" / "models" / "loading.py").write_text("def f():\n    from vhx.mini.zoo import resolve_model\n")
+    (tmp_path / "builders" / "pope.py").write_text("from ..hub import write_hub_folder\nfrom vhx.schema import ORIGINAL\n")
+    assert floor_breaks(tmp_path) == [
+        "builders/pope.py:1: vhx.builders.pope (benchmarks) imports vhx.hub (folders), a floor above",
+        "vhx/models/loading.py:2: vhx.models.loading (models) imports vhx.mini.zoo (offline world), a floor above",
+    ]
+
+
+def test_every_import_follows_the_floors():
+    """Data flows up: no package of vhx imports one on a floor above it, at the top of a module or inside a function,
+    builders/ included; so no two packages can import each other."""
+    assert floor_breaks() == []
+    assert set(FLOOR) >= {package_of(m) for m in library_files()}, "a package no floor holds"

@@ -204,7 +204,7 @@ class Judge:
             raise VHXError(f"--judge {spec}: the judge cannot work: {_one_line(exc)}") from None
 
     def _check_local(self, name: str) -> None:
-        from vhx.cli.names import check_name
+        from vhx.models.names import check_name
         from vhx.models.loading import resolve_spec
 
         spec = self.spec.spec

@@ -33,12 +33,3 @@ FAST_STEPS = 50
 #: M_E o M_C) or ``"encoder"`` (the vision encoder's output before the connector: the authors'
 #: InstructBLIP script attacks ``ln_vision(visual_encoder(x))``, the ViT output before the Q-Former).
 TARGETS: tuple[str, ...] = ("connector", "encoder")
-
-
-def unmoved_hint(precision: str) -> str:
-    """What to do about attacks that left their images as the clean ones, by the precision they ran in
-    (the error of :mod:`vhx.adversarial.splits` and the warning of :mod:`vhx.hub` both say it)."""
-    if precision == "float32":
-        return ("not float16's lost gradient: the gradient was too small for the step to move the image (PGD on the raw "
-                "gradient, --grad-norm none, moves it by step x gradient): try --grad-norm linf or a larger step")  # fmt: skip
-    return f"in {precision} the cosine's gradient at the clean image can be exactly 0: rerun with --attack-dtype float32"

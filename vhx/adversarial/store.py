@@ -152,7 +152,7 @@ def is_unmoved(record: Mapping[str, Any]) -> bool:
 
 def unmoved_error(method: str, model_id: str, precision: str, count: int) -> str:
     """The one line that refuses a split whose every non-VH attack left its image unmoved."""
-    from vhx.adversarial.choices import unmoved_hint
+    from vhx.hub.outcomes import unmoved_hint
 
     return (f"{method} split against {model_id}, attacked in {precision}: all {count} attacked images of the non-VH branch "
             f"are unchanged (the saved image equals the clean one, or its cosine never left the start); {unmoved_hint(precision)}")  # fmt: skip

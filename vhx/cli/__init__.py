@@ -5,7 +5,7 @@ one-line errors) in :mod:`vhx.cli.errors`.
 
 The package: this module (the parser, ``main``, the data commands), :mod:`vhx.cli.common` (options and
 helpers shared by commands), :mod:`vhx.cli.jobs` (``run``, ``replicate``), :mod:`vhx.cli.errors` (exit statuses,
-one-line errors) and :mod:`vhx.cli.names` (names checked on this machine first).
+one-line errors) and :mod:`vhx.models.names` (names checked on this machine first).
 """
 
 from __future__ import annotations
@@ -163,6 +163,13 @@ def build_source(args: argparse.Namespace) -> Any:
     return dsd
 
 
+def _synthetic_config_class() -> type:
+    """The config of the synthetic benchmark, a source of vhx.mini rather than a builder."""
+    from vhx.mini.synthetic import SyntheticConfig
+
+    return SyntheticConfig
+
+
 def _print_builder_options(source: str) -> None:
     from vhx.builders import builder_options
 
@@ -170,7 +177,7 @@ def _print_builder_options(source: str) -> None:
         print("synthetic-instruct takes --num-images, --seed and --out only")
         return
     print(f"--option keys of `vhx build {source}` (--option KEY=VALUE; VALUE read as JSON where it can be):")
-    for name, default, doc in builder_options(source):
+    for name, default, doc in builder_options(source, _synthetic_config_class() if source == "synthetic" else None):
         doc = doc.replace("``", "")
         print(f"  {name} (default {default!r}): {doc}" if doc else f"  {name} (default {default!r})")
 
@@ -178,7 +185,7 @@ def _print_builder_options(source: str) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     """``vhx build``: builder -> Hub folder, then print its summary."""
     from vhx.locking import output_lock
-    from vhx.cli.names import check_name
+    from vhx.models.names import check_name
 
     if args.options:
         _print_builder_options(args.source)
@@ -194,7 +201,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     elif args.source == "synthetic":
         from vhx.builders import check_options
 
-        check_options("synthetic", dict(args.option))
+        check_options("synthetic", dict(args.option), _synthetic_config_class())
     if args.data_dir:
         refuse_input_as_output(args.data_dir, args.out, what="--data-dir")
     # one writer per output folder, from before the release is read: a second build refuses at once
@@ -272,7 +279,7 @@ def _load_folder(folder: str | Path) -> Any:
 def cmd_expand(args: argparse.Namespace) -> int:
     """``vhx expand``: negation + perturbations of a Hub folder into a new Hub folder."""
     from vhx.hub import folder_data_files, load_folder_by_reference
-    from vhx.cli.names import check_name
+    from vhx.models.names import check_name
 
     if not Path(args.source_folder).exists():
         check_name(args.source_folder, what="Hub dataset folder")
@@ -318,7 +325,7 @@ def cmd_gallery(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``vhx evaluate``: score a model on a Hub folder (or Hub id); resumable."""
-    from vhx.cli.names import check_name
+    from vhx.models.names import check_name
 
     check_name(args.folder, what="data folder")  # a typo fails here, at once, not after minutes of Hub retries
     _check_model(args.model)

@@ -11,7 +11,7 @@ from typing import Any
 from vhx.argtypes import non_negative_float, non_negative_int, num_proc, positive_float, positive_int, share_0_1
 
 def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
-    from vhx.adversarial.outcomes import unmoved_warning, updates_note
+    from vhx.hub.outcomes import unmoved_warning, updates_note
     from vhx.hub import read_folder_sources, read_folder_stats, source_description
 
     stats = read_folder_stats(folder)
@@ -217,7 +217,7 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
 
 def _check_model(spec: str | None) -> None:
     """A model name checked on this machine first (a typo fails at once, with "did you mean"); backend specs (``openai:...``) pass."""
-    from vhx.cli.names import check_name
+    from vhx.models.names import check_name
     from vhx.mini.zoo import SHIPPED
 
     if spec and ":" not in spec:

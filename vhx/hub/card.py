@@ -16,7 +16,7 @@ from datasets.splits import SplitDict, SplitInfo
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard, DatasetCardData
 
-from vhx.adversarial.outcomes import OUTCOME_KEYS, unmoved_warning, updates_note
+from vhx.hub.outcomes import OUTCOME_KEYS, unmoved_warning, updates_note
 from vhx.hub.read import stats_from_table
 from vhx.schema import FIELD_DOCS, NO_IMAGE, dumps, loads
 

@@ -23,7 +23,7 @@ from datasets.info import DatasetInfo
 from datasets.utils.metadata import MetadataConfigs
 from huggingface_hub import DatasetCard
 
-from vhx.adversarial.outcomes import attack_outcomes
+from vhx.hub.outcomes import attack_outcomes
 from vhx.errors import DataError
 from vhx.images import default_image_files_dir, store_image_bytes, stored_image_file  # noqa: F401  (importable from the hub too)
 from vhx.schema import NO_IMAGE

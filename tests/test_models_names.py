@@ -12,7 +12,7 @@ import pytest
 
 from vhx.cli import main
 from vhx.errors import VHXError
-from vhx.cli.names import check_name, local_suggestion
+from vhx.models.names import check_name, local_suggestion
 from vhx.mini.zoo import SHIPPED
 
 

@@ -84,8 +84,6 @@ def unmoved_warning(split: str, stats: Mapping[str, Any]) -> str | None:
     unmoved, attacked = stats.get("unmoved"), stats.get("attacked")
     if not unmoved:
         return None
-    from vhx.adversarial.choices import unmoved_hint
-
     dtype = stats.get("attack_dtype") or "unknown precision"
     against = f"against {stats['target_model']}, " if stats.get("target_model") else ""
     return (f"{split}: {unmoved} of {attacked} attacked images unchanged: the non-VH attack left them as the clean image "
@@ -120,3 +118,12 @@ def updates_note(split: str, stats: Mapping[str, Any]) -> str | None:
     elif "cosine" in schedules:
         note += ". Attacked with the cosine step schedule (the authors' scripts)"
     return note
+
+
+def unmoved_hint(precision: str) -> str:
+    """What to do about attacks that left their images as the clean ones, by the precision they ran in
+    (the error of :mod:`vhx.adversarial.splits` and the warning of the folder card both say it)."""
+    if precision == "float32":
+        return ("not float16's lost gradient: the gradient was too small for the step to move the image (PGD on the raw "
+                "gradient, --grad-norm none, moves it by step x gradient): try --grad-norm linf or a larger step")  # fmt: skip
+    return f"in {precision} the cosine's gradient at the clean image can be exactly 0: rerun with --attack-dtype float32"
