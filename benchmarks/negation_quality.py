@@ -59,8 +59,8 @@ from vhx.negation import (
     RuleNegator,
     is_framed,
 )
-from vhx.negation.grammar import _norm, _tokenize
-from vhx.negation.rules import _count_at, _split_parts, surface_fixed
+from vhx.negation.grammar import norm, tokenize
+from vhx.negation.rules import count_at, split_parts, surface_fixed
 from vhx.negation.wordings import TWO_WAY_AFTER_NO, agree_count, capitals_after_comma
 
 #: The wordings the rules choose where a plain "not" after the subject could be read so that the answer does not
@@ -98,10 +98,10 @@ def surface_problems(question: str, negated: str, rule: str) -> list[str]:
     if _NO_TWO_WAY.search(negated) and not _NO_TWO_WAY.search(question):
         found.append("'no' before an object that reads as a substance")
     try:
-        core = _split_parts(negated).core
+        core = split_parts(negated).core
     except DataError:
         return found
-    low = [_norm(t) for t in core]
+    low = [norm(t) for t in core]
     if low[1:4] == ["there", "not", "exactly"] or low[1:3] == ["there", "exactly"]:
         at = low.index("exactly") + 1
         if at < len(core) and agree_count(core, at)[1]:

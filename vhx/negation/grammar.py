@@ -12,59 +12,59 @@ from collections.abc import Sequence
 
 from vhx.negation.inflection import base_form, is_past_tense, is_third_singular, past_tense, third_singular
 from vhx.negation.lexicon import (
-    _ADJECTIVES,
-    _ADVERBS,
-    _AUX,
-    _BE,
-    _COMPARATIVES,
-    _COMPARISON_ADJECTIVES,
-    _CONNECTORS,
-    _DEGREE,
-    _DEMONSTRATIVES,
-    _DETERMINERS,
-    _DO,
-    _DO_KEEP,
-    _HAVE,
-    _IRREGULAR_PARTICIPLES,
-    _IRREGULAR_PLURALS,
-    _NAMING_NOUNS,
-    _NOT_PARTICIPLES,
-    _NUMBER_WORDS,
-    _OBJECT_NOUNS,
-    _PARTICLES,
-    _PREDICATE_DETERMINERS,
-    _PREPOSITIONS,
-    _PRONOUNS,
-    _QUOTE_PAIRS,
-    _SHADES,
-    _THIRD_SINGULAR_PRONOUNS,
-    _TRAILING_PUNCT,
-    _VERBS,
-    _WH_WORDS,
+    ADJECTIVES,
+    ADVERBS,
+    AUX,
+    BE,
+    COMPARATIVES,
+    COMPARISON_ADJECTIVES,
+    CONNECTORS,
+    DEGREE,
+    DEMONSTRATIVES,
+    DETERMINERS,
+    DO,
+    DO_KEEP,
+    HAVE,
+    IRREGULAR_PARTICIPLES,
+    IRREGULAR_PLURALS,
+    NAMING_NOUNS,
+    NOT_PARTICIPLES,
+    NUMBER_WORDS,
+    OBJECT_NOUNS,
+    PARTICLES,
+    PREDICATE_DETERMINERS,
+    PREPOSITIONS,
+    PRONOUNS,
+    QUOTE_PAIRS,
+    SHADES,
+    THIRD_SINGULAR_PRONOUNS,
+    TRAILING_PUNCT,
+    VERBS,
+    WH_WORDS,
 )
 
 
-class _Unparsable(Exception):
+class Unparsable(Exception):
     """A question that starts like a yes/no question but whose parts cannot be found."""
 
 
 # -- tokens ----------------------------------------------------------------------------------------
-def _norm(token: str) -> str:
+def norm(token: str) -> str:
     """Lower-cased token with typographic apostrophes made ASCII and trailing punctuation dropped."""
-    return token.lower().replace("\u2019", "'").rstrip(_TRAILING_PUNCT)
+    return token.lower().replace("\u2019", "'").rstrip(TRAILING_PUNCT)
 
 
-def _tokenize(text: str) -> list[str]:
+def tokenize(text: str) -> list[str]:
     """Whitespace tokens, except that a quoted span ('NO PARKING') stays one token."""
     raw = text.split()
     out: list[str] = []
     i = 0
     while i < len(raw):
         tok = raw[i]
-        closer = _QUOTE_PAIRS.get(tok[0])
-        if closer is not None and not tok[1:].rstrip(_TRAILING_PUNCT + "?").endswith(closer):
+        closer = QUOTE_PAIRS.get(tok[0])
+        if closer is not None and not tok[1:].rstrip(TRAILING_PUNCT + "?").endswith(closer):
             j = i + 1
-            while j < len(raw) and not raw[j].rstrip(_TRAILING_PUNCT + "?").endswith(closer):
+            while j < len(raw) and not raw[j].rstrip(TRAILING_PUNCT + "?").endswith(closer):
                 j += 1
             if j < len(raw):
                 out.append(" ".join(raw[i : j + 1]))
@@ -76,19 +76,19 @@ def _tokenize(text: str) -> list[str]:
 
 
 def _is_possessive(token: str) -> bool:
-    low = _norm(token)
+    low = norm(token)
     return low.endswith("'s") or (low.endswith("s'") and len(low) > 2)
 
 
-def _is_participle(low: str) -> bool:
-    if low in _NOT_PARTICIPLES:
+def is_participle(low: str) -> bool:
+    if low in NOT_PARTICIPLES:
         return False
-    if low in _IRREGULAR_PARTICIPLES:
+    if low in IRREGULAR_PARTICIPLES:
         return True
     return (low.endswith("ing") and len(low) >= 5) or (low.endswith("ed") and len(low) >= 4)
 
 
-def _match_case(new: str, old: str) -> str:
+def match_case(new: str, old: str) -> str:
     if len(old) > 1 and old.isupper():
         return new.upper()
     if old[:1].isupper():
@@ -96,11 +96,11 @@ def _match_case(new: str, old: str) -> str:
     return new
 
 
-def _capitalize(token: str) -> str:
+def capitalize(token: str) -> str:
     return token[:1].upper() + token[1:]
 
 
-def _lower_first(token: str) -> str:
+def lower_first(token: str) -> str:
     # "I" stays capitalised; any other sentence-initial word is lower-cased when moved inside.
     return token if token in ("I", "I'm") else token[:1].lower() + token[1:]
 
@@ -122,14 +122,14 @@ def _is_third_singular(verb: str) -> bool:
     return is_third_singular(verb)
 
 
-def _is_verb(low: str, *, inflected: bool) -> bool:
+def is_verb(low: str, *, inflected: bool) -> bool:
     """A verb the rules list, in its base form, or (``inflected``: in a declarative clause) its -s or past form."""
-    if low in _VERBS:
+    if low in VERBS:
         return True
-    return inflected and (is_third_singular(low) or is_past_tense(low)) and _base_form(low) in _VERBS
+    return inflected and (is_third_singular(low) or is_past_tense(low)) and _base_form(low) in VERBS
 
 
-def _article_for(word: str) -> str:
+def article_for(word: str) -> str:
     """``a`` or ``an`` by spelling, with the common exceptions (``an hour``, ``a unicorn``)."""
     low = word.lower().lstrip("'\"\u2018\u201c")
     if low[:1].isdigit():
@@ -152,7 +152,7 @@ def _free_positions(low: list[str], tokens: Sequence[str] | None = None) -> list
     """
     n = len(low)
     i = 0
-    while i < n - 1 and low[i] in _DETERMINERS:
+    while i < n - 1 and low[i] in DETERMINERS:
         i += 1
         # "one of the doors", "some of the cars": a partitive "of" continues the determiners.
         if low[i] == "of" and i < n - 1:
@@ -163,24 +163,24 @@ def _free_positions(low: list[str], tokens: Sequence[str] | None = None) -> list
         if _is_possessive(low[j - 1]):
             j += 1
             continue
-        if low[j] in _CONNECTORS and j + 1 < n:
+        if low[j] in CONNECTORS and j + 1 < n:
             k = j + 1
-            while k < n - 1 and low[k] in _DETERMINERS:
+            while k < n - 1 and low[k] in DETERMINERS:
                 k += 1
             j = k + 1
             continue
-        if tokens is not None and tokens[j - 1].endswith(",") and low[j] in _DETERMINERS:
+        if tokens is not None and tokens[j - 1].endswith(",") and low[j] in DETERMINERS:
             # "the cat, the dog, and the bird": a short noun phrase that a comma or "and" ends goes on with the list
             i = j + 1
             while i < n and i - j <= 3 and not tokens[i - 1].endswith(",") and low[i] not in ("and", "or"):
                 i += 1
             ends_item = i < n and (tokens[i - 1].endswith(",") or low[i] in ("and", "or"))
-            if ends_item and not any(w in _PREPOSITIONS for w in low[j:i]):
+            if ends_item and not any(w in PREPOSITIONS for w in low[j:i]):
                 j = i
                 continue
-        if (tokens is not None and tokens[j - 1].endswith(",") and j + 1 < n and low[j] not in _DETERMINERS
-                and low[j] not in _PREPOSITIONS and low[j] not in _ADVERBS and low[j] not in _AUX and low[j] not in _WH_WORDS
-                and (tokens[j][:1].isupper() or any(t.endswith(",") or _norm(t) in ("and", "or") for t in tokens[j : j + 3]))):
+        if (tokens is not None and tokens[j - 1].endswith(",") and j + 1 < n and low[j] not in DETERMINERS
+                and low[j] not in PREPOSITIONS and low[j] not in ADVERBS and low[j] not in AUX and low[j] not in WH_WORDS
+                and (tokens[j][:1].isupper() or any(t.endswith(",") or norm(t) in ("and", "or") for t in tokens[j : j + 3]))):
             j += 1  # a name or an item of a list: "Acme, Bolt, Crane, and Delta"; not "..., hold a cup"
             continue
         free.append(j)
@@ -215,7 +215,7 @@ def _be_boundary(low: list[str], j: int, tokens: Sequence[str] | None = None) ->
     """Whether word ``j`` starts the predicate of a be/have question (``tokens``: the words as written)."""
     w = low[j]
     nxt = low[j + 1] if j + 1 < len(low) else None
-    if w in _CONNECTORS:
+    if w in CONNECTORS:
         return False
     if tokens is not None and nxt is not None and _is_label(tokens[j]) and j > 0 and tokens[j - 1][:1].islower():
         return False  # "angle A equal to ...", "square A larger than ...": a label names the noun before it
@@ -227,33 +227,33 @@ def _be_boundary(low: list[str], j: int, tokens: Sequence[str] | None = None) ->
         return True
     if (_NUMBER.fullmatch(w) and j > 0
             and not (tokens is not None and tokens[j - 1][:1].isupper() and not _QUANTITY_HEADS & set(low[:3]))
-            and nxt not in _PREDICATE_DETERMINERS and nxt not in _ADJECTIVES and nxt not in _COMPARATIVES
-            and nxt not in _ADVERBS and not (nxt and _is_participle(nxt))):
+            and nxt not in PREDICATE_DETERMINERS and nxt not in ADJECTIVES and nxt not in COMPARATIVES
+            and nxt not in ADVERBS and not (nxt and is_participle(nxt))):
         return True  # "the number of silver medals of Italy | 7 in ...", not "Figure 2", "the year 2020 the ..."
-    if w in _PARTICLES and nxt is not None and _adjectival(nxt):
+    if w in PARTICLES and nxt is not None and _adjectival(nxt):
         return False  # "the ring inside | symmetrical ...": an adverb after the noun, no phrase's start
-    if j > 1 and low[j - 1] in _PARTICLES and low[j - 2] not in _DETERMINERS and _adjectival(w):
+    if j > 1 and low[j - 1] in PARTICLES and low[j - 2] not in DETERMINERS and _adjectival(w):
         return True
-    if w in _PREPOSITIONS or w in _ADVERBS or w in _COMPARATIVES or w in _PREDICATE_DETERMINERS or _is_ly_adverb(w):
+    if w in PREPOSITIONS or w in ADVERBS or w in COMPARATIVES or w in PREDICATE_DETERMINERS or _is_ly_adverb(w):
         return True
     # "bigger than ...", and "X shaped"/"X colored" read as one adjective ("crescent shaped").
-    if nxt in ("than", "shaped", "colored", "coloured") or _is_participle(w):
+    if nxt in ("than", "shaped", "colored", "coloured") or is_participle(w):
         return True
     # "representative of", "equivalent to": an adjective we do not list, by its ending and its preposition
     if nxt in ("of", "to") and w.endswith(_ADJECTIVE_ENDINGS) and len(w) > 5:
         return True
-    if w in _ADJECTIVES:
+    if w in ADJECTIVES:
         # "the red car" keeps "red" in the subject; "the car red", "red in colour", "red and white" do not.
         # After another adjective it names the thing ("the red square"): "dark blue" already split at "dark".
-        if low[j - 1] in _ADJECTIVES:
+        if low[j - 1] in ADJECTIVES:
             return False
         return (
             nxt is None
-            or nxt in _PREPOSITIONS
+            or nxt in PREPOSITIONS
             or nxt == "of"  # "full of water", "made of wood"
-            or nxt in _ADVERBS
-            or nxt in _ADJECTIVES
-            or nxt in _COMPARATIVES
+            or nxt in ADVERBS
+            or nxt in ADJECTIVES
+            or nxt in COMPARATIVES
             or nxt in ("and", "or", "but")
         )
     return False
@@ -261,18 +261,18 @@ def _be_boundary(low: list[str], j: int, tokens: Sequence[str] | None = None) ->
 
 def _starts_with_pronoun(low: list[str], *, verb_mode: bool, declarative: bool) -> bool:
     first = low[0]
-    if first in _PRONOUNS:
+    if first in PRONOUNS:
         return True
-    if first in _DEMONSTRATIVES:
+    if first in DEMONSTRATIVES:
         if len(low) == 1:
             return True
         nxt = low[1]
         return (
-            nxt in _PREDICATE_DETERMINERS
-            or nxt[:1] in _QUOTE_PAIRS  # "is this "Lotus Pastry"?"
+            nxt in PREDICATE_DETERMINERS
+            or nxt[:1] in QUOTE_PAIRS  # "is this "Lotus Pastry"?"
             or _be_boundary(low, 1)
-            or (declarative and nxt in _AUX)
-            or (verb_mode and _is_verb(nxt, inflected=declarative))
+            or (declarative and nxt in AUX)
+            or (verb_mode and is_verb(nxt, inflected=declarative))
         )
     return False
 
@@ -282,7 +282,7 @@ def _starts_with_pronoun(low: list[str], *, verb_mode: bool, declarative: bool) 
 _GERUND_PREPS = {"to", "of", "at", "in", "by", "with", "for", "from", "into", "onto", "about", "than", "as"}
 _PHRASE_STOPS = {"be", "being", "than", "and", "or", "but", "not"}
 # Words that grade a final adjective or participle ("half full", "very old"): with it they start the predicate.
-_GRADING = (_ADVERBS | _DEGREE) - _PHRASE_STOPS
+_GRADING = (ADVERBS | DEGREE) - _PHRASE_STOPS
 
 
 _NUMBER = re.compile(r"[-+]?[$€£]?\d[\d,.:/%-]*")
@@ -293,16 +293,16 @@ def _opens_noun_phrase(token: str, low: str, prev_token: str, last: bool = False
     text, a number, or a capitalised name after a lower-case word ("in the picture Santa Claus"), but
     not a name after a noun that it names ("the TV series Ocean Nights") nor a label before more
     words ("on tiles A and B")."""
-    if token[:1] in _QUOTE_PAIRS:
+    if token[:1] in QUOTE_PAIRS:
         return True
     if _NUMBER.fullmatch(low):
         return last or not prev_token[:1].isupper()  # "the TV series Ocean Nights 2012": a number can end a name
     if not (token[:1].isupper() and prev_token[:1].islower()):
         return False
-    if _norm(prev_token) in _NAMING_NOUNS or (_is_label(token) and not last):
+    if norm(prev_token) in NAMING_NOUNS or (_is_label(token) and not last):
         return False
     # a capitalised name; an all-capitals word only when longer than a letter and no preposition ("IN")
-    return not token.isupper() or (len(token) > 1 and low not in _PREPOSITIONS)
+    return not token.isupper() or (len(token) > 1 and low not in PREPOSITIONS)
 
 
 #: Nouns of a phrase that frames the whole question ("in the image") rather than saying where a thing is.
@@ -310,10 +310,10 @@ _FRAME_NOUNS = {"image", "picture", "photo", "photograph", "scene", "frame", "sh
                 "images", "pictures", "photos", "figure", "figures", "illustration", "diagram", "chart", "graph"}
 
 
-def _frame_end(low: list[str], k: int) -> int | None:
+def frame_end(low: list[str], k: int) -> int | None:
     """Where "in this image", "in the picture", ... opened by the preposition at ``k`` ends, or None."""
     e = k + 1
-    while e < len(low) and low[e] in _DETERMINERS:
+    while e < len(low) and low[e] in DETERMINERS:
         e += 1
     return e + 1 if e < len(low) and low[e] in _FRAME_NOUNS and low[k] in ("in", "on", "of", "from", "within") else None
 
@@ -334,46 +334,46 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
     bounding box``) rather than starting the predicate. Declarative clauses look for the auxiliary instead.
     """
     n = len(low)
-    if not declarative and (frame := _frame_end(low, j)) is not None and frame < n:
+    if not declarative and (frame := frame_end(low, j)) is not None and frame < n:
         return frame  # "the thing in the picture | necessary for me"
     for k in range(j + 1, n):
         w, prev = low[k], low[k - 1]
         nxt = low[k + 1] if k + 1 < n else None
-        modifier = prev in _ADJECTIVES and k >= 2 and (low[k - 2] in _DETERMINERS or low[k - 2] in _ADJECTIVES)
-        participle = _is_participle(w) and not modifier
+        modifier = prev in ADJECTIVES and k >= 2 and (low[k - 2] in DETERMINERS or low[k - 2] in ADJECTIVES)
+        participle = is_participle(w) and not modifier
         # "on the left", "on left": a particle after a determiner or preposition is the phrase's noun
-        prev_noun = prev not in _PREPOSITIONS or (
-            prev in _PARTICLES and (low[k - 2] in _DETERMINERS or low[k - 2] in _PREPOSITIONS))
+        prev_noun = prev not in PREPOSITIONS or (
+            prev in PARTICLES and (low[k - 2] in DETERMINERS or low[k - 2] in PREPOSITIONS))
         label = tokens is not None and _is_label(tokens[k])
         if declarative:
-            if w in _AUX:
+            if w in AUX:
                 return k
-        elif prev not in _DETERMINERS and prev not in _GERUND_PREPS and (prev not in _PREPOSITIONS or prev in _PARTICLES):
+        elif prev not in DETERMINERS and prev not in _GERUND_PREPS and (prev not in PREPOSITIONS or prev in PARTICLES):
             if participle:
                 return k
             if w in ("a", "an") and nxt is not None and not label:
                 return k
-            if (w in _PREDICATE_DETERMINERS and w not in ("some", "any", "no") and nxt is not None and prev_noun and not label
+            if (w in PREDICATE_DETERMINERS and w not in ("some", "any", "no") and nxt is not None and prev_noun and not label
                     and not (tokens is not None and _apposition(tokens, k))):
                 return k  # "the building behind the tree | the Eiffel Tower", "the circle on the left | the same size"
-            if w in _COMPARISON_ADJECTIVES and nxt is not None and prev_noun:
+            if w in COMPARISON_ADJECTIVES and nxt is not None and prev_noun:
                 return k  # "the line on the left | different length as ..."
-            if w in _ADJECTIVES and (nxt == "and" or (k == n - 2 and nxt in _ADJECTIVES)) and prev not in _ADJECTIVES:
+            if w in ADJECTIVES and (nxt == "and" or (k == n - 2 and nxt in ADJECTIVES)) and prev not in ADJECTIVES:
                 return k  # "... | brown and white", "... | light gray"
-            if w in _PREPOSITIONS and (frame := _frame_end(low, k)) is not None:
+            if w in PREPOSITIONS and (frame := frame_end(low, k)) is not None:
                 if frame < n:
                     return frame  # "the answer to the question in the image | 17"
-            elif w in _PREPOSITIONS and j + 1 < k <= j + 4 and (w not in _PARTICLES or nxt in ("to", "of")):
+            elif w in PREPOSITIONS and j + 1 < k <= j + 4 and (w not in PARTICLES or nxt in ("to", "of")):
                 return k  # a second phrase: "the cup on the table | next to the laptop"
-            if k == n - 1 and w in _ADJECTIVES:
+            if k == n - 1 and w in ADJECTIVES:
                 return k
-            if w in _GRADING and k == n - 2 and (nxt in _ADJECTIVES or _is_participle(nxt)):
+            if w in _GRADING and k == n - 2 and (nxt in ADJECTIVES or is_participle(nxt)):
                 return k
-            if w in _COMPARATIVES and nxt == "than":
+            if w in COMPARATIVES and nxt == "than":
                 return k
-            if nxt is not None and ((w in _ADVERBS and w not in _PHRASE_STOPS) or w == "not" or _is_ly_adverb(w)):
+            if nxt is not None and ((w in ADVERBS and w not in _PHRASE_STOPS) or w == "not" or _is_ly_adverb(w)):
                 return k  # "the shoe in the picture | usually appropriate", "... | not smiling"
-            if w in _ADJECTIVES and nxt in _PREPOSITIONS and prev not in _ADJECTIVES:
+            if w in ADJECTIVES and nxt in PREPOSITIONS and prev not in ADJECTIVES:
                 return k
             if (tokens is not None and _opens_noun_phrase(tokens[k], w, tokens[k - 1], last=k == n - 1)
                     and not _in_name(tokens, k)):
@@ -381,9 +381,9 @@ def _past_prepositional_phrase(low: list[str], j: int, *, declarative: bool, tok
         if (w == "and" and tokens is not None and nxt is not None and tokens[k - 1][:1].isupper()
                 and tokens[k + 1][:1].isupper()):
             continue  # "on tiles A and B", "for Ann Lee and Bob Ray": one phrase naming two things
-        if (participle and prev not in _DETERMINERS) or w in _PHRASE_STOPS or w in _ADVERBS or w in _AUX:
+        if (participle and prev not in DETERMINERS) or w in _PHRASE_STOPS or w in ADVERBS or w in AUX:
             return None
-        if w == "to" and prev not in _PREPOSITIONS:
+        if w == "to" and prev not in PREPOSITIONS:
             return None
     return None
 
@@ -399,7 +399,7 @@ def _comma_apposition(low: list[str], tokens: Sequence[str], j: int) -> int | No
     if j == 0 or not tokens[j - 1].endswith(","):
         return None
     e = next((i for i in range(j, len(tokens) - 1) if tokens[i].endswith(",")), None)
-    if e is None or low[e + 1] in _CONNECTORS or not _be_boundary(low, e + 1, tokens):
+    if e is None or low[e + 1] in CONNECTORS or not _be_boundary(low, e + 1, tokens):
         return None
     return e + 1
 
@@ -407,19 +407,19 @@ def _comma_apposition(low: list[str], tokens: Sequence[str], j: int) -> int | No
 def _in_name(tokens: Sequence[str], k: int) -> bool:
     """Whether word ``k`` goes on with a name that a naming noun opened ("the TV series Ocean Nights 2012")."""
     i = k - 1
-    while i > 0 and (tokens[i][:1].isupper() or _NUMBER.fullmatch(_norm(tokens[i]))):
+    while i > 0 and (tokens[i][:1].isupper() or _NUMBER.fullmatch(norm(tokens[i]))):
         i -= 1
-    return i < k - 1 and _norm(tokens[i]) in _NAMING_NOUNS
+    return i < k - 1 and norm(tokens[i]) in NAMING_NOUNS
 
 
 def _adjectival(w: str) -> bool:
     """A listed adjective, or a long word with an adjective's ending ("symmetrical", "representative")."""
-    return w in _ADJECTIVES or (w.endswith(_ADJECTIVE_ENDINGS) and len(w) > 5)
+    return w in ADJECTIVES or (w.endswith(_ADJECTIVE_ENDINGS) and len(w) > 5)
 
 
 def _apposition(tokens: Sequence[str], j: int) -> bool:
     """``the`` at ``j`` between two names ("Felix the Cat", "Alexander the Great") belongs to the name."""
-    return (_norm(tokens[j]) == "the" and 0 < j < len(tokens) - 1 and tokens[j - 1][:1].isupper()
+    return (norm(tokens[j]) == "the" and 0 < j < len(tokens) - 1 and tokens[j - 1][:1].isupper()
             and tokens[j + 1][:1].isupper())
 
 
@@ -427,10 +427,10 @@ def _predicate_like(w: str) -> bool:
     """A word that reads as a predicate after a subject's head noun: an adjective (listed, hyphenated or
     comparative), a participle, an ``-ly`` adverb, a number or a bare verb (AMBER's "Is the cat sit ...");
     a noun that ends compound names ("racket", "light") never does."""
-    if w in _OBJECT_NOUNS:
+    if w in OBJECT_NOUNS:
         return False
-    return (w in _ADJECTIVES or w in _COMPARATIVES or w in _DEGREE or _is_participle(w) or _is_ly_adverb(w)
-            or bool(_NUMBER.fullmatch(w)) or _is_verb(w, inflected=False) or ("-" in w.strip("-") and w[:1].isalpha()))
+    return (w in ADJECTIVES or w in COMPARATIVES or w in DEGREE or is_participle(w) or _is_ly_adverb(w)
+            or bool(_NUMBER.fullmatch(w)) or is_verb(w, inflected=False) or ("-" in w.strip("-") and w[:1].isalpha()))
 
 
 def _attribute_start(low: list[str], tokens: Sequence[str] | None, cands: list[int]) -> tuple[int | None, bool]:
@@ -442,24 +442,24 @@ def _attribute_start(low: list[str], tokens: Sequence[str] | None, cands: list[i
     the attribute asked about, listed or not; only several unknown words leave a guess (the last of them)."""
     if tokens is not None and any(_RELATION.search(tokens[c]) for c in cands):
         return None, False  # "Is the formula x = 2 in this image?": the formula names the thing
-    cands = [c for c in cands if low[c] not in _DETERMINERS and (tokens is None or not tokens[c][:1].isupper())]
+    cands = [c for c in cands if low[c] not in DETERMINERS and (tokens is None or not tokens[c][:1].isupper())]
     for c in cands:
         if _predicate_like(low[c]):
             return c, False
     if len(cands) == 1:
-        return (None, False) if low[cands[0]] in _OBJECT_NOUNS else (cands[0], False)
+        return (None, False) if low[cands[0]] in OBJECT_NOUNS else (cands[0], False)
     # several unknown words: the last is the likelier attribute ("the garden hose | spiky"), a guess
     return (cands[-1], True) if cands else (None, False)
 
 
-_SUPERLATIVES = {"most", "least"} | {w for w in _COMPARATIVES if w.endswith("est")}
+_SUPERLATIVES = {"most", "least"} | {w for w in COMPARATIVES if w.endswith("est")}
 
 
 def _superlative_after(low: list[str], j: int) -> int | None:
     """Where "the most", "the largest" ... standing alone (at the end or before a preposition) follows the
     participle phrase at ``j``: the phrase then narrows the subject and the superlative is the predicate."""
     for m in range(j + 2, len(low) - 1):
-        if low[m] == "the" and low[m + 1] in _SUPERLATIVES and (m + 2 == len(low) or low[m + 2] in _PREPOSITIONS):
+        if low[m] == "the" and low[m + 1] in _SUPERLATIVES and (m + 2 == len(low) or low[m + 2] in PREPOSITIONS):
             return m - 1 if low[m - 1] == "not" else m
     return None
 
@@ -467,7 +467,7 @@ def _superlative_after(low: list[str], j: int) -> int | None:
 def _finite_aux(low: list[str], j: int) -> bool:
     """An auxiliary at ``j`` of a clause, unless another follows it: the first is then a noun ("the trash can is")."""
     # "the trash can is": a noun; "families did have": do-support of the main verb "have"
-    return low[j] in _AUX and not (j + 1 < len(low) and low[j + 1] in _AUX and not (low[j] in _DO and low[j + 1] in _HAVE))
+    return low[j] in AUX and not (j + 1 < len(low) and low[j + 1] in AUX and not (low[j] in DO and low[j + 1] in HAVE))
 
 
 def _split_be(low: list[str], *, declarative: bool, tokens: Sequence[str] | None = None) -> int | None:
@@ -494,26 +494,26 @@ def _split_be_guess(low: list[str], *, declarative: bool, tokens: Sequence[str] 
                 resume = after  # "Is Peru, the largest producer in the region, | richer than Chile?"
                 continue
             if (not declarative and tokens is not None and _apposition(tokens, j)
-                    and any(_frame_end(low, e) == n for e in range(j + 2, n) if low[e] in _PREPOSITIONS)):
+                    and any(frame_end(low, e) == n for e in range(j + 2, n) if low[e] in PREPOSITIONS)):
                 continue  # "Is Felix the Cat | in this figure?"
-            if (not declarative and low[j] in _PARTICLES and j + 1 < n and _frame_end(low, j + 1) == n
+            if (not declarative and low[j] in PARTICLES and j + 1 < n and frame_end(low, j + 1) == n
                     and (start := _attribute_start(low, tokens, [f for f in free if f < j])[0]) is not None):
                 return start, False  # "Is the boy lie down in this image?": the template's verb, then its particle
-            if not declarative and low[j] == "to" and j + 1 < n and _is_verb(low[j + 1], inflected=False):
+            if not declarative and low[j] == "to" and j + 1 < n and is_verb(low[j + 1], inflected=False):
                 return j, False  # "is the length of segment XY | to equal 4.5": an infinitive, no phrase
-            if not declarative and _is_participle(low[j]) and (m := _superlative_after(low, j)) is not None:
+            if not declarative and is_participle(low[j]) and (m := _superlative_after(low, j)) is not None:
                 return m, False  # "the share of people aged over 70 in Spain | the largest in 2020"
-            if not declarative and low[j] in _ADJECTIVES and (j - 1) in free_set:
-                if low[j - 1] in _SHADES:
+            if not declarative and low[j] in ADJECTIVES and (j - 1) in free_set:
+                if low[j - 1] in SHADES:
                     return j - 1, False  # "Is the shirt | pure white?", "Is the fence | brand new in this image?"
-                if (j + 1 < n and _frame_end(low, j + 1) == n and _is_verb(low[j - 1], inflected=False)
-                        and low[j - 1] not in _OBJECT_NOUNS):
+                if (j + 1 < n and frame_end(low, j + 1) == n and is_verb(low[j - 1], inflected=False)
+                        and low[j - 1] not in OBJECT_NOUNS):
                     return j - 1, False  # AMBER's "Is the cat | lie prone in this image?"
-            if low[j] in _PREPOSITIONS and low[j] not in _ADVERBS:
+            if low[j] in PREPOSITIONS and low[j] not in ADVERBS:
                 past = _past_prepositional_phrase(low, j, declarative=declarative, tokens=tokens)
                 if past is not None:
                     return past, False
-                if not declarative and _frame_end(low, j) == n:
+                if not declarative and frame_end(low, j) == n:
                     start, guessed = _attribute_start(low, tokens, [f for f in free if f < j])
                     if start is not None:
                         return start, guessed
@@ -544,26 +544,26 @@ def _split_verb_flag(low: list[str], *, declarative: bool, tokens: Sequence[str]
     free = _free_positions(low, tokens)
     free_set = set(free)
     for j in free:
-        if low[j] in _DO_KEEP or (declarative and _finite_aux(low, j)):
+        if low[j] in DO_KEEP or (declarative and _finite_aux(low, j)):
             return j, False
         # A word right after a determiner or preposition is a noun ("on the park bench"), not the verb.
         prev = low[j - 1]
-        after_noun_marker = prev in _DETERMINERS or (prev in _PREPOSITIONS and prev not in _PARTICLES)
-        if _is_verb(low[j], inflected=declarative) and not after_noun_marker:
+        after_noun_marker = prev in DETERMINERS or (prev in PREPOSITIONS and prev not in PARTICLES)
+        if is_verb(low[j], inflected=declarative) and not after_noun_marker:
             # "Does this diagram mainly show ...": "not" goes before the adverb, negating what it grades
             return (j - 1 if (j - 1) in free_set and _is_ly_adverb(low[j - 1]) else j), False
     if not declarative:
         for j in free:
             prev, nxt = low[j - 1], low[j + 1] if j + 1 < len(low) else ""
-            if (prev not in _DETERMINERS and prev not in _PREPOSITIONS and low[j] not in _PREPOSITIONS
-                    and low[j] not in _ADVERBS and low[j] not in _ADJECTIVES and not _is_participle(low[j])
+            if (prev not in DETERMINERS and prev not in PREPOSITIONS and low[j] not in PREPOSITIONS
+                    and low[j] not in ADVERBS and low[j] not in ADJECTIVES and not is_participle(low[j])
                     and (nxt in _OBJECT_OPENERS or bool(_NUMBER.fullmatch(nxt)))):
                 return j, False
     for j in free:
         if _be_boundary(low, j):
             if (j - 1) in free_set:
                 return j - 1, False
-            if not declarative and (low[j] in _ADJECTIVES or _is_participle(low[j]) or low[j] in _ADVERBS):
+            if not declarative and (low[j] in ADJECTIVES or is_participle(low[j]) or low[j] in ADVERBS):
                 return j, True
             return None, False
     last = len(low) - 1
@@ -575,58 +575,58 @@ _QUANTIFIERS = {"all", "every", "each", "both", "some", "many", "most", "few", "
                 "none", "no"}
 
 
-def _quantified(low_subject: list[str]) -> bool:
+def quantified(low_subject: list[str]) -> bool:
     """``all the dogs``, ``some of the cars``, ``one of the doors``, ``two of them``: a quantified subject."""
     if not low_subject:
         return False
     first = low_subject[0]
     return first in _QUANTIFIERS or (len(low_subject) > 2 and low_subject[1] == "of"
-                                     and (first in _NUMBER_WORDS or bool(_NUMBER.fullmatch(first))))
+                                     and (first in NUMBER_WORDS or bool(_NUMBER.fullmatch(first))))
 
 
 def _known_predicate_word(w: str) -> bool:
-    return (w in _ADJECTIVES or w in _COMPARATIVES or w in _PREPOSITIONS or w in _ADVERBS or _is_ly_adverb(w)
-            or _is_participle(w) or _is_verb(w, inflected=True) or w[:1] in _QUOTE_PAIRS or bool(_NUMBER.fullmatch(w)))
+    return (w in ADJECTIVES or w in COMPARATIVES or w in PREPOSITIONS or w in ADVERBS or _is_ly_adverb(w)
+            or is_participle(w) or is_verb(w, inflected=True) or w[:1] in QUOTE_PAIRS or bool(_NUMBER.fullmatch(w)))
 
 
-def _declarative(tokens: list[str], k: int | None = None) -> tuple[list[str], str]:
+def to_declarative(tokens: list[str], k: int | None = None) -> tuple[list[str], str]:
     """``AUX SUBJECT PREDICATE`` tokens -> (declarative clause tokens, the auxiliary's kind: see :func:`_aux_kind`).
 
     ``k`` is where the predicate starts, as :func:`_subject_end` finds it (found here when not given).
     """
     if k is None:
-        k, doubt = _subject_end(tokens)
+        k, doubt = subject_end(tokens)
         if doubt == SPLIT_NO_VERB:
-            raise _Unparsable("a do-question whose predicate is no verb has no declarative clause")
+            raise Unparsable("a do-question whose predicate is no verb has no declarative clause")
     aux_tok, subject, predicate = tokens[0], tokens[1:k], tokens[k:]
-    aux = _norm(aux_tok)
+    aux = norm(aux_tok)
     if aux in ("does", "do", "did"):
         # the verb takes the tense, after any adverb ("this figure mainly depicts", "Germany had"): a statement
         # needs do-support only for a negation, and "did have" or "does only contain" would be emphatic
         i = 0
-        while i < len(predicate) - 1 and _keeps_do(_norm(predicate[i])) and _norm(predicate[i]) not in _NEGATING:
+        while i < len(predicate) - 1 and _keeps_do(norm(predicate[i])) and norm(predicate[i]) not in _NEGATING:
             i += 1
-        if not _keeps_do(_norm(predicate[i])) and _norm(predicate[i]) not in _NEGATING:
+        if not _keeps_do(norm(predicate[i])) and norm(predicate[i]) not in _NEGATING:
             verb = predicate[i]
             finite = _third_singular(verb) if aux == "does" else past_tense(verb) if aux == "did" else verb
-            if not (aux == "did" and finite.lower() == verb.lower() and _is_plural_subject([_norm(t) for t in subject])):
+            if not (aux == "did" and finite.lower() == verb.lower() and is_plural_subject([norm(t) for t in subject])):
                 # ("the kids did read books" keeps "did": "the kids read books" would read as the present)
-                return [*subject, *predicate[:i], finite, *predicate[i + 1:]], _aux_kind(aux, [_norm(t) for t in subject])
+                return [*subject, *predicate[:i], finite, *predicate[i + 1:]], aux_kind(aux, [norm(t) for t in subject])
     clause = [*subject, aux_tok.lower(), *predicate]
-    return clause, _aux_kind(aux, [_norm(t) for t in subject])
+    return clause, aux_kind(aux, [norm(t) for t in subject])
 
 
 #: Adverbs that keep do-support in a statement ("does not wear", "did never win").
 _NEGATING = {"not", "never"}
 
 
-def _aux_kind(aux: str, low_subject: list[str]) -> str:
+def aux_kind(aux: str, low_subject: list[str]) -> str:
     """``there``, ``be``, ``do`` or ``aux`` (have and the modals): the suffix of the rule names."""
     if low_subject == ["there"]:
         return "there"
-    if aux in _BE:
+    if aux in BE:
         return "be"
-    return "do" if aux in _DO else "aux"
+    return "do" if aux in DO else "aux"
 
 
 #: How sure :func:`_subject_end` is of its split: a guess (an unknown word taken as the predicate after other
@@ -635,24 +635,24 @@ SPLIT_GUESSED = "guessed"
 SPLIT_NO_VERB = "no verb"
 
 
-def _subject_end(core: list[str]) -> tuple[int, str]:
+def subject_end(core: list[str]) -> tuple[int, str]:
     """Index in ``AUX SUBJECT PREDICATE`` tokens where the predicate starts, and "" when the split is sure,
     else why not (:data:`SPLIT_GUESSED`, :data:`SPLIT_NO_VERB`)."""
-    aux, rest = _norm(core[0]), core[1:]
-    low = [_norm(t) for t in rest]
+    aux, rest = norm(core[0]), core[1:]
+    low = [norm(t) for t in rest]
     if not rest:
-        raise _Unparsable("nothing after the auxiliary verb")
-    if aux in _BE or aux in _HAVE:
+        raise Unparsable("nothing after the auxiliary verb")
+    if aux in BE or aux in HAVE:
         k, unsure = _split_be_guess(low, declarative=False, tokens=rest)
         no_verb = False
     else:
         (k, no_verb), unsure = _split_verb_flag(low, declarative=False, tokens=rest), False
     if k is None or k <= 0 or k >= len(rest):
-        raise _Unparsable("cannot find where the subject ends and the predicate starts")
+        raise Unparsable("cannot find where the subject ends and the predicate starts")
     if no_verb:
         return k + 1, SPLIT_NO_VERB
     last = low[-1]
-    guessed = unsure and aux in _BE and low[:k] != ["there"] and (
+    guessed = unsure and aux in BE and low[:k] != ["there"] and (
         k < len(rest) - 1 or (not _known_predicate_word(last) and not rest[-1][:1].isupper()))
     return k + 1, SPLIT_GUESSED if guessed else ""
 
@@ -663,26 +663,26 @@ _RELATION = re.compile(r"[=<>\u2264\u2265\u2260\u2248\u22a5\u2225\u2245]")
 _MATH_WORDS = ("sqrt", "sin", "cos", "tan", "log", "exp", "degrees", "degree", "cm", "mm", "pi")
 
 
-def _formula_start(tokens: Sequence[str]) -> int | None:
+def formula_start(tokens: Sequence[str]) -> int | None:
     """Where the relation of a formula asked with "is" sits in ``SUBJECT RELATION VALUE`` tokens (the
     question without its auxiliary: ``AB = 2AC``, ``angle 1 + angle 2 = 180``), or None.
 
     A formula has no place for "not" ("Is AB not = 2AC?" reads as neither English nor mathematics), so the
     negator frames it. A noun phrase that only holds a formula ("the formula a^2 + b^2 = c^2 representative
     of ...") is no formula: English words follow its relation."""
-    if not tokens or _norm(tokens[0]) in _PRONOUNS:
+    if not tokens or norm(tokens[0]) in PRONOUNS:
         return None
     at = next((i for i, t in enumerate(tokens) if _RELATION.search(t)), None)
     if at is None:
         return None
-    low = [_norm(t) for t in tokens]
+    low = [norm(t) for t in tokens]
     end = len(tokens)
     # a closing "in the figure" says where to look and stays outside the formula's frame check
     for k in range(at + 1, len(tokens)):
-        if low[k] in _PREPOSITIONS and _frame_end(low, k) == len(tokens):
+        if low[k] in PREPOSITIONS and frame_end(low, k) == len(tokens):
             end = k
             break
-    if end < len(tokens) and low[0] in _DETERMINERS:
+    if end < len(tokens) and low[0] in DETERMINERS:
         return None  # "Is the formula x = 2 in this image?" asks where a thing is, not whether x = 2
     after = " ".join(tokens[at:end])
     for word in _MATH_WORDS:
@@ -692,15 +692,15 @@ def _formula_start(tokens: Sequence[str]) -> int | None:
 
 def _keeps_do(w: str) -> bool:
     """A word after do-support that keeps "does" in the clause ("does not wear", "does mainly show")."""
-    return w in _DO_KEEP or _is_ly_adverb(w)
+    return w in DO_KEEP or _is_ly_adverb(w)
 
 
-def _is_plural_subject(low_subject: list[str]) -> bool:
+def is_plural_subject(low_subject: list[str]) -> bool:
     if "and" in low_subject or "&" in low_subject:
         return True
     head = low_subject[: low_subject.index("of")] if "of" in low_subject else low_subject
     last = head[-1]
-    if last in _IRREGULAR_PLURALS or last in ("these", "those", "both", "all"):
+    if last in IRREGULAR_PLURALS or last in ("these", "those", "both", "all"):
         return True
     return last.endswith("s") and not last.endswith(("ss", "us", "is", "'s"))
 
@@ -708,15 +708,15 @@ def _is_plural_subject(low_subject: list[str]) -> bool:
 def _question_from_aux(tokens: list[str], k: int) -> list[str]:
     """Clause ``SUBJECT AUX REST`` with the auxiliary at ``k`` -> question tokens."""
     subject, aux_tok, rest = tokens[:k], tokens[k], tokens[k + 1 :]
-    aux = _norm(aux_tok)
-    nxt = _norm(rest[0]) if rest else ""
+    aux = norm(aux_tok)
+    nxt = norm(rest[0]) if rest else ""
     main_do = aux in ("does", "do") and not _keeps_do(nxt)
-    main_have = aux in ("has", "have", "had") and not (_is_participle(nxt) or nxt in _DO_KEEP)
+    main_have = aux in ("has", "have", "had") and not (is_participle(nxt) or nxt in DO_KEEP)
     if (main_do or main_have) and rest:
         return _question_from_verb(tokens, k)
     if aux == "cannot":  # "we cannot see" -> "Can we not see"
-        return [_match_case("can", aux_tok), *subject, "not", *rest]
-    return [_capitalize(aux_tok), *subject, *rest]
+        return [match_case("can", aux_tok), *subject, "not", *rest]
+    return [capitalize(aux_tok), *subject, *rest]
 
 
 def _question_from_verb(tokens: list[str], k: int) -> list[str]:
@@ -724,36 +724,36 @@ def _question_from_verb(tokens: list[str], k: int) -> list[str]:
     question tokens, in the verb's tense ("Germany had ..." -> "Did Germany have ...")."""
     subject = tokens[:k]
     at = k
-    while at < len(tokens) - 1 and _keeps_do(_norm(tokens[at])) and _norm(tokens[at]) not in _NEGATING:
+    while at < len(tokens) - 1 and _keeps_do(norm(tokens[at])) and norm(tokens[at]) not in _NEGATING:
         at += 1  # "this figure mainly depicts ...": the adverbs stay before the verb
     adverbs, verb, rest = tokens[k:at], tokens[at], tokens[at + 1 :]
-    low_subject = [_norm(t) for t in subject]
-    if len(low_subject) == 1 and low_subject[0] in _PRONOUNS | _DEMONSTRATIVES:
-        singular = low_subject[0] in _THIRD_SINGULAR_PRONOUNS
+    low_subject = [norm(t) for t in subject]
+    if len(low_subject) == 1 and low_subject[0] in PRONOUNS | DEMONSTRATIVES:
+        singular = low_subject[0] in THIRD_SINGULAR_PRONOUNS
     else:
-        singular = not _is_plural_subject(low_subject)
-    low_verb = _norm(verb)
+        singular = not is_plural_subject(low_subject)
+    low_verb = norm(verb)
     if singular and _is_third_singular(verb):
         return ["Does", *subject, *adverbs, _base_form(verb), *rest]
     if is_past_tense(low_verb) and (_base_form(low_verb) != low_verb or singular):
         # "had", "led"; a past that is spelled as its base ("put", "read") only where a present would take -s
-        return ["Did", *subject, *adverbs, _match_case(base_form(low_verb), verb), *rest]
+        return ["Did", *subject, *adverbs, match_case(base_form(low_verb), verb), *rest]
     return ["Do", *subject, *adverbs, verb, *rest]
 
 
-def _question_from_declarative(tokens: list[str]) -> list[str] | None:
+def question_from_declarative(tokens: list[str]) -> list[str] | None:
     """Invert a declarative clause (as :func:`_declarative` writes it) into a question, or None."""
     if not tokens:
         return None
-    low = [_norm(t) for t in tokens]
+    low = [norm(t) for t in tokens]
     # Be/have clauses first: a subject like "the bus stop" must not be read as subject + verb "stop".
     k = _split_be(low, declarative=True, tokens=tokens)
-    if k is not None and 0 < k < len(tokens) and low[k] in _AUX:
+    if k is not None and 0 < k < len(tokens) and low[k] in AUX:
         return _question_from_aux(tokens, k)
     k = _split_verb(low, declarative=True, tokens=tokens)
     if k is None or k <= 0 or k >= len(tokens):
         return None
-    if low[k] in _AUX:
+    if low[k] in AUX:
         return _question_from_aux(tokens, k)
     return _question_from_verb(tokens, k)
 
@@ -764,12 +764,12 @@ def question_from_statement(statement: str) -> str | None:
     The inverse of the clause :class:`RuleNegator` writes after "Is it false that"; None where the
     subject/verb split heuristic finds no auxiliary or finite verb.
     """
-    tokens = _tokenize(statement.strip().rstrip(".!?").strip())
+    tokens = tokenize(statement.strip().rstrip(".!?").strip())
     if not tokens:
         return None
-    if _norm(tokens[0]) != "i":
-        tokens[0] = _lower_first(tokens[0])
-    question = _question_from_declarative(tokens)
+    if norm(tokens[0]) != "i":
+        tokens[0] = lower_first(tokens[0])
+    question = question_from_declarative(tokens)
     if question is None:
         return None
-    return " ".join([_capitalize(question[0]), *question[1:]]) + "?"
+    return " ".join([capitalize(question[0]), *question[1:]]) + "?"

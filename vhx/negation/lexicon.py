@@ -8,57 +8,57 @@ HallusionBench), never a list of any benchmark's questions.
 
 from __future__ import annotations
 
-_BE = {"is", "are", "was", "were", "am", "isn't", "aren't", "wasn't", "weren't"}
-_HAVE = {"has", "have", "had", "hasn't", "haven't", "hadn't"}
+BE = {"is", "are", "was", "were", "am", "isn't", "aren't", "wasn't", "weren't"}
+HAVE = {"has", "have", "had", "hasn't", "haven't", "hadn't"}
 _MODALS = {
     "can", "could", "will", "would", "should", "shall", "may", "might", "must", "cannot",
     "can't", "couldn't", "won't", "wouldn't", "shouldn't", "mustn't",
 }
-_DO = {"does", "do", "did", "doesn't", "don't", "didn't"}
-_AUX = _BE | _HAVE | _MODALS | _DO
+DO = {"does", "do", "did", "doesn't", "don't", "didn't"}
+AUX = BE | HAVE | _MODALS | DO
 
-_PRONOUNS = {
+PRONOUNS = {
     "it", "you", "he", "she", "they", "we", "i", "there", "someone", "somebody", "anyone", "anybody",
     "something", "anything", "everyone", "everybody", "everything", "nobody", "nothing",
 }
-_THIRD_SINGULAR_PRONOUNS = {
+THIRD_SINGULAR_PRONOUNS = {
     "it", "he", "she", "this", "that", "someone", "somebody", "anyone", "anybody", "something",
     "anything", "everyone", "everybody", "everything", "nobody", "nothing",
 }
-_DEMONSTRATIVES = {"this", "that", "these", "those"}
-_NUMBER_WORDS = {
+DEMONSTRATIVES = {"this", "that", "these", "those"}
+NUMBER_WORDS = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
     "several", "many", "few", "multiple",
 }
 #: Exact counts ("Is there one ship?", "Are there 12 cars?"): a number a count question names, not "several".
-_CARDINALS = {
+CARDINALS = {
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
     "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty",
 }
 # Words that open a noun phrase; a run of them is skipped before the head word ("all the dogs").
-_DETERMINERS = {
+DETERMINERS = {
     "the", "a", "an", "this", "that", "these", "those", "his", "her", "its", "their", "my", "your",
     "our", "some", "any", "no", "each", "every", "all", "both", "another", "other",
-} | _NUMBER_WORDS
+} | NUMBER_WORDS
 # After the head word only these determiners start a predicate ("Is the man a doctor?").
-_PREDICATE_DETERMINERS = {
+PREDICATE_DETERMINERS = {
     "the", "a", "an", "this", "these", "those", "his", "her", "its", "their", "my", "your", "our",
     "some", "any", "no",
 }
-_CONNECTORS = {"of", "and", "or", "&"}
+CONNECTORS = {"of", "and", "or", "&"}
 # Prepositions that also end a phrase on their own ("the dog on the left", "the man inside").
-_PARTICLES = {
+PARTICLES = {
     "left", "right", "out", "up", "down", "off", "over", "close", "far", "next", "past", "inside",
     "outside", "behind", "around", "along", "near",
 }
-_PREPOSITIONS = {
+PREPOSITIONS = {
     "about", "above", "across", "against", "along", "alongside", "among", "around", "as", "at", "atop",
     "before", "behind", "below", "beneath", "beside", "between", "beyond", "by", "close", "down",
     "during", "far", "for", "from", "in", "inside", "into", "left", "like", "near", "next", "off", "on",
     "onto", "out", "outside", "over", "past", "right", "than", "through", "to", "toward", "towards",
     "under", "underneath", "up", "upon", "with", "within", "without",
 }
-_ADVERBS = {
+ADVERBS = {
     "not", "never", "very", "too", "so", "quite", "really", "completely", "partially", "partly",
     "fully", "mostly", "mainly", "slightly", "almost", "nearly", "only", "just", "still", "also",
     "even", "all", "both", "each", "more", "less", "most", "least", "currently", "actually", "clearly",
@@ -67,11 +67,11 @@ _ADVERBS = {
     "forwards", "sideways", "upside", "always", "often", "usually", "ever",
 }
 # Words that grade a final adjective ("half full"): with it they start the predicate.
-_DEGREE = {"half", "partially", "barely", "somewhat", "rather", "fairly", "pretty", "extremely", "highly"}
+DEGREE = {"half", "partially", "barely", "somewhat", "rather", "fairly", "pretty", "extremely", "highly"}
 # Words that shade a colour or state after the head noun ("pure white", "pale blue", "brand new"): with the
 # adjective they start the predicate.
-_SHADES = {"pure", "brand", "bright", "dark", "deep", "pale", "fluorescent", "neon", "jet"}
-_COLOURS = {
+SHADES = {"pure", "brand", "bright", "dark", "deep", "pale", "fluorescent", "neon", "jet"}
+COLOURS = {
     "red", "orange", "yellow", "green", "blue", "purple", "violet", "pink", "brown", "black", "white",
     "gray", "grey", "silver", "gold", "golden", "beige", "tan", "cyan", "magenta", "maroon", "navy",
     "turquoise", "teal", "transparent", "colorful", "colourful", "multicolored", "multicoloured",
@@ -100,8 +100,8 @@ _STATES = {
     "suitable", "unsuitable", "necessary", "enough", "sufficient", "normal", "abnormal", "edible", "legal",
     "illegal", "allowed", "permitted", "reasonable", "accurate", "same", "different", "similar", "equal",
 }
-_ADJECTIVES = _COLOURS | _SHAPES | _SIZES | _STATES
-_COMPARATIVES = {
+ADJECTIVES = COLOURS | _SHAPES | _SIZES | _STATES
+COMPARATIVES = {
     "bigger", "smaller", "larger", "taller", "shorter", "longer", "wider", "narrower", "higher", "lower",
     "closer", "nearer", "farther", "further", "brighter", "darker", "lighter", "heavier", "thicker",
     "thinner", "older", "younger", "newer", "greater", "fewer", "more", "less", "better", "worse",
@@ -110,7 +110,7 @@ _COMPARATIVES = {
     "highest", "lowest", "closest", "nearest", "farthest", "furthest", "brightest", "darkest",
     "heaviest", "oldest", "youngest", "newest", "best", "worst",
 }
-_IRREGULAR_PARTICIPLES = {
+IRREGULAR_PARTICIPLES = {
     "written", "shown", "seen", "taken", "broken", "hidden", "drawn", "worn", "given", "made", "held",
     "built", "hung", "shut", "stuck", "torn", "sewn", "thrown", "grown", "blown", "frozen", "chosen",
     "spoken", "stolen", "fallen", "eaten", "beaten", "bitten", "ridden", "driven", "forgotten",
@@ -121,7 +121,7 @@ _IRREGULAR_PARTICIPLES = {
     "understood", "mounted", "placed",
 }
 # -ing / -ed words that are usually nouns (or colours) when they follow the head word.
-_NOT_PARTICIPLES = {
+NOT_PARTICIPLES = {
     "building", "ceiling", "painting", "clothing", "drawing", "thing", "string", "spring", "swing",
     "morning", "evening", "wedding", "railing", "icing", "frosting", "topping", "filling", "sibling",
     "lighting", "housing", "parking", "writing", "crossing", "sling", "stuffing", "dressing",
@@ -131,7 +131,7 @@ _NOT_PARTICIPLES = {
 }
 # Bare verbs that start the predicate of a do-/modal question; a word that is not listed can still be
 # found by the fallbacks (see the module docstring).
-_VERBS = {
+VERBS = {
     "appear", "be", "become", "belong", "bend", "bite", "block", "bloom", "break", "burn", "buy",
     "carry", "cast", "catch", "chase", "climb", "close", "come", "contain", "cook", "cover", "cross",
     "cry", "cut", "dance", "depict", "display", "portray", "do", "drag", "drink", "drip", "drive", "eat", "extend",
@@ -166,11 +166,11 @@ _VERBS = {
     "test", "think", "travel", "treat", "try", "understand", "vary", "want", "warn", "wash", "win",
     "wish", "worry", "wrap",
 }
-_DO_KEEP = {"not", "never", "really", "actually", "also", "still", "ever", "just", "only", "always",
+DO_KEEP = {"not", "never", "really", "actually", "also", "still", "ever", "just", "only", "always",
             "often", "usually", "even"}
-_IRREGULAR_PLURALS = {"people", "men", "women", "children", "mice", "teeth", "feet", "geese", "police"}
-_QUOTE_PAIRS = {"'": "'", '"': '"', "\u2018": "\u2019", "\u201c": "\u201d", "`": "`"}
-_TRAILING_PUNCT = ".,;:!"
+IRREGULAR_PLURALS = {"people", "men", "women", "children", "mice", "teeth", "feet", "geese", "police"}
+QUOTE_PAIRS = {"'": "'", '"': '"', "\u2018": "\u2019", "\u201c": "\u201d", "`": "`"}
+TRAILING_PUNCT = ".,;:!"
 
 # -- lists grown for AMBER's and HallusionBench's wordings --------------------------------------------
 # Descriptive adjectives beyond colours, shapes, sizes and states: scene, weather, texture, material, mood,
@@ -203,10 +203,10 @@ _DESCRIPTIVE = {
 }
 # Adjectives that compare ("the same size", "different length"): after a prepositional phrase they start
 # the predicate even when a noun follows them ("Is the line on the left different length as ...?").
-_COMPARISON_ADJECTIVES = {"same", "different", "similar", "equal", "identical", "unequal", "opposite"}
+COMPARISON_ADJECTIVES = {"same", "different", "similar", "equal", "identical", "unequal", "opposite"}
 # Concrete nouns that end a compound name ("the tennis racket", "the fire hydrant", "the dining table"): a
 # single such word between the head and "in this image" is part of the subject, not an unknown adjective.
-_OBJECT_NOUNS = {
+OBJECT_NOUNS = {
     "racket", "racquet", "light", "lights", "hydrant", "sign", "meter", "bat", "glove", "glass", "dog", "plant",
     "table", "phone", "bear", "drier", "dryer", "ball", "board", "bag", "cup", "bottle", "bowl", "knife", "fork",
     "spoon", "chair", "couch", "sofa", "bed", "car", "truck", "bus", "train", "boat", "plane", "bike", "bicycle",
@@ -224,14 +224,14 @@ _OBJECT_NOUNS = {
 }
 # Nouns a proper name follows in apposition ("the TV series Ocean Nights", "the album Blue Hours"):
 # the name continues the phrase instead of opening a predicate noun phrase.
-_NAMING_NOUNS = {
+NAMING_NOUNS = {
     "series", "album", "band", "song", "novel", "brand", "company", "team", "city", "country", "river", "lake",
     "island", "character", "manga", "anime", "franchise", "game", "movie", "film", "show", "book", "magazine",
     "newspaper", "restaurant", "hotel", "museum", "airport", "university", "player", "singer", "actor",
     "actress", "artist", "painter", "author", "writer", "president", "king", "queen", "emperor", "channel",
 }
 # Words that open a wh-question: named in the reason a question is skipped.
-_WH_WORDS = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how", "whether"}
+WH_WORDS = {"what", "which", "who", "whom", "whose", "where", "when", "why", "how", "whether"}
 # Verbs of charts, maps and reasoning questions ("Did Apple derive ...", "Does the meridian intersect ...").
 _VERBS_MORE = {
     "achieve", "align", "attempt", "beat", "cause", "climb", "contain", "contribute", "derive",
@@ -242,5 +242,5 @@ _VERBS_MORE = {
     "raise", "strike", "crouch", "squat", "glide", "perch", "bloom", "wither", "scratch", "kneel", "crawl",
     "lie", "hang", "float", "rest", "swing", "stretch", "bow", "nod", "pose", "clap", "wave", "point",
 }
-_VERBS |= _VERBS_MORE
-_ADJECTIVES |= _DESCRIPTIVE | _COMPARISON_ADJECTIVES
+VERBS |= _VERBS_MORE
+ADJECTIVES |= _DESCRIPTIVE | COMPARISON_ADJECTIVES

@@ -107,23 +107,23 @@ from vhx.errors import DataError
 from vhx.negation.grammar import (
     SPLIT_GUESSED,
     SPLIT_NO_VERB,
-    _Unparsable,
-    _article_for,
-    _aux_kind,
-    _capitalize,
-    _declarative,
-    _formula_start,
-    _frame_end,
-    _is_participle,
-    _is_plural_subject,
-    _is_verb,
-    _lower_first,
-    _match_case,
-    _norm,
-    _quantified,
-    _question_from_declarative,
-    _subject_end,
-    _tokenize,
+    Unparsable,
+    article_for,
+    aux_kind,
+    capitalize,
+    to_declarative,
+    formula_start,
+    frame_end,
+    is_participle,
+    is_plural_subject,
+    is_verb,
+    lower_first,
+    match_case,
+    norm,
+    quantified,
+    question_from_declarative,
+    subject_end,
+    tokenize,
 )
 from vhx.negation.wordings import (
     ALL_TO_ANY,
@@ -145,17 +145,17 @@ from vhx.negation.wordings import (
     universal_subject,
 )
 from vhx.negation.lexicon import (
-    _ADVERBS,
-    _AUX,
-    _BE,
-    _CARDINALS,
-    _COLOURS,
-    _COMPARATIVES,
-    _DETERMINERS,
-    _PREDICATE_DETERMINERS,
-    _PREPOSITIONS,
-    _PRONOUNS,
-    _WH_WORDS,
+    ADVERBS,
+    AUX,
+    BE,
+    CARDINALS,
+    COLOURS,
+    COMPARATIVES,
+    DETERMINERS,
+    PREDICATE_DETERMINERS,
+    PREPOSITIONS,
+    PRONOUNS,
+    WH_WORDS,
 )
 
 # -- rule names (what ``NegationResult.rule`` and ``rule_coverage`` report) ---------------------------
@@ -313,7 +313,7 @@ def check_question(question: Any) -> str:
     text = question.strip()
     if not text:
         raise DataError("empty question", field="question")
-    _split_parts(text)
+    split_parts(text)
     return text
 
 
@@ -332,7 +332,7 @@ _INSTRUCTION = re.compile(r"\s+(?=(?:please\s+)?(?:answer|respond|reply)\b[^?]*$
 _REQUEST = re.compile(r"(?:may|can|could) i ask (?:if|whether)\b|(?:can|could|would) you tell me (?:if|whether)\b")
 
 
-def _split_parts(text: str) -> _Parts:
+def split_parts(text: str) -> _Parts:
     match = _QUESTION_END.search(text)
     if match:
         body, suffix, mark = text[: match.start()], text[match.end() :], match.group(0)
@@ -342,13 +342,13 @@ def _split_parts(text: str) -> _Parts:
     else:
         body, suffix, mark = text, "", "?"
     gap = body[len(body.rstrip()):] if mark else ""
-    tokens = _tokenize(body)
-    low = [_norm(t) for t in tokens]
+    tokens = tokenize(body)
+    low = [norm(t) for t in tokens]
     if not tokens:
         raise DataError("empty question", field="question")
-    if low[0] in _AUX:
+    if low[0] in AUX:
         # "May I ask if ..., did the right side win?": a polite wrapper; the question is the one after the comma
-        wrapped = [j for j in range(4, len(tokens)) if low[j] in _AUX and tokens[j - 1].endswith(",")]
+        wrapped = [j for j in range(4, len(tokens)) if low[j] in AUX and tokens[j - 1].endswith(",")]
         if _REQUEST.match(" ".join(low[:5])) and wrapped:
             return _Parts(tokens[: wrapped[-1]], tokens[wrapped[-1] :], suffix, mark, gap)
         return _Parts([], tokens, suffix, mark, gap)
@@ -356,7 +356,7 @@ def _split_parts(text: str) -> _Parts:
     # degree, then is ..."), or whole sentences ("I want to lose weight. Is the food ... a choice?"). The
     # last such start is the question: a condition can hold clauses of its own ("If AF, BE, CD are the
     # midlines, is M the centroid?").
-    starts = [j for j in range(1, len(tokens)) if low[j] in _AUX and (
+    starts = [j for j in range(1, len(tokens)) if low[j] in AUX and (
         tokens[j - 1].endswith(_CLAUSE_END) or (low[j - 1] == "then" and any(t.endswith(",") for t in tokens[: j - 1])))]
     if starts:
         return _Parts(tokens[: starts[-1]], tokens[starts[-1] :], suffix, mark, gap)
@@ -364,7 +364,7 @@ def _split_parts(text: str) -> _Parts:
     whether = [j for j in range(len(tokens)) if low[j] == "whether" and (j == 0 or tokens[j - 1].endswith(_CLAUSE_END))]
     if whether and len(tokens) > whether[-1] + 2:
         return _Parts(tokens[: whether[-1]], tokens[whether[-1] :], suffix, mark, gap)
-    opener = next((w for w, t in zip(low, tokens) if w in _WH_WORDS and not t.endswith(_CLAUSE_END)), None)
+    opener = next((w for w, t in zip(low, tokens) if w in WH_WORDS and not t.endswith(_CLAUSE_END)), None)
     if opener is not None and (low[0] == opener or tokens[low.index(opener) - 1].endswith(_CLAUSE_END)):
         raise DataError(f"not a yes/no question: a {opener!r} question has no yes/no answer to flip: {text!r}",
                         field="question")
@@ -392,8 +392,8 @@ def _is_bare_existence(tokens: list[str], low: list[str]) -> bool:
     if len(low) < 3 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
         return False
     w = low[2]
-    if (w in _DETERMINERS or w in _NOT_BARE or w in _ADVERBS or w in _COMPARATIVES or w in _PREPOSITIONS or w in _AUX
-            or w in _PRONOUNS or tokens[2][:1] in "'\"\u2018\u201c`" or not w[:1].isalpha()):
+    if (w in DETERMINERS or w in _NOT_BARE or w in ADVERBS or w in COMPARATIVES or w in PREPOSITIONS or w in AUX
+            or w in PRONOUNS or tokens[2][:1] in "'\"\u2018\u201c`" or not w[:1].isalpha()):
         return False
     return not _coordinated(low, 3) and not any(t.endswith(",") for t in tokens[2:-1])
 
@@ -404,7 +404,7 @@ def _coordinated(low: list[str], start: int) -> bool:
     for i, w in enumerate(low[start:], start):
         if w == "between":
             between = True
-        elif w == "and" and 0 < i < len(low) - 1 and low[i - 1] in _COLOURS and low[i + 1] in _COLOURS:
+        elif w == "and" and 0 < i < len(low) - 1 and low[i - 1] in COLOURS and low[i + 1] in COLOURS:
             continue  # one thing of two colours: "a brown and white dog"
         elif w in ("and", "or", "nor", "but", "&"):
             if not between or w != "and":
@@ -438,10 +438,10 @@ def _neutral_adjunct(tokens: list[str], low: list[str]) -> bool:
     if low[0] in _NEUTRAL_AFTER_COMMA or any(c.isdigit() for c in low[0]):
         return True
     if end == len(tokens) and len(words) <= 3 and not any(
-            w in _TRAILING_OPENERS or w in _DETERMINERS or w in _PREPOSITIONS or w in _AUX or _is_participle(w)
+            w in _TRAILING_OPENERS or w in DETERMINERS or w in PREPOSITIONS or w in AUX or is_participle(w)
             for w in phrase):
         return True  # the rest of a name at the end: "College Park, MD", "created by veronese, paolo"
-    return low[0] in _DATE_PREPOSITIONS and (any(any(c.isdigit() for c in w) for w in phrase) or _frame_end(low, 0) == len(low))
+    return low[0] in _DATE_PREPOSITIONS and (any(any(c.isdigit() for c in w) for w in phrase) or frame_end(low, 0) == len(low))
 
 
 #: Words before "X and Y" that make it one relation, not two claims ("the same for US and India", "between 15 and 29").
@@ -467,9 +467,9 @@ def _coordinated_predicate(low: list[str], k: int, *, or_ok: bool = False) -> bo
     for i, w in enumerate(low[k:], k):
         if w in _NAMING_VERBS:
             return False
-        if i > k and (w in _PREPOSITIONS or w == "of") and w != "between":
+        if i > k and (w in PREPOSITIONS or w == "of") and w != "between":
             inside_phrase = True
-        if w in ("and", "or") and i + 1 < len(low) and low[i - 1] in _COLOURS and low[i + 1] in _COLOURS:
+        if w in ("and", "or") and i + 1 < len(low) and low[i - 1] in COLOURS and low[i + 1] in COLOURS:
             continue  # one colour scheme: "Is the photo not black and white?", "a brown and white dog"
         if w in _COLLECTIVE:
             collective = True
@@ -479,7 +479,7 @@ def _coordinated_predicate(low: list[str], k: int, *, or_ok: bool = False) -> bo
                 continue
             if or_ok and w == "or":
                 continue
-            if inside_phrase and w in ("and", "or") and i + 1 < len(low) and low[i + 1] not in _DETERMINERS:
+            if inside_phrase and w in ("and", "or") and i + 1 < len(low) and low[i + 1] not in DETERMINERS:
                 continue  # a list inside a noun phrase: "of gold, silverware, and jewelry"
             return True
     return False
@@ -489,18 +489,18 @@ def _list_comma(core: list[str], low: list[str], k: int, i: int) -> bool:
     """Whether the comma after ``core[i]`` separates the items of a list inside a noun phrase of the predicate ("of
     gold, silverware, and jewelry", "in the UK, Eurozone, and Japan"): a preposition after the predicate's first word
     opens the phrase, and the list goes on with bare words to an "and"/"or" that no article follows."""
-    if not any(w in _PREPOSITIONS or w == "of" for w in low[k + 1 : i + 1]):
+    if not any(w in PREPOSITIONS or w == "of" for w in low[k + 1 : i + 1]):
         return False
     # after "than" the list is what the comparison is made with, articles and all ("higher than those of the U.S.
     # Central Bank, the Central Banks in the UK, and Japan"): the comparison takes the "not"
     compared = "than" in low[k : i + 1]
     j = i + 1
     while j < len(low) and j - i <= 8:
-        if ((low[j] in _DETERMINERS and not compared) or low[j] in _TRAILING_OPENERS or low[j] in _AUX
-                or _is_participle(low[j])):
+        if ((low[j] in DETERMINERS and not compared) or low[j] in _TRAILING_OPENERS or low[j] in AUX
+                or is_participle(low[j])):
             return False
         if low[j] in ("and", "or"):
-            return j + 1 < len(low) and (compared or low[j + 1] not in _DETERMINERS)
+            return j + 1 < len(low) and (compared or low[j + 1] not in DETERMINERS)
         j += 1
     return False
 
@@ -519,7 +519,7 @@ def _scope_risk(core: list[str], low: list[str], k: int, *, modal: bool = True, 
     after_comma = [i + 1 for i in range(k, len(core) - 1) if core[i].endswith(",")
                    and not _neutral_adjunct(core[i + 1 :], low[i + 1 :]) and low[i + 1] not in _RELATIVE
                    and not _list_comma(core, low, k, i)]
-    if any(low[i] in _TRAILING_OPENERS or _is_participle(low[i]) for i in after_comma):
+    if any(low[i] in _TRAILING_OPENERS or is_participle(low[i]) for i in after_comma):
         return TRAILING_CLAUSE  # "..., with China having the second-highest", "..., no potatoes"
     if _coordinated_predicate(low, k, or_ok=or_ok):
         return COORDINATED_PREDICATE  # "calm and waveless", "intersect the Atlantic, Southern and Arctic Ocean"
@@ -529,17 +529,17 @@ def _scope_risk(core: list[str], low: list[str], k: int, *, modal: bool = True, 
 def _drop_stray_comma(core: list[str], low: list[str], k: int) -> list[str]:
     """``core`` without a comma that ends the subject before a noun-phrase predicate ("Is Switzerland, the leading
     importing country ...?"): "not" after it would read as a contrast ("Switzerland, not the leading ...")."""
-    if k > 1 and core[k - 1].endswith(",") and low[k] in _PREDICATE_DETERMINERS:
+    if k > 1 and core[k - 1].endswith(",") and low[k] in PREDICATE_DETERMINERS:
         return [*core[: k - 1], core[k - 1][:-1], *core[k:]]
     return list(core)
 
 
 def _is_cardinal(w: str) -> bool:
     """An exact number a count names: ``one`` ... ``twenty`` or digits (``12``)."""
-    return w in _CARDINALS or w.isdigit()
+    return w in CARDINALS or w.isdigit()
 
 
-def _count_at(low: list[str]) -> int | None:
+def count_at(low: list[str]) -> int | None:
     """``Is there one ship ...?``, ``Are there 3 cars ...?``, ``Is there only one door?``: where the number sits
     after be + there (past an "only"), or None for any other question."""
     if len(low) < 4 or low[0] not in ("is", "are", "was", "were") or low[1] != "there":
@@ -596,24 +596,24 @@ class RuleNegator:
         :data:`QUANTIFIED_SUBJECT`, :data:`FORMULA`, :data:`NO_VERB`); the provenance keeps it.
         """
         text = check_question(question)
-        parts = _split_parts(text)
+        parts = split_parts(text)
         # "The three cats ..., the one without a beard, is the middle one?": the subject was said before the
         # auxiliary and what follows it is one noun phrase ("the middle one"), so "not" follows the auxiliary
         subject_before = (bool(parts.prefix) and parts.prefix[-1].endswith(",") and len(parts.core) > 2
-                          and _norm(parts.prefix[0]) not in _PREPOSITIONS and _norm(parts.core[-1]) in ("one", "ones")
-                          and _norm(parts.core[0]) in _BE)
+                          and norm(parts.prefix[0]) not in PREPOSITIONS and norm(parts.core[-1]) in ("one", "ones")
+                          and norm(parts.core[0]) in BE)
         try:
-            if _norm(parts.core[0]) == "whether":
+            if norm(parts.core[0]) == "whether":
                 question, rule, note = self._negate_core(self._whether_question(parts.core))
                 core = self._whether_clause(parts.core[0], question)
             elif subject_before and self.form != "frame":
-                if _norm(parts.core[1]) == "not":
+                if norm(parts.core[1]) == "not":
                     core, rule, note = [parts.core[0], *parts.core[2:]], RULE_DROP_NOT, ""
                 else:
                     core, rule, note = [parts.core[0], "not", *parts.core[1:]], RULE_NOT_BE, ""
             else:
                 core, rule, note = self._negate_core(parts.core)
-        except _Unparsable as exc:
+        except Unparsable as exc:
             raise DataError(f"cannot negate {text!r}: {exc}", field="question") from None
         return NegationResult(self._join(parts, core), self.name, rule, note)
 
@@ -636,10 +636,10 @@ class RuleNegator:
         what this negator would write. Without it this is the same as :meth:`negate`.
         """
         text = check_question(question)
-        parts = _split_parts(text)
-        if _norm(parts.core[0]) == "whether":  # undo the clause's negation as its question's
+        parts = split_parts(text)
+        if norm(parts.core[0]) == "whether":  # undo the clause's negation as its question's
             asked = self.unnegate(" ".join(self._whether_question(parts.core)) + "?", rule)
-            return self._join(parts, self._whether_clause(parts.core[0], _split_parts(asked).core))
+            return self._join(parts, self._whether_clause(parts.core[0], split_parts(asked).core))
         if rule == RULE_DROP_NOT and self.form != "not":
             return RuleNegator("not").negate(text).question
         if rule == RULE_DROP_NT and self.form != "contracted":
@@ -649,14 +649,14 @@ class RuleNegator:
         if rule == RULE_UNDO_FALSE and self.form != "frame":
             return RuleNegator("frame").negate(text).question
         if rule == RULE_NOT_THERE and self.form != "frame":  # "Is there exactly one ship?" keeps its "exactly"
-            low = [_norm(t) for t in parts.core]
+            low = [norm(t) for t in parts.core]
             if low[1:4] == ["there", "not", "exactly"]:
                 return self._join(parts, [*parts.core[:2], *parts.core[3:]])
         if rule == RULE_NT_EXACTLY:  # "Isn't there exactly one ship?" -> "Is there one ship?"
-            low = [_norm(t) for t in parts.core]
+            low = [norm(t) for t in parts.core]
             if not (len(low) > 3 and low[0] in _UNCONTRACT and low[1:3] == ["there", "exactly"]):
                 raise DataError(f"{text!r} is not an \"Isn't there exactly ...\" question", field="question")
-            return self._join(parts, [_match_case(_UNCONTRACT[low[0]], parts.core[0]), parts.core[1], *parts.core[3:]])
+            return self._join(parts, [match_case(_UNCONTRACT[low[0]], parts.core[0]), parts.core[1], *parts.core[3:]])
         if rule in (RULE_NOT_OPERATOR, RULE_NT_OPERATOR):  # "Is AB not equal to 2AC?" -> "Is AB = 2AC?"
             back = _formula_from_words(parts.core, known=True)
             if back is None:
@@ -665,28 +665,28 @@ class RuleNegator:
         if rule in _RULES_TO_ANY and self.form != "frame":
             # "Are any of the animals not chickens?" -> "Are all (of) the animals chickens?", the source's quantifier
             core = parts.core
-            k, _ = _subject_end(core)
-            back = universal_from_any(core[1:k], rule[: -len("_to_any")]) if _norm(core[k]) == "not" else None
+            k, _ = subject_end(core)
+            back = universal_from_any(core[1:k], rule[: -len("_to_any")]) if norm(core[k]) == "not" else None
             if back is None:
                 raise DataError(f"{text!r} is not an 'Are any ... not ...' question", field="question")
             return self._join(parts, [core[0], *back, *core[k + 1:]])
         if rule == RULE_BARE_TO_NO:
-            low = [_norm(t) for t in parts.core]
+            low = [norm(t) for t in parts.core]
             if not (len(low) > 3 and low[1] == "there" and low[2] == "no"):
                 raise DataError(f"{text!r} is not an 'Is there no ...' question", field="question")
             return self._join(parts, [*parts.core[:2], *parts.core[3:]])
         if rule in _ARTICLE_OF_RULE or rule == RULE_TRUE_TO_FALSE:
-            parts = _split_parts(text)
+            parts = split_parts(text)
             core = list(parts.core)
-            low = [_norm(t) for t in core]
+            low = [norm(t) for t in core]
             if rule == RULE_TRUE_TO_FALSE:
                 if low[:4] != ["is", "it", "false", "that"]:
                     raise DataError(f"{text!r} is not an 'Is it false that ...' question", field="question")
-                core[2] = _match_case("true", core[2])
+                core[2] = match_case("true", core[2])
             else:
                 if not (_is_simple_existence(low) and low[2] == "no"):
                     raise DataError(f"{text!r} is not an 'Is there no ...' question", field="question")
-                core[2] = _match_case(_ARTICLE_OF_RULE[rule], core[2])
+                core[2] = match_case(_ARTICLE_OF_RULE[rule], core[2])
             return self._join(parts, core)
         return self.negate(text).question
 
@@ -695,20 +695,20 @@ class RuleNegator:
     def _whether_question(core: list[str]) -> list[str]:
         """``Whether CLAUSE`` -> the yes/no question the clause asks (``Is the shape a square``)."""
         try:
-            question = _question_from_declarative(list(core[1:]))
-        except _Unparsable:
+            question = question_from_declarative(list(core[1:]))
+        except Unparsable:
             question = None
         if question is None:
-            raise _Unparsable("an indirect 'Whether ...' question whose clause has no auxiliary or verb to negate")
+            raise Unparsable("an indirect 'Whether ...' question whose clause has no auxiliary or verb to negate")
         return question
 
     @staticmethod
     def _whether_clause(whether: str, question: list[str]) -> list[str]:
         """A (negated) question back as the clause of ``Whether ...``."""
         try:
-            clause, _ = _declarative(list(question))
-        except _Unparsable:
-            raise _Unparsable("an indirect 'Whether ...' question whose negation has no declarative clause") from None
+            clause, _ = to_declarative(list(question))
+        except Unparsable:
+            raise Unparsable("an indirect 'Whether ...' question whose negation has no declarative clause") from None
         return [whether, *clause]
 
     @staticmethod
@@ -716,78 +716,78 @@ class RuleNegator:
         if parts.prefix and not parts.prefix[-1].endswith((".", "!", "?", "\u3002")):
             # after a phrase the question goes on in lower case, whatever the source wrote ("According to the
             # table, In 2023, Did ..." -> "..., in 2023, did ...": lower_after_comma)
-            words = [*parts.prefix, _lower_first(core[0]), *core[1:]]
+            words = [*parts.prefix, lower_first(core[0]), *core[1:]]
         else:  # a new sentence after a full stop starts with a capital
-            words = [*parts.prefix, _capitalize(core[0]), *core[1:]]
+            words = [*parts.prefix, capitalize(core[0]), *core[1:]]
         return lower_after_comma(" ".join(words)) + parts.gap + parts.mark + parts.suffix
 
     def _negate_core(self, core: list[str]) -> tuple[list[str], str, str]:
-        low = [_norm(t) for t in core]
+        low = [norm(t) for t in core]
         if low[:4] == ["is", "it", "false", "that"] and len(core) > 4:
-            if _formula_start(core[4:]) is not None:  # "Is it false that AB = 2AC?" -> "Is AB = 2AC?"
-                return [_match_case("is", core[0]), *core[4:]], RULE_UNDO_FALSE, ""
-            question = _question_from_declarative(core[4:])
+            if formula_start(core[4:]) is not None:  # "Is it false that AB = 2AC?" -> "Is AB = 2AC?"
+                return [match_case("is", core[0]), *core[4:]], RULE_UNDO_FALSE, ""
+            question = question_from_declarative(core[4:])
             if question is not None:
                 return question, RULE_UNDO_FALSE, ""
-            return [core[0], core[1], _match_case("true", core[2]), *core[3:]], RULE_FALSE_TO_TRUE, ""
+            return [core[0], core[1], match_case("true", core[2]), *core[3:]], RULE_FALSE_TO_TRUE, ""
         if low[:4] == ["is", "it", "true", "that"] and len(core) > 4:
-            return [core[0], core[1], _match_case("false", core[2]), *core[3:]], RULE_TRUE_TO_FALSE, ""
+            return [core[0], core[1], match_case("false", core[2]), *core[3:]], RULE_TRUE_TO_FALSE, ""
         if _is_simple_existence(low):
             out = list(core)
             article = low[2]
             if article == "no":
-                restored = "any" if low[0] in ("are", "were") else _article_for(core[3])
-                out[2] = _match_case(restored, core[2])
+                restored = "any" if low[0] in ("are", "were") else article_for(core[3])
+                out[2] = match_case(restored, core[2])
                 return out, _UNDO_RULE_OF_ARTICLE[restored], ""
             if object_not_substance(low):  # "Is there no light?" also reads as "is the scene unlit"
                 if self.form == "frame":
-                    clause, kind = _declarative(list(core), 2)
+                    clause, kind = to_declarative(list(core), 2)
                     return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], ""
                 if self.form == "contracted" and low[0] in _CONTRACT:
-                    return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], RULE_NT_THERE, OBJECT_NOT_SUBSTANCE
+                    return [match_case(_CONTRACT[low[0]], core[0]), *core[1:]], RULE_NT_THERE, OBJECT_NOT_SUBSTANCE
                 return [*core[:2], "not", *core[2:]], RULE_NOT_THERE, OBJECT_NOT_SUBSTANCE
-            out[2] = _match_case("no", core[2])
+            out[2] = match_case("no", core[2])
             return out, _RULE_OF_ARTICLE[article], ""
         if _is_bare_existence(core, low):
             return [*core[:2], "no", *core[2:]], RULE_BARE_TO_NO, ""
         if (self.form != "frame" and low[1:3] == ["there", "not"] and len(low) > 5 and low[3] == "exactly"
                 and _is_cardinal(low[4])):  # "Is there not exactly one ship?" -> "Is there one ship?"
             return [*core[:2], *core[4:]], RULE_DROP_NOT_EXACTLY, ""
-        count = _count_at(low) if self.form != "frame" else None
+        count = count_at(low) if self.form != "frame" else None
         if count is not None:
             core = _agreeing_count(core, count)
         if count == 2:  # "Is there one ship?" -> "Is there not exactly one ship?"
             if self.form == "contracted":
-                return [_match_case(_CONTRACT[_norm(core[0])], core[0]), core[1], "exactly", *core[2:]], RULE_NT_EXACTLY, COUNT_WORDING
+                return [match_case(_CONTRACT[norm(core[0])], core[0]), core[1], "exactly", *core[2:]], RULE_NT_EXACTLY, COUNT_WORDING
             return [*core[:2], "not", "exactly", *core[2:]], RULE_NOT_EXACTLY, COUNT_WORDING
         if count == 3:  # "Is there only one door?": "not only one" reads as "not merely one"
-            clause, kind = _declarative(list(core), 2)
+            clause, kind = to_declarative(list(core), 2)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], NOT_ONLY
-        if low[0] in _BE and _formula_start(core[1:]) is not None:
+        if low[0] in BE and formula_start(core[1:]) is not None:
             at = operator_at(core[1:]) if self.form != "frame" else None
             if at is not None:  # "Is AB = 2AC?" -> "Is AB not equal to 2AC?": "not" at the operator, in words
                 i = at + 1
                 words = OPERATOR_WORDS[core[i]].split()
                 if self.form == "contracted" and low[0] in _CONTRACT:
-                    return ([_match_case(_CONTRACT[low[0]], core[0]), *core[1:i], *words, *core[i + 1:]],
+                    return ([match_case(_CONTRACT[low[0]], core[0]), *core[1:i], *words, *core[i + 1:]],
                             RULE_NT_OPERATOR, FORMULA_OPERATOR)
                 return [*core[:i], "not", *words, *core[i + 1:]], RULE_NOT_OPERATOR, FORMULA_OPERATOR
             # a chain ("1 < x < 3") or a glued operator ("x=2"): the frame, with a note in the natural forms
             return ["Is", "it", "false", "that", *core[1:]], RULE_FALSE_BE, "" if self.form == "frame" else FORMULA
         if self.form == "frame":
-            k, doubt = _subject_end(core)
+            k, doubt = subject_end(core)
             if doubt == SPLIT_NO_VERB:  # no clause to frame: "not" as the natural form puts it, with the note
                 return [*core[:k], "not", *core[k:]], RULE_NOT_DO, NO_VERB
-            clause, kind = _declarative(_drop_stray_comma(core, low, k), k)
+            clause, kind = to_declarative(_drop_stray_comma(core, low, k), k)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], ""
         if low[0] in _UNCONTRACT:  # "Isn't the dog asleep?" -> "Is the dog asleep?"
-            return [_match_case(_UNCONTRACT[low[0]], core[0]), *core[1:]], RULE_DROP_NT, ""
-        if low[0] in _BE and (plain := _formula_from_words(core, symbol=False)) is not None:
+            return [match_case(_UNCONTRACT[low[0]], core[0]), *core[1:]], RULE_DROP_NT, ""
+        if low[0] in BE and (plain := _formula_from_words(core, symbol=False)) is not None:
             return plain, RULE_DROP_NOT, ""  # "Is angle 1 + angle 2 not equal to 180?" -> "... equal to 180?"
         unable = next((j for j in range(2, len(low) - 2) if low[j : j + 2] == ["unable", "to"]), None)
-        if low[0] in _BE and unable is not None and _is_verb(low[unable + 2], inflected=False):
+        if low[0] in BE and unable is not None and is_verb(low[unable + 2], inflected=False):
             return ["Can", *core[1:unable], *core[unable + 2:]], RULE_UNABLE_TO_CAN, ""  # "Am I unable to go?" -> "Can I go?"
-        k, doubt = _subject_end(core)
+        k, doubt = subject_end(core)
         if low[k] == "not":
             back = universal_from_any(core[1:k])
             if back is not None:  # "Are any of the dogs not asleep?" -> "Are all the dogs asleep?"
@@ -797,25 +797,25 @@ class RuleNegator:
             # the source's own grammar is broken; the twin keeps it, with "not" where a verb would be
             plain, contracted = _NATURAL_RULES["do"]
             if self.form == "contracted" and low[0] in _CONTRACT:
-                return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, NO_VERB
+                return [match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, NO_VERB
             return [*core[:k], "not", *core[k:]], plain, NO_VERB
         if doubt != SPLIT_GUESSED:
             plain_wording = self._plain_wording(core, low, k)
             if plain_wording is not None:
                 return plain_wording
-        note = (GUESSED_SPLIT if doubt == SPLIT_GUESSED else QUANTIFIED_SUBJECT if _quantified(low[1:k])
+        note = (GUESSED_SPLIT if doubt == SPLIT_GUESSED else QUANTIFIED_SUBJECT if quantified(low[1:k])
                 else _scope_risk(core, low, k))
         kept = _drop_stray_comma(core, low, k)
         if note:
             core = kept
             # where "not" may land in the wrong place the frame negates the whole claim; the note sends the
             # pair to the top of the review export
-            clause, kind = _declarative(list(core), k)
+            clause, kind = to_declarative(list(core), k)
             return ["Is", "it", "false", "that", *clause], _FRAME_RULES[kind], note
-        note = STRAY_COMMA if kept != core else ungrammatical_be(low, k) if low[0] in _BE else ""
-        plain, contracted = _NATURAL_RULES[_aux_kind(low[0], low[1:k])]
+        note = STRAY_COMMA if kept != core else ungrammatical_be(low, k) if low[0] in BE else ""
+        plain, contracted = _NATURAL_RULES[aux_kind(low[0], low[1:k])]
         if self.form == "contracted" and low[0] in _CONTRACT:
-            return [_match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, note if note != STRAY_COMMA else ""
+            return [match_case(_CONTRACT[low[0]], core[0]), *core[1:]], contracted, note if note != STRAY_COMMA else ""
         return [*kept[:k], "not", *kept[k:]], plain, note
 
     def _plain_wording(self, core: list[str], low: list[str], k: int) -> tuple[list[str], str, str] | None:
@@ -825,11 +825,11 @@ class RuleNegator:
         if quantifier is not None and low[0] not in _SCOPE_MODALS and not _scope_risk(core, low, k, or_ok=True):
             # "Are all the animals chickens?" -> "Are any of the animals not chickens?"
             return [core[0], *any_subject(core[1:k], quantifier), "not", *core[k:]], f"{quantifier}_to_any", ALL_TO_ANY
-        if (low[0] == "can" and low[k] not in ("be", "not") and not _quantified(low[1:k])
-                and _is_verb(low[k], inflected=False) and not _scope_risk(core, low, k, modal=False)):
+        if (low[0] == "can" and low[k] not in ("be", "not") and not quantified(low[1:k])
+                and is_verb(low[k], inflected=False) and not _scope_risk(core, low, k, modal=False)):
             # "Can I take the Blue Line ...?" -> "Am I unable to take the Blue Line ...?"
-            be = be_for(low[1:k], _is_plural_subject(low[1:k]))
-            return [_match_case(be, core[0]), *core[1:k], "unable", "to", *core[k:]], RULE_CAN_TO_UNABLE, MODAL_UNABLE
+            be = be_for(low[1:k], is_plural_subject(low[1:k]))
+            return [match_case(be, core[0]), *core[1:k], "unable", "to", *core[k:]], RULE_CAN_TO_UNABLE, MODAL_UNABLE
         return None
 
 
@@ -841,20 +841,20 @@ def _formula_from_words(core: list[str], known: bool = False, symbol: bool = Tru
     symbol back, where the words stand between two sides of a formula (no article, a symbol, number or label on the
     left: "angle 1 + angle 2", "AB"; not "the red bar"; ``known``: the rule says it is one); else None.
     ``symbol=False`` only drops the "not" and keeps the words, which a source may have written itself."""
-    low = [_norm(t) for t in core]
+    low = [norm(t) for t in core]
     contracted = low[0] in _UNCONTRACT
     for j in range(2, len(core) - 2):
         at = j + 1 if low[j] == "not" and not contracted else j if contracted else None
         if at is None or (found := operator_from_words(core, at)) is None:
             continue
         lhs, (sign, n) = core[1:j], found
-        formula = (bool(lhs) and _norm(lhs[0]) not in _DETERMINERS and _norm(lhs[0]) not in _PRONOUNS
+        formula = (bool(lhs) and norm(lhs[0]) not in DETERMINERS and norm(lhs[0]) not in PRONOUNS
                    and all(t.isalnum() or _MATH_TOKEN.search(t) for t in lhs) and any(_MATH_TOKEN.search(t) for t in lhs))
         if at + n >= len(core) or not (formula or (known and lhs)):
             continue
         if not symbol:
             return None if contracted else [core[0], *lhs, *core[at:]]
-        aux = _match_case(_UNCONTRACT[low[0]], core[0]) if contracted else core[0]
+        aux = match_case(_UNCONTRACT[low[0]], core[0]) if contracted else core[0]
         return [aux, *lhs, sign, *core[at + n:]]
     return None
 
@@ -863,11 +863,11 @@ def _agreeing_count(core: list[str], at: int) -> list[str]:
     """A count question whose noun and verb agree with its number ("Is there one red apples?" -> "Is there one red
     apple?", "Is there 3 cup(s)?" -> "Are there 3 cups?")."""
     out, _ = agree_count(core, at)
-    one = _norm(core[at]) in ("one", "1")
-    aux = _norm(core[0])
+    one = norm(core[at]) in ("one", "1")
+    aux = norm(core[0])
     want = {("are", True): "is", ("were", True): "was", ("is", False): "are", ("was", False): "were"}.get((aux, one))
     if want is not None:
-        out[0] = _match_case(want, core[0])
+        out[0] = match_case(want, core[0])
     return out
 
 
@@ -875,11 +875,11 @@ def surface_fixed(question: str) -> str:
     """``question`` with the surface defects a twin does not carry over fixed (a capitalised function word after a
     comma, a count that disagrees with its noun): what undoing a twin gives back. Unparsable text is returned as is."""
     try:
-        parts = _split_parts(question.strip())
+        parts = split_parts(question.strip())
     except DataError:
         return question
-    low = [_norm(t) for t in parts.core]
-    count = _count_at(low)
+    low = [norm(t) for t in parts.core]
+    count = count_at(low)
     text = question.strip()
     if count is not None:
         text = RuleNegator._join(parts, _agreeing_count(list(parts.core), count))

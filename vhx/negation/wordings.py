@@ -19,17 +19,17 @@ from __future__ import annotations
 
 import re
 
-from vhx.negation.grammar import _is_participle, _match_case, _norm
+from vhx.negation.grammar import is_participle, match_case, norm
 from vhx.negation.inflection import PLURALIA_TANTUM, plural_noun, singular_noun
 from vhx.negation.lexicon import (
-    _ADJECTIVES,
-    _ADVERBS,
-    _AUX,
-    _DETERMINERS,
-    _PREPOSITIONS,
-    _PRONOUNS,
-    _VERBS,
-    _WH_WORDS,
+    ADJECTIVES,
+    ADVERBS,
+    AUX,
+    DETERMINERS,
+    PREPOSITIONS,
+    PRONOUNS,
+    VERBS,
+    WH_WORDS,
 )
 
 # -- notes (what the twin's provenance says) ---------------------------------------------------------
@@ -64,8 +64,8 @@ def universal_subject(low_subject: list[str]) -> str | None:
 def any_subject(subject: list[str], quantifier: str) -> list[str]:
     """``all the animals`` -> ``any of the animals``, ``all animals`` -> ``any animals``, ``every dog`` -> ``any dog``."""
     rest = subject[2:] if quantifier == "all_of" else subject[1:]
-    first = _match_case("any", subject[0])
-    if quantifier in ("all", "all_of") and rest and _norm(rest[0]) in _DETERMINERS - {"all", "both", "each", "every"}:
+    first = match_case("any", subject[0])
+    if quantifier in ("all", "all_of") and rest and norm(rest[0]) in DETERMINERS - {"all", "both", "each", "every"}:
         return [first, "of", *rest]
     return [first, *rest]
 
@@ -73,19 +73,19 @@ def any_subject(subject: list[str], quantifier: str) -> list[str]:
 def universal_from_any(subject: list[str], quantifier: str | None = None) -> list[str] | None:
     """The inverse of :func:`any_subject` (``quantifier`` from the rule name restores "all of" / "each"), or None
     when ``subject`` does not open with "any"."""
-    low = [_norm(t) for t in subject]
+    low = [norm(t) for t in subject]
     if len(low) < 2 or low[0] != "any":
         return None
     first = subject[0]
     if low[1] == "of" and len(low) > 2:
         if quantifier == "all_of":
-            return [_match_case("all", first), "of", *subject[2:]]
-        return [_match_case("all", first), *subject[2:]]
+            return [match_case("all", first), "of", *subject[2:]]
+        return [match_case("all", first), *subject[2:]]
     if quantifier in ("every", "each"):
-        return [_match_case(quantifier, first), *subject[1:]]
+        return [match_case(quantifier, first), *subject[1:]]
     head = next((w for w in reversed(low[1:]) if w.isalpha()), "")
     plural = singular_noun(head) is not None or head in PLURALIA_TANTUM
-    return [_match_case("all" if plural else "every", first), *subject[1:]]
+    return [match_case("all" if plural else "every", first), *subject[1:]]
 
 
 # -- formulas -------------------------------------------------------------------------------------
@@ -112,7 +112,7 @@ def operator_at(tokens: list[str]) -> int | None:
 
 def operator_from_words(tokens: list[str], at: int) -> tuple[str, int] | None:
     """The operator whose words start at ``tokens[at]`` and how many tokens they take, or None."""
-    low = [_norm(t) for t in tokens]
+    low = [norm(t) for t in tokens]
     for words, symbol in sorted(_OPERATOR_BY_WORDS.items(), key=lambda kv: -len(kv[0])):
         n = len(words.split())
         if low[at : at + n] == words.split():
@@ -151,12 +151,12 @@ def object_not_substance(low: list[str]) -> bool:
     if len(low) < 4 or low[2] not in ("a", "an") or low[3] not in TWO_WAY_AFTER_NO:
         return False
     nxt = low[4] if len(low) > 4 else ""
-    return nxt == "" or nxt in _PREPOSITIONS or nxt in ("that", "which", "who")
+    return nxt == "" or nxt in PREPOSITIONS or nxt in ("that", "which", "who")
 
 
 # -- counts that agree with their noun -------------------------------------------------------------
 _ONE = {"one", "1", "a", "an", "single"}
-_STOP = _PREPOSITIONS | _ADVERBS | _AUX | {"of", "that", "which", "who", "and", "or", "but", "&"}
+_STOP = PREPOSITIONS | ADVERBS | AUX | {"of", "that", "which", "who", "and", "or", "but", "&"}
 
 
 def agree_count(tokens: list[str], at: int) -> tuple[list[str], bool]:
@@ -165,11 +165,11 @@ def agree_count(tokens: list[str], at: int) -> tuple[list[str], bool]:
     the phrase after the number, before a preposition, verb, participle, conjunction or the end; plural-only
     nouns ("sunglasses") and words the libraries cannot read are kept."""
     out = list(tokens)
-    one = _norm(tokens[at]) in _ONE
+    one = norm(tokens[at]) in _ONE
     end = at + 1
     while end < len(tokens):
-        low = _norm(tokens[end])
-        if (low in _STOP or (end > at + 1 and (_is_participle(low) or low in _VERBS)) or tokens[end - 1].endswith(",")
+        low = norm(tokens[end])
+        if (low in _STOP or (end > at + 1 and (is_participle(low) or low in VERBS)) or tokens[end - 1].endswith(",")
                 or not re.fullmatch(r"[A-Za-z-]+(?:\(e?s\))?", low)):
             break
         end += 1
@@ -195,7 +195,7 @@ def agree_count(tokens: list[str], at: int) -> tuple[list[str], bool]:
 # -- capitals after a comma ------------------------------------------------------------------------
 #: Words that start no name: a capital on one of them after a comma mid-sentence is a slip of the source
 #: ("According to the table, In 2023, did ...").
-_FUNCTION_WORDS = (_AUX | _PREPOSITIONS | _DETERMINERS | _WH_WORDS | (_PRONOUNS - {"i"})
+_FUNCTION_WORDS = (AUX | PREPOSITIONS | DETERMINERS | WH_WORDS | (PRONOUNS - {"i"})
                    | {"then", "and", "or", "but", "so", "if", "whether", "according", "based", "please"})
 _AFTER_COMMA = re.compile(r"(,\s+)([A-Z][a-z]+(?:'[a-z]+)?)\b")
 
@@ -219,16 +219,16 @@ def ungrammatical_be(low: list[str], k: int) -> str:
     if low[0] not in ("is", "was") or k >= len(low) or k < 2:
         return ""
     first = low[k]
-    if (first in _VERBS and first not in _ADJECTIVES and not _is_participle(first) and first not in _PREPOSITIONS
-            and first not in _ADVERBS and singular_noun(first) is None and k + 1 < len(low)
-            and low[k + 1] in _PREPOSITIONS):
+    if (first in VERBS and first not in ADJECTIVES and not is_participle(first) and first not in PREPOSITIONS
+            and first not in ADVERBS and singular_noun(first) is None and k + 1 < len(low)
+            and low[k + 1] in PREPOSITIONS):
         return UNGRAMMATICAL_BARE_VERB
     # the predicate up to a preposition: adjectives, then a plural noun, no article
     end = k
-    while end < len(low) and low[end] not in _PREPOSITIONS and low[end] not in ("and", "or"):
+    while end < len(low) and low[end] not in PREPOSITIONS and low[end] not in ("and", "or"):
         end += 1
     phrase = low[k:end]
-    if (len(phrase) >= 2 and phrase[0] not in _DETERMINERS and all(w in _ADJECTIVES for w in phrase[:-1])
+    if (len(phrase) >= 2 and phrase[0] not in DETERMINERS and all(w in ADJECTIVES for w in phrase[:-1])
             and singular_noun(phrase[-1]) is not None and singular_noun(low[k - 1]) is None
             and low[k - 1] not in PLURALIA_TANTUM):
         return UNGRAMMATICAL_NUMBER
