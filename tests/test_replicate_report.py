@@ -84,7 +84,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> Study:
 
 @pytest.fixture(scope="module")
 def page(study: Study) -> tuple[dict[str, Any], str, str]:
-    from vhx.report import _jsonable
+    from vhx.report.tables import jsonable as _jsonable
     from vhx.replicate.tables import build_tables, tables_html, tables_markdown
 
     result = _jsonable(build_tables(study))

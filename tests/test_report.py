@@ -495,7 +495,7 @@ def test_a_bullet_wrapped_over_lines_renders_as_one_item():
 
 
 def test_equal_accuracy_and_symmetric_accuracy_are_explained():
-    from vhx.report import _equal_metrics_notes
+    from vhx.report.sections import equal_metrics_notes as _equal_metrics_notes
 
     scores = pd.DataFrame({"model": ["m", "m", "n"], "split": ["original", "ifgsm", "original"],
                            "accuracy_original": [0.975, 0.708, 0.9], "symmetric_accuracy": [0.975, 0.708, 0.85]})

@@ -432,7 +432,7 @@ def stage_tables(study: Study) -> dict[str, Path]:
     paths = {"markdown": study.out / "tables.md", "json": study.out / "tables.json", "report": study.out / "report.html"}
     if state.is_main_process:
         with _stage_bar("tables", 1) as bar:
-            from vhx.report import _jsonable  # the report's own JSON cleaning (NaN -> null, numpy -> python)
+            from vhx.report.tables import jsonable as _jsonable  # the report's own JSON cleaning (NaN -> null, numpy -> python)
             from vhx.replicate.tables import build_tables, tables_html, tables_markdown
 
             result = _jsonable(build_tables(study))

@@ -708,7 +708,7 @@ def tables_html(result: Mapping[str, Any], markdown: str, folder: Path) -> str:
     import re
 
     from vhx.replicate.plots import write_plots
-    from vhx.report.html import _CSS, markdown_to_html
+    from vhx.report.html import CSS, markdown_to_html
 
     write_plots(result, folder)
     lines, body, chunk = markdown.splitlines()[1:], ["<h1>vhx replicate</h1>"], []  # the title is the page's own
@@ -746,6 +746,6 @@ def tables_html(result: Mapping[str, Any], markdown: str, folder: Path) -> str:
             chunk.append(line)
         i += 1
     flush()
-    css = _CSS + ".paper{color:#444;font-size:.9em;border-left:3px solid #ddd;padding-left:.8em}.paper summary{cursor:pointer}"
+    css = CSS + ".paper{color:#444;font-size:.9em;border-left:3px solid #ddd;padding-left:.8em}.paper summary{cursor:pointer}"
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx replicate</title><style>{css}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")

@@ -23,7 +23,7 @@ from vhx.locking import atomic_path, atomic_write_text
 from vhx.report.chance import chance_findings
 from vhx.report.files import REPORT_FILES
 
-_CSS = (
+CSS = (
     "body{font-family:system-ui,sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
     "th{background:#f2f2f2}img{max-width:100%;border:1px solid #ddd;margin:.5em 0}"
@@ -272,7 +272,7 @@ def write_report_html(markdown: str, summary: Sequence[str], metas: Sequence[dic
         body.append("<p>" + " · ".join(links) + "</p>")
     # the Markdown's own title is replaced by the one above
     body.append(markdown_to_html("\n".join(markdown.splitlines()[1:]), out))
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx report</title><style>{_CSS}</style></head>"
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>vhx report</title><style>{CSS}</style></head>"
             f"<body>{''.join(body)}</body></html>\n")
     path = out / REPORT_FILES["html"]
     atomic_write_text(path, page)

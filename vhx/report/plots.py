@@ -16,7 +16,7 @@ from vhx.locking import atomic_path
 from vhx.scoring import random_guess_expectation
 
 
-def _group_label(row: pd.Series, keys: list[str]) -> str:
+def group_label(row: pd.Series, keys: list[str]) -> str:
     """A score row's group as the plots name it ("original", "pope / random"; "all" without keys)."""
     return " / ".join(str(row[k]) for k in keys) if keys else "all"
 
@@ -63,7 +63,7 @@ def plot_accuracy_bars(scores: pd.DataFrame, keys: list[str], models: list[str],
             err = np.vstack([v - s[f"{col}_ci_low"].to_numpy(dtype=float), s[f"{col}_ci_high"].to_numpy(dtype=float) - v])
             err = np.clip(np.nan_to_num(err), 0.0, None)  # bootstrap or rounding can put v a hair outside its CI
             ax.bar(x + (i - 0.5) * width, np.nan_to_num(v), width, yerr=err, capsize=3, label=label, color=color)
-        ax.set_xticks(x, [_group_label(r, keys) for _, r in s.iterrows()], rotation=30, ha="right")
+        ax.set_xticks(x, [group_label(r, keys) for _, r in s.iterrows()], rotation=30, ha="right")
     # values near 1 are told apart only on an axis that starts near them; headroom above 1.0 keeps the legend clear
     bottom = _axis_floor(scores, [c for c, _, _ in series])
     for ax, model in zip(axes, models):
@@ -118,19 +118,19 @@ def plot_accuracy_scatter(scores: pd.DataFrame, keys: list[str], models: list[st
     from matplotlib.lines import Line2D
 
     markers = "osD^v<>pP*X"
-    labels = list(dict.fromkeys(_group_label(r, keys) for _, r in scores.iterrows()))
+    labels = list(dict.fromkeys(group_label(r, keys) for _, r in scores.iterrows()))
     palette = matplotlib.colormaps["tab10" if len(labels) <= 10 else "tab20"]
     colour = {label: palette(i % palette.N) for i, label in enumerate(labels)}
     for i, model in enumerate(models):
         s = scores[scores["model"] == model]
         ax.scatter(s["accuracy_original"], s["symmetric_accuracy"], marker=markers[i % len(markers)], s=48,
-                   c=[colour[_group_label(r, keys)] for _, r in s.iterrows()], edgecolors="black", linewidths=0.5, alpha=0.85)
+                   c=[colour[group_label(r, keys)] for _, r in s.iterrows()], edgecolors="black", linewidths=0.5, alpha=0.85)
     # points on one spot show the last colour only: name what lies there, once
     spots: dict[tuple[float, float], list[str]] = {}
     for _, r in scores.iterrows():
         if not (math.isnan(r["accuracy_original"]) or math.isnan(r["symmetric_accuracy"])):
             spot = (round(float(r["accuracy_original"]), 3), round(float(r["symmetric_accuracy"]), 3))
-            spots.setdefault(spot, []).append(_group_label(r, keys))
+            spots.setdefault(spot, []).append(group_label(r, keys))
     # names go up and to the left of their spot, into the triangle above the diagonal that no point can reach
     # (symmetric accuracy never exceeds accuracy), each a line higher than the last so that none covers another
     shown = 0

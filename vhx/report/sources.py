@@ -59,7 +59,7 @@ def md_code(text: object) -> str:
     return f"{fence}{pad}{text}{pad}{fence}"
 
 
-def _num(v: object, digits: int = 3) -> str:
+def num_cell(v: object, digits: int = 3) -> str:
     return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
 
 
@@ -71,9 +71,9 @@ def hallusionbench_section(df: pd.DataFrame, table: Table, *, sampled: bool = Fa
     hb = hallusionbench_scores(df)
     if hb.empty:
         return [], hb
-    rows = [[str(r["model"]), str(r["category"]), f"{int(r['n_questions']):,}", _num(r["question_accuracy"]),
-             f"{int(r['n_figures']):,}", _num(r["figure_accuracy"]), f"{int(r['n_question_pairs']):,}",
-             _num(r["question_pair_accuracy"]), f"{int(r['n_unknown']):,}"] for _, r in hb.iterrows()]
+    rows = [[str(r["model"]), str(r["category"]), f"{int(r['n_questions']):,}", num_cell(r["question_accuracy"]),
+             f"{int(r['n_figures']):,}", num_cell(r["figure_accuracy"]), f"{int(r['n_question_pairs']):,}",
+             num_cell(r["question_pair_accuracy"]), f"{int(r['n_unknown']):,}"] for _, r in hb.iterrows()]
     header = ["model", "category", "questions", "question accuracy", "figures", "figure accuracy", "question pairs",
               "question-pair accuracy", "unreadable"]
     lines = ["## HallusionBench", "",
@@ -106,8 +106,8 @@ def mmvp_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFram
     if "source" not in df.columns or not (df["source"] == SOURCE).any():
         return [], pd.DataFrame()
     frame = mmvp_scores(df)
-    rows = [[str(r["model"]), str(r["split"]), f"{int(r['n_questions']):,}", _num(r["accuracy"]), f"{int(r['n_pairs']):,}",
-             _num(r["pair_accuracy"])] for _, r in frame.iterrows()]
+    rows = [[str(r["model"]), str(r["split"]), f"{int(r['n_questions']):,}", num_cell(r["accuracy"]), f"{int(r['n_pairs']):,}",
+             num_cell(r["pair_accuracy"])] for _, r in frame.iterrows()]
     lines = ["## MMVP", "",
              "MMVP's own metric on its source questions (not negated): **pair accuracy**, the share of question pairs (the "
              "same question about the two images of a CLIP-blind pair, Index 1 and 2, 3 and 4, ...) with both images' "
@@ -159,9 +159,9 @@ def amber_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFra
              "F1 (precision and recall of the answer \"no\", as AMBER's evaluation counts them) over the source queries, "
              "symmetric accuracy over the pairs (query and negated twin) where the data were expanded. *attribute* pools "
              "state, number and action, as AMBER reports it.", ""]
-    body = [[str(r["model"]), str(r["kind"]), f"{r['n_original']:,}", _num(r["accuracy_original"]), _num(r["amber_f1"]),
-             _num(r["amber_precision"]), _num(r["amber_recall"]), _num(r["symmetric_accuracy"]) if r["n_pairs"] else "n/a",
-             _num(r["yes_ratio_original"])] for _, r in frame.iterrows()]
+    body = [[str(r["model"]), str(r["kind"]), f"{r['n_original']:,}", num_cell(r["accuracy_original"]), num_cell(r["amber_f1"]),
+             num_cell(r["amber_precision"]), num_cell(r["amber_recall"]), num_cell(r["symmetric_accuracy"]) if r["n_pairs"] else "n/a",
+             num_cell(r["yes_ratio_original"])] for _, r in frame.iterrows()]
     header = ["model", "kind", "queries", "accuracy", "AMBER F1", "precision (no)", "recall (no)", "symmetric accuracy", "yes-ratio"]
     return [*lines, table(header, body), ""], frame
 
@@ -183,7 +183,7 @@ def pope_repope_section(pope: pd.DataFrame, model_ids: dict[str, str], table: Ta
         both[f"{metric}_change"] = both[f"{metric}_repope"] - both[f"{metric}_pope"]
     rows = [[str(r["model_id"]), *(str(r[k]) for k in group_keys), "**mean**" if r["subset"] == "mean" else str(r["subset"]),
              f"{int(r['n_original_pope']):,} / {int(r['n_original_repope']):,}",
-             *(f"{_num(r[f'{m}_pope'])} / {_num(r[f'{m}_repope'])} ({r[f'{m}_change']:+.3f})" if not np.isnan(r[f"{m}_change"]) else "n/a"
+             *(f"{num_cell(r[f'{m}_pope'])} / {num_cell(r[f'{m}_repope'])} ({r[f'{m}_change']:+.3f})" if not np.isnan(r[f"{m}_change"]) else "n/a"
                for m in ("f1", "accuracy_original", "yes_ratio_original"))]
             for _, r in both.iterrows()]
     header = ["model", *group_keys, "subset", "questions (POPE / RePOPE)", "F1", "accuracy", "yes-ratio"]
@@ -242,7 +242,7 @@ def readings_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.Data
     order = {h: i for i, h in enumerate(READINGS)}
     records.sort(key=lambda r: (list(frame["model"].unique()).index(r["model"]), order.get(r["reading"], len(order))))
     rows_md = [[str(r["model"]), str(r["reading"]), f"{r['replies']:,}", f"{r['share']:.1%}", f"{r['uncertain']:,}",
-                _num(r["accuracy"])] for r in records]
+                num_cell(r["accuracy"])] for r in records]
     lines = ["## How the replies were read", "",
              "Each reply is read with its question (`vhx.parsing.read_reply`): by its *first word* (yes / no), by a "
              "*conclusion* it states (\"..., so no.\", \"The answer is yes.\"), by a *restated claim* (\"The door is "
@@ -370,12 +370,12 @@ def dash_b_section(df: pd.DataFrame, table: Table) -> tuple[list[str], pd.DataFr
             frame = pd.concat([frame, mine], ignore_index=True)
             r = mine[mine["dataset"] == "all"].iloc[0]
             notes.append(f"- {md_text(model)}: {int(n):,} replies read otherwise by DASH-B's rule (\"yes\" anywhere in the reply, "
-                         f"else \"no\" anywhere); read its way: ACC {_num(r['acc'])}, TNR {_num(r['tnr'])}, TPR {_num(r['tpr'])}, "
-                         f"harmonic mean {_num(r['harmonic_mean'])}.")
+                         f"else \"no\" anywhere); read its way: ACC {num_cell(r['acc'])}, TNR {num_cell(r['tnr'])}, TPR {num_cell(r['tpr'])}, "
+                         f"harmonic mean {num_cell(r['harmonic_mean'])}.")
     shown = frame[frame["reading"] == "vhx"]
     body = [[str(r["model"]), str(r["dataset"]), f"{int(r['n_questions']):,} ({int(r['n_neg']):,} / {int(r['n_pos']):,})",
-             _num(r["acc"]), _num(r["tnr"]), _num(r["tpr"]), _num(r["harmonic_mean"]),
-             _num(r["symmetric_accuracy"]) if r["n_pairs"] else "n/a", f"{int(r['n_unknown']):,}"] for _, r in shown.iterrows()]
+             num_cell(r["acc"]), num_cell(r["tnr"]), num_cell(r["tpr"]), num_cell(r["harmonic_mean"]),
+             num_cell(r["symmetric_accuracy"]) if r["n_pairs"] else "n/a", f"{int(r['n_unknown']):,}"] for _, r in shown.iterrows()]
     header = ["model", "dataset", "questions (neg / pos)", "ACC", "TNR", "TPR", "harmonic mean", "symmetric accuracy", "unreadable"]
     lines = ["## DASH-B", "",
              "DASH-B's own metrics on its source questions (not negated) on the original images, as its evaluation counts "
