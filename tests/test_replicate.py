@@ -258,14 +258,14 @@ def test_default_study_is_the_zoo(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 def test_convergence_stopping_in_the_study_settings() -> None:
     import vhx.replicate as rep
-    from vhx.replicate.study import _attack_settings, ablation_settings, same_attack
+    from vhx.replicate.study import attack_settings, ablation_settings, same_attack
 
     converging = {**rep.ZOO_ATTACK, "converge_window": 20}
     assert not rep.PAPER_ATTACK_DEFAULTS["converge_window"] and not rep.QUICK_ATTACK["converge_window"]
     assert "converge_window" in rep.ABLATABLE and "converge_window" not in rep.PAPER_ABLATION  # the paper had no such row
     # off is absent from the attack options, so studies run before it existed keep their attack folders
-    assert "converge_window" not in _attack_settings(rep.PAPER_ATTACK_DEFAULTS)
-    assert _attack_settings(converging)["converge_window"] == 20
+    assert "converge_window" not in attack_settings(rep.PAPER_ATTACK_DEFAULTS)
+    assert attack_settings(converging)["converge_window"] == 20
     legacy = {k: v for k, v in rep.PAPER_ATTACK_DEFAULTS.items() if k != "converge_window"}
     assert same_attack(legacy, rep.PAPER_ATTACK_DEFAULTS) and not same_attack(converging, {**converging, "converge_window": 0})
     # the rows of the non-VH iteration count run every update they name
@@ -275,20 +275,20 @@ def test_convergence_stopping_in_the_study_settings() -> None:
 
 def test_the_schedule_row_compares_the_fast_attack_with_the_papers_500_updates_or_at_quicks_budget() -> None:
     import vhx.replicate as rep
-    from vhx.replicate.study import _attack_settings, _setting_name, ablation_settings, attack_plan, same_attack
+    from vhx.replicate.study import attack_settings, setting_name, ablation_settings, attack_plan, same_attack
 
     # --quick attacks with `vhx run`'s APGD schedule at 30 updates; the paper's defaults and the zoo's stay the paper's schedule
-    assert rep.QUICK_ATTACK["schedule"] == 1 and _attack_settings(rep.QUICK_ATTACK)["schedule"] == "apgd"
-    assert _attack_settings(rep.QUICK_ATTACK)["steps_nonvh"] == 30
-    assert "schedule" not in _attack_settings(rep.PAPER_ATTACK_DEFAULTS) and "schedule" not in _attack_settings(rep.ZOO_ATTACK)
+    assert rep.QUICK_ATTACK["schedule"] == 1 and attack_settings(rep.QUICK_ATTACK)["schedule"] == "apgd"
+    assert attack_settings(rep.QUICK_ATTACK)["steps_nonvh"] == 30
+    assert "schedule" not in attack_settings(rep.PAPER_ATTACK_DEFAULTS) and "schedule" not in attack_settings(rep.ZOO_ATTACK)
     assert "APGD step schedule" in attack_plan(rep.QUICK_ATTACK) and "APGD" not in attack_plan(rep.ZOO_ATTACK)
     # every default ablation has the row; the paper's grid itself does not
     for grid in (rep.QUICK_ABLATION, rep.ZOO_ABLATION, rep.DEFAULT_ABLATION):
         assert grid["schedule"] == (0, 1)
     assert "schedule" not in rep.PAPER_ABLATION and rep.ABLATION_PARTS["schedule"] == "w"
     for attack in (rep.QUICK_ATTACK, rep.ZOO_ATTACK, rep.PAPER_ATTACK_DEFAULTS):
-        paper = _attack_settings(ablation_settings(attack, "schedule", 0))
-        fast = _attack_settings(ablation_settings(attack, "schedule", 1))
+        paper = attack_settings(ablation_settings(attack, "schedule", 0))
+        fast = attack_settings(ablation_settings(attack, "schedule", 1))
         assert paper["steps_nonvh"] == 500 and "schedule" not in paper and "converge_window" not in paper
         assert fast["steps_nonvh"] == 50 and fast["schedule"] == "apgd" and "converge_window" not in fast
     # in --quick both cells run at its own budget: the fast cell is the main attack (not run twice), the constant-step
@@ -298,9 +298,9 @@ def test_the_schedule_row_compares_the_fast_attack_with_the_papers_500_updates_o
     assert budget == 30 and rep.study.schedule_budget(rep.zoo_config("z")) is None
     assert same_attack(ablation_settings(rep.QUICK_ATTACK, "schedule", 1, budget=budget), rep.QUICK_ATTACK)
     constant = ablation_settings(rep.QUICK_ATTACK, "schedule", 0, budget=budget)
-    assert not same_attack(constant, rep.QUICK_ATTACK) and _attack_settings(constant)["steps_nonvh"] == 30
+    assert not same_attack(constant, rep.QUICK_ATTACK) and attack_settings(constant)["steps_nonvh"] == 30
     assert "constant step at 30 updates, as APGD here" in attack_plan(rep.QUICK_ATTACK, budget)
-    assert (_setting_name("schedule", 0), _setting_name("schedule", 1)) == ("schedule=constant", "schedule=apgd")
+    assert (setting_name("schedule", 0), setting_name("schedule", 1)) == ("schedule=constant", "schedule=apgd")
 
 
 def test_synthetic_training_stream_draws_scenes_no_benchmark_draws() -> None:

@@ -46,8 +46,8 @@ from vhx.mini.synthetic import (
     SHAPES,
     Scene,
     SceneObject,
-    _article,
-    _number_word,
+    article,
+    number_word,
     encode_png,
     render_scene,
     sample_scene,
@@ -155,7 +155,7 @@ def describe(scene: Scene) -> str:
     phrases = []
     for (color, shape), objects in ordered:
         n = len(objects)
-        phrase = f"{_article(color)} {color} {shape}" if n == 1 else f"{_number_word(n)} {color} {_plural(shape)}"
+        phrase = f"{article(color)} {color} {shape}" if n == 1 else f"{number_word(n)} {color} {_plural(shape)}"
         places: dict[str, int] = {}
         for obj in sorted(objects, key=lambda o: o.bbox[0]):
             place = place_of(scene, obj)
@@ -163,7 +163,7 @@ def describe(scene: Scene) -> str:
         if len(places) == 1:
             phrases.append(f"{phrase} {next(iter(places))}")
         else:
-            phrases.append(f"{phrase} ({_join([f'{_number_word(k)} {place}' for place, k in places.items()])})")
+            phrases.append(f"{phrase} ({_join([f'{number_word(k)} {place}' for place, k in places.items()])})")
     return _cap(_join(phrases)) + "."
 
 

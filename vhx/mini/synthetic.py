@@ -213,11 +213,11 @@ def _rng(*parts: Any) -> random.Random:
     return random.Random(":".join(["vhx.synthetic", *map(str, parts)]))
 
 
-def _article(word: str) -> str:
+def article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
 
 
-def _number_word(n: int) -> str:
+def number_word(n: int) -> str:
     return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)
 
 
@@ -355,7 +355,7 @@ def _sides_of(scene: Scene, obj: SceneObject) -> list[str]:
 def _count_question(shape: str, k: int) -> str:
     if k == 1:
         return f"Is there one {shape} in the image?"
-    return f"Are there {_number_word(k)} {shape}s in the image?"
+    return f"Are there {number_word(k)} {shape}s in the image?"
 
 
 def candidates(scene: Scene, kind: str, answer: str) -> list[tuple[str, dict[str, Any]]]:
@@ -381,7 +381,7 @@ def _candidates(scene: Scene, kind: str, answer: str) -> list[_Question]:
                 if (c, s) not in present and (c in colors or s in shapes)
             ]
         for c, s in combos:
-            out.append(_Question(f"Is there {_article(c)} {c} {s} in the image?", answer, {"color": c, "shape": s}))
+            out.append(_Question(f"Is there {article(c)} {c} {s} in the image?", answer, {"color": c, "shape": s}))
     elif kind == "color":
         for shape in SHAPES:
             if scene.count(shape=shape) != 1:

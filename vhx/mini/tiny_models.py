@@ -249,9 +249,9 @@ def _build_llava(path: Path, sizes: dict[str, int]) -> None:
 
 def _image_only(cls: type) -> type:
     """``cls``, or its image-only variant where torchvision (needed by video processors) is missing."""
-    from vhx.models.processors import _torchvision_available, image_only_processor_class
+    from vhx.models.processors import torchvision_available, image_only_processor_class
 
-    return cls if _torchvision_available() else image_only_processor_class(cls)
+    return cls if torchvision_available() else image_only_processor_class(cls)
 
 
 def _save(model: Any, processor: Any, path: Path) -> None:

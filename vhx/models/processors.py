@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def _torchvision_available() -> bool:
+def torchvision_available() -> bool:
     from transformers.utils import is_torchvision_available
 
     return is_torchvision_available()
@@ -107,7 +107,7 @@ def load_processor(path: str, **kwargs: Any) -> Any:
     """
     from transformers import AutoProcessor
 
-    if not _torchvision_available():
+    if not torchvision_available():
         from transformers.models.auto.processing_auto import processor_class_from_name
 
         name = _processor_class_name(path, **kwargs)

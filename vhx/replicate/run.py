@@ -20,31 +20,31 @@ from typing import Any
 from vhx.errors import VHXError
 from vhx.locking import atomic_write_text
 from vhx.replicate.study import (
-    _arm_jobs,
-    _attack_settings,
+    arm_jobs,
+    attack_settings,
     ablation_settings,
     schedule_budget,
     same_attack,
     ATTACKS,
     benchmark_name,
     COMMON,
-    _done,
+    stage_done,
     DONE_FILE,
     FINETUNE_ARMS,
     FINETUNE_KINDS,
     FINETUNE_QUESTIONS_PER_IMAGE,
-    _fingerprint,
-    _free,
+    fingerprint,
+    free_memory,
     GENERAL_KINDS,
-    _mark_done,
+    mark_done,
     PAPER_SAMPLING_TEMPERATURE,
     ReplicateConfig,
-    _setting_name,
-    _stage_bar,
+    setting_name,
+    stage_bar,
     STAGES,
-    _state,
+    read_state,
     Study,
-    _vh_jobs,
+    vh_jobs,
 )
 
 logger = logging.getLogger(__name__)
@@ -65,20 +65,20 @@ def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: M
     from vhx.pipeline import expand
 
     cfg = study.config
-    params = {"model": model, "source": study.expanded(bench), "source_files": _fingerprint(study.expanded(bench)),
-              "methods": list(methods), **_attack_settings(settings),
+    params = {"model": model, "source": study.expanded(bench), "source_files": fingerprint(study.expanded(bench)),
+              "methods": list(methods), **attack_settings(settings),
               **{k: v for k, v in cfg.attack_options.items() if k not in ("device", "batch_size")}}
-    if _done(out, params, root=study.out):
+    if stage_done(out, params, root=study.out):
         return
-    state = _state()
+    state = read_state()
     pairs = load_folder_by_reference(study.expanded(bench))["original"]
-    options = {**cfg.attack_options, **_attack_settings(settings), "out_dir": str(study.attack_cache(model, bench)), **_inner(bar)}
+    options = {**cfg.attack_options, **attack_settings(settings), "out_dir": str(study.attack_cache(model, bench)), **_inner(bar)}
     expanded = expand(pairs, perturb=None, attacks=list(methods), target_model=model, attack_options=options, seed=cfg.seed)
     if state.is_main_process:
         write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-{'-'.join(methods)}", overwrite=True,
                          summary=f"{', '.join(methods)} splits of {benchmark_name(bench)} against {model} "
-                                 f"({json.dumps(_attack_settings(settings))}), written by vhx replicate.")
-        _mark_done(out, params, root=study.out)
+                                 f"({json.dumps(attack_settings(settings))}), written by vhx replicate.")
+        mark_done(out, params, root=study.out)
     state.wait_for_everyone()
 
 
@@ -87,9 +87,9 @@ def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any
     """Score ``data`` into ``run`` unless done with ``params``; its bar of cases, ``desc``, under the stage bar ``bar``."""
     from vhx.predict import predict_dataset
 
-    if _done(run, params, root=root):
+    if stage_done(run, params, root=root):
         return
-    state = _state()
+    state = read_state()
     if (run / DONE_FILE).is_file():
         # finished with other settings or data: score afresh (an unfinished run, without the marker, resumes)
         if state.is_main_process:
@@ -98,7 +98,7 @@ def _score(model_obj: Any, data: str | Path, run: Path, params: Mapping[str, Any
     predict_dataset(str(data), model_obj, run, splits=list(splits) if splits else None,
                     batch_size=int(params.get("options", {}).get("batch_size", 8)), **_inner(bar, desc=desc))
     if state.is_main_process:
-        _mark_done(run, params, root=root)
+        mark_done(run, params, root=root)
     state.wait_for_everyone()
 
 
@@ -115,8 +115,8 @@ def stage_build(study: Study) -> None:
 
     cfg = study.config
     units = [b for b in cfg.benchmarks if b == "synthetic"] + (["mme"] if study.mme_stand_in else [])
-    state = _state()
-    with _stage_bar("build", len(units)) as bar:
+    state = read_state()
+    with stage_bar("build", len(units)) as bar:
         for unit in units:
             if unit == "synthetic":
                 synth = SyntheticConfig(num_images=cfg.num_images, seed=cfg.seed)
@@ -132,9 +132,9 @@ def stage_build(study: Study) -> None:
                            "question per image) on drawn scenes other than the benchmark's: an offline stand-in for MME's "
                            "general-ability check, not MME itself. vhx replicate's fine-tuning cases ask existence and count "
                            "questions only, so this asks what they do not.")
-            if state.is_main_process and not _done(folder, params, root=study.out):
+            if state.is_main_process and not stage_done(folder, params, root=study.out):
                 write_hub_folder(make(synth), folder, repo_id=f"vhx/{folder.name}", overwrite=True, summary=summary)
-                _mark_done(folder, params, root=study.out)
+                mark_done(folder, params, root=study.out)
             state.wait_for_everyone()
             bar.update()
 
@@ -147,22 +147,22 @@ def stage_expand(study: Study) -> None:
     from vhx.pipeline import expand
 
     cfg = study.config
-    state = _state()
-    with _stage_bar("expand", len(cfg.benchmarks)) as bar:
+    state = read_state()
+    with stage_bar("expand", len(cfg.benchmarks)) as bar:
         for bench in cfg.benchmarks:
             source, out = study.source(bench), study.expanded(bench)
             if not (source / "README.md").is_file():
                 raise VHXError(f"{source}: not a Hub dataset folder (build it with `vhx build`, or run the build stage)")
             negator = cfg.negator or RuleNegator()
-            params = {"source": source.resolve(), "source_files": _fingerprint(source), "negator": type(negator).__name__,
+            params = {"source": source.resolve(), "source_files": fingerprint(source), "negator": type(negator).__name__,
                       "perturb": list(COMMON), "seed": cfg.seed}
-            if state.is_main_process and not _done(out, params, root=study.out):
+            if state.is_main_process and not stage_done(out, params, root=study.out):
                 expanded = expand(load_folder_by_reference(source), negator=negator, perturb=list(COMMON), seed=cfg.seed)
                 write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-expanded", overwrite=True,
                                  summary=f"{benchmark_name(bench)} expanded by vhx replicate: negation "
                                          f"({describe_negators(negator_counts(expanded['original']))}) and the four common perturbations.")
                 write_gallery(expanded, out / "gallery.html", n=12, seed=cfg.seed, title=gallery_title(f"{benchmark_name(bench)}-expanded"))
-                _mark_done(out, params, root=study.out)
+                mark_done(out, params, root=study.out)
             state.wait_for_everyone()
             bar.update()
 
@@ -171,11 +171,11 @@ def stage_attack(study: Study) -> None:
     """I-FGSM and PGD splits of every benchmark against every model that can be attacked."""
     cfg = study.config
     units = [(m, b) for m in study.attackable() for b in cfg.benchmarks]
-    with _stage_bar("attack", len(units)) as bar:
+    with stage_bar("attack", len(units)) as bar:
         for model, bench in units:
             bar.set_postfix_str(f"{model} on {benchmark_name(bench)}")
             _expand_attacks(study, model, bench, study.attacked(model, bench), cfg.attack, ATTACKS, bar)
-            _free()
+            free_memory()
             bar.update()
 
 
@@ -192,9 +192,9 @@ def _score_jobs(study: Study, model: str, options: Mapping[str, Any], jobs: Sequ
     for data, run, splits in jobs:
         # the adapter, a folder of the study, is compared by where it lies in the study (a copy resumes)
         recorded = {k: Path(v) if k == "adapter" else v for k, v in options.items()}
-        params = {"model": model, "data": Path(data), "data_files": _fingerprint(data), "options": recorded,
+        params = {"model": model, "data": Path(data), "data_files": fingerprint(data), "options": recorded,
                   "splits": list(splits) if splits else None}
-        if not _done(run, params, root=study.out):
+        if not stage_done(run, params, root=study.out):
             if loaded is None:
                 loaded = _load(model, options)
             _score(loaded, data, run, params, splits=splits, root=study.out, bar=bar, desc=_scoring(label or model, data, splits))
@@ -208,19 +208,19 @@ def stage_evaluate(study: Study) -> None:
     stand_in = study.mme_stand_in
     mme = stand_in if stand_in is not None and (stand_in / "README.md").is_file() else None
     units = [(m, b) for m in cfg.models for b in cfg.benchmarks]
-    with _stage_bar("evaluate", len(units) + (len(cfg.models) if mme else 0)) as bar:
+    with stage_bar("evaluate", len(units) + (len(cfg.models) if mme else 0)) as bar:
         for model in cfg.models:
             loaded = None
             for bench in cfg.benchmarks:
                 bar.set_postfix_str(f"{model} on {benchmark_name(bench)}")
-                loaded = _score_jobs(study, model, cfg.eval_options, _vh_jobs(study, model, bench), loaded, bar=bar)
+                loaded = _score_jobs(study, model, cfg.eval_options, vh_jobs(study, model, bench), loaded, bar=bar)
                 bar.update()
             if mme is not None:
                 bar.set_postfix_str(f"{model} on {mme.name}")
                 loaded = _score_jobs(study, model, cfg.eval_options, [(mme, study.mme_run(model), None)], loaded, bar=bar)
                 bar.update()
             del loaded
-            _free()
+            free_memory()
 
 
 def ablation_units(study: Study) -> list[tuple[str, float]]:
@@ -237,10 +237,10 @@ def stage_ablation(study: Study) -> None:
     bench = cfg.benchmarks[0]
     generate = cfg.eval_options.get("mode", "generate") == "generate"
     units = ablation_units(study)
-    with _stage_bar("ablation", len(units)) as bar:
+    with stage_bar("ablation", len(units)) as bar:
         loaded = None
         for key, value in units:
-            bar.set_postfix_str(_setting_name(key, value))
+            bar.set_postfix_str(setting_name(key, value))
             if key in ("repetitions", "temperature"):
                 if not generate:
                     bar.update()
@@ -250,29 +250,29 @@ def stage_ablation(study: Study) -> None:
                 for rep in reps:
                     run = study.ablation(model, bench, f"temperature={temp:.1f}") / f"seed{rep}"
                     options = {**cfg.eval_options, **_decoding(temp), "seed": rep}
-                    params = {"model": model, "data": study.attacked(model, bench), "data_files": _fingerprint(study.attacked(model, bench)),
+                    params = {"model": model, "data": study.attacked(model, bench), "data_files": fingerprint(study.attacked(model, bench)),
                               "options": options}
-                    if not _done(run, params, root=study.out):
+                    if not stage_done(run, params, root=study.out):
                         _score(_load(model, options), study.attacked(model, bench), run, params, splits=["ifgsm"], root=study.out,
                                bar=bar, desc=f"scoring {model} on {benchmark_name(bench)}/ifgsm, temperature {temp:.1f}, seed {rep}")
-                        _free()
+                        free_memory()
                 bar.update()
                 continue
             settings = ablation_settings(cfg.attack, key, value, budget=schedule_budget(cfg))
             if same_attack(settings, cfg.attack):
                 bar.update()
                 continue  # the default cell is the main I-FGSM split (Table 5's)
-            folder = study.ablation(model, bench, _setting_name(key, value))
+            folder = study.ablation(model, bench, setting_name(key, value))
             _expand_attacks(study, model, bench, folder / "data", settings, ("ifgsm",), bar)
-            params = {"model": model, "data": folder / "data", "data_files": _fingerprint(folder / "data"), "options": cfg.eval_options}
-            if not _done(folder / "run", params, root=study.out):
+            params = {"model": model, "data": folder / "data", "data_files": fingerprint(folder / "data"), "options": cfg.eval_options}
+            if not stage_done(folder / "run", params, root=study.out):
                 if loaded is None:
                     loaded = _load(model, cfg.eval_options)
                 _score(loaded, folder / "data", folder / "run", params, splits=["ifgsm"], root=study.out, bar=bar,
-                       desc=f"scoring {model} on {benchmark_name(bench)}/ifgsm, {_setting_name(key, value)}")
+                       desc=f"scoring {model} on {benchmark_name(bench)}/ifgsm, {setting_name(key, value)}")
             bar.update()
         del loaded
-        _free()
+        free_memory()
 
 
 def _decoding(temperature: float) -> dict[str, Any]:
@@ -319,11 +319,11 @@ def _finetune_sources(study: Study, model: str, bar: Any) -> list[Path]:
                             questions_per_image=FINETUNE_QUESTIONS_PER_IMAGE, training=True)
     negator = cfg.negator or RuleNegator()
     params = {"scenes": dataclasses.asdict(synth), "negator": type(negator).__name__, "model": model, "perturb": list(COMMON),
-              "attacks": list(ATTACKS), **_attack_settings(cfg.attack),
+              "attacks": list(ATTACKS), **attack_settings(cfg.attack),
               **{k: v for k, v in cfg.attack_options.items() if k not in ("device", "batch_size")}}
-    state = _state()
-    if not _done(folder, params, root=study.out):
-        options = {**cfg.attack_options, **_attack_settings(cfg.attack), "out_dir": str(folder.parent / "synthetic.cache"), **_inner(bar)}
+    state = read_state()
+    if not stage_done(folder, params, root=study.out):
+        options = {**cfg.attack_options, **attack_settings(cfg.attack), "out_dir": str(folder.parent / "synthetic.cache"), **_inner(bar)}
         expanded = expand(generate_synthetic(synth), negator=negator, perturb=list(COMMON), attacks=list(ATTACKS), target_model=model,
                           attack_options=options, seed=cfg.seed)
         if state.is_main_process:
@@ -331,15 +331,15 @@ def _finetune_sources(study: Study, model: str, bar: Any) -> list[Path]:
                              summary=f"vhx replicate's fine-tuning cases: {cfg.finetune_scenes} scenes of the training stream "
                                      f"(no benchmark seed draws them), {', '.join(FINETUNE_KINDS)} questions, negated twins, "
                                      f"the four common perturbations and {', '.join(ATTACKS)} against {model}.")
-            _mark_done(folder, params, root=study.out)
+            mark_done(folder, params, root=study.out)
         state.wait_for_everyone()
     if not _override_given(study, "instruct_data"):
         from vhx.mini.instruct import write_synthetic_instruct
 
         params = {"instruct_images": cfg.instruct_images, "seed": cfg.seed}
-        if state.is_main_process and not _done(study.instruct_data.parent, params, root=study.out):
+        if state.is_main_process and not stage_done(study.instruct_data.parent, params, root=study.out):
             write_synthetic_instruct(study.instruct_data, num_images=cfg.instruct_images, seed=cfg.seed)
-            _mark_done(study.instruct_data.parent, params, root=study.out)
+            mark_done(study.instruct_data.parent, params, root=study.out)
         state.wait_for_everyone()
     return [folder]
 
@@ -354,7 +354,7 @@ def stage_finetune(study: Study) -> None:
     if model is None:
         logger.warning("finetune: every model is an API model; Tables 7 and 8 are left out")
         return
-    with _stage_bar("finetune", 3 + len(FINETUNE_ARMS)) as bar:
+    with stage_bar("finetune", 3 + len(FINETUNE_ARMS)) as bar:
         bar.set_postfix_str("training cases")
         sources = _finetune_sources(study, model, bar)
         bar.update()
@@ -376,7 +376,7 @@ def stage_finetune(study: Study) -> None:
                         train(config, callbacks=[steps])
                 finally:
                     steps.close()
-                _free()
+                free_memory()
             bar.update()
         first, second = (training_pair_ids(study.adapter(model, a)) for a in ("finetuned_original", "finetuned_expanded"))
         if set(first) != set(second):
@@ -389,7 +389,7 @@ def stage_finetune(study: Study) -> None:
         base = resolve_base_model(model)
         for arm in FINETUNE_ARMS:
             bar.set_postfix_str(f"scoring {arm}")
-            jobs, mme_run = _arm_jobs(study, model, arm)
+            jobs, mme_run = arm_jobs(study, model, arm)
             if mme_run is not None:
                 jobs = [*jobs, (study.mme, mme_run, None)]  # type: ignore[list-item]
             if arm == "before" and separate:
@@ -399,7 +399,7 @@ def stage_finetune(study: Study) -> None:
                 # merged into the weights for scoring: 1.3x faster on vhx-mini-yes, the same 640 answers as the adapter kept apart
                 options = {**cfg.eval_options, **({"adapter": adapter, "merge_adapter": True} if adapter else {})}
                 _score_jobs(study, base, options, jobs, bar=bar, label=model if arm == "before" else f"{model} ({arm})")
-            _free()
+            free_memory()
             bar.update()
 
 
@@ -428,10 +428,10 @@ def _quiet_training(out: Path) -> Iterator[None]:
 
 def stage_tables(study: Study) -> dict[str, Path]:
     """Write ``tables.md`` and ``tables.json`` (main process)."""
-    state = _state()
+    state = read_state()
     paths = {"markdown": study.out / "tables.md", "json": study.out / "tables.json", "report": study.out / "report.html"}
     if state.is_main_process:
-        with _stage_bar("tables", 1) as bar:
+        with stage_bar("tables", 1) as bar:
             from vhx.report.tables import jsonable as _jsonable  # the report's own JSON cleaning (NaN -> null, numpy -> python)
             from vhx.replicate.tables import build_tables, tables_html, tables_markdown
 

@@ -258,7 +258,7 @@ STUDY = "{study}"
 MARKER_FORMAT = 2
 
 
-def _done(folder: Path, params: Mapping[str, Any], *, root: Path | None = None) -> bool:
+def stage_done(folder: Path, params: Mapping[str, Any], *, root: Path | None = None) -> bool:
     """Whether ``folder`` holds a unit finished with the same ``params``.
 
     With ``root`` (the study folder), a marker compares by content (:func:`_portable`): a copy of the
@@ -279,12 +279,12 @@ def _done(folder: Path, params: Mapping[str, Any], *, root: Path | None = None) 
         return stored.get("params") == _portable(params, root)
     if stored.get("params") != json.loads(json.dumps(params, default=str)):
         return False
-    if root is not None and _state().is_main_process:
-        _mark_done(folder, params, root=root)
+    if root is not None and read_state().is_main_process:
+        mark_done(folder, params, root=root)
     return True
 
 
-def _mark_done(folder: Path, params: Mapping[str, Any], *, root: Path | None = None) -> None:
+def mark_done(folder: Path, params: Mapping[str, Any], *, root: Path | None = None) -> None:
     """Record ``folder``'s unit as finished with ``params`` (by content when ``root``, the study folder, is given)."""
     folder.mkdir(parents=True, exist_ok=True)
     record = {"params": params} if root is None else {"format": MARKER_FORMAT, "params": _portable(params, root)}
@@ -307,7 +307,7 @@ def _folder_files(folder: Path) -> list[Path]:
     return sorted(p for p in Path(folder).rglob("*") if p.is_file() and p.name != DONE_FILE and ".cache" not in p.parts)
 
 
-def _fingerprint(folder: Path) -> str:
+def fingerprint(folder: Path) -> str:
     """Names, sizes and modification times of a Hub folder's files: a unit built on it is redone when it changes."""
     import hashlib
 
@@ -368,24 +368,24 @@ def _portable(params: Any, root: Path) -> Any:
     return json.loads(json.dumps(convert(params), default=str))
 
 
-def _state() -> Any:
+def read_state() -> Any:
     from vhx.runtime import process_state
 
     return process_state()
 
 
 @contextlib.contextmanager
-def _stage_bar(name: str, units: int) -> Iterator[Any]:
+def stage_bar(name: str, units: int) -> Iterator[Any]:
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=units, desc=name, unit="unit", disable=not _state().is_main_process)
+    bar = tqdm(total=units, desc=name, unit="unit", disable=not read_state().is_main_process)
     try:
         yield bar
     finally:
         bar.close()
 
 
-def _free() -> None:
+def free_memory() -> None:
     gc.collect()
     with contextlib.suppress(Exception):
         import torch
@@ -478,7 +478,7 @@ class Study:
         return next((m for m in self.config.models if not m.startswith("openai:")), None)
 
 
-def _attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
+def attack_settings(values: Mapping[str, float]) -> dict[str, Any]:
     """vhx's attack options from the study's (eps and step in 1/255 units; the VH branch's random
     start follows AttackConfig's default, min(5/255, eps))."""
     out = {"eps": values["eps"] / 255, "step": values["step"] / 255, "steps_vh": int(values["steps_vh"]),
@@ -513,7 +513,7 @@ def attack_plan(values: Mapping[str, float], budget: int | None = None) -> str:
 
 def same_attack(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
     """Whether two of the study's attack settings give the same attack (an absent ``converge_window`` is 0, off)."""
-    return _attack_settings(a) == _attack_settings(b)
+    return attack_settings(a) == attack_settings(b)
 
 
 def schedule_budget(config: ReplicateConfig) -> int | None:
@@ -543,7 +543,7 @@ def ablation_settings(attack: Mapping[str, float], key: str, value: float, *,
     return settings
 
 
-def _setting_name(key: str, value: float) -> str:
+def setting_name(key: str, value: float) -> str:
     if key == "schedule":
         return "schedule=apgd" if value else "schedule=constant"
     if key in ("eps", "step"):
@@ -553,7 +553,7 @@ def _setting_name(key: str, value: float) -> str:
     return f"{key}={int(value)}"
 
 
-def _vh_jobs(study: Study, model: str, bench: str) -> list[tuple[Path, Path, Sequence[str] | None]]:
+def vh_jobs(study: Study, model: str, bench: str) -> list[tuple[Path, Path, Sequence[str] | None]]:
     """``model``'s scoring of ``bench``: its expanded folder, and the adversarial splits made against it."""
     jobs: list[tuple[Path, Path, Sequence[str] | None]] = [(study.expanded(bench), study.run(model, bench), None)]
     if (study.attacked(model, bench) / "README.md").is_file():
@@ -561,7 +561,7 @@ def _vh_jobs(study: Study, model: str, bench: str) -> list[tuple[Path, Path, Seq
     return jobs
 
 
-def _arm_jobs(study: Study, model: str, arm: str) -> tuple[list[tuple[Path, Path, Sequence[str] | None]], Path | None]:
+def arm_jobs(study: Study, model: str, arm: str) -> tuple[list[tuple[Path, Path, Sequence[str] | None]], Path | None]:
     """``(VH scoring jobs, MME run)`` of one fine-tuning arm. On the embedded benchmark the held-out
     cases are the study's benchmark (its expanded and adversarial folders), and the arm before
     fine-tuning is the evaluate stage's own runs of the model."""
@@ -569,7 +569,7 @@ def _arm_jobs(study: Study, model: str, arm: str) -> tuple[list[tuple[Path, Path
     if study.separate_finetune_scenes:
         bench = study.config.benchmarks[0]
         if arm == "before":
-            return _vh_jobs(study, model, bench), (study.mme_run(model) if mme else None)
+            return vh_jobs(study, model, bench), (study.mme_run(model) if mme else None)
         jobs: list[tuple[Path, Path, Sequence[str] | None]] = [(study.expanded(bench), study.finetune_run(model, arm, "vh"), None)]
         if (study.attacked(model, bench) / "README.md").is_file():
             jobs.append((study.attacked(model, bench), study.finetune_run(model, arm, "vh-adversarial"), ATTACKS))

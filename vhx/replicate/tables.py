@@ -30,8 +30,8 @@ from vhx.replicate.study import (
     PAPER_DATASETS,
     PAPER_SAMPLING_TEMPERATURE,
     Study,
-    _arm_jobs,
-    _setting_name,
+    arm_jobs,
+    setting_name,
     ablation_settings,
     schedule_budget,
     same_attack,
@@ -251,7 +251,7 @@ def _table6(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str | N
     for key, values in cfg.ablation.items():
         cells = []
         for value in values:
-            name = _setting_name(key, value)
+            name = setting_name(key, value)
             if key in ("repetitions", "temperature"):
                 temp = PAPER_SAMPLING_TEMPERATURE if key == "repetitions" else value
                 reps = range(int(value)) if key == "repetitions" else [0]
@@ -288,7 +288,7 @@ def _heldout_bench(split: str, names: Sequence[str]) -> str | None:
 
 def _arm_rows(study: Study, model: str, arm: str) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """``(held-out VH predictions, MME predictions)`` of one fine-tuning arm (None where not scored)."""
-    jobs, mme_run = _arm_jobs(study, model, arm)
+    jobs, mme_run = arm_jobs(study, model, arm)
     parts = [_rows(run) for _, run, _ in jobs]
     vh = None
     if parts and all(p is not None for p in parts):
@@ -326,7 +326,7 @@ def _tables78(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str |
             part = rows[rows["split"].map(dataset_of) == dataset]
             # Table 7 pools the held-out cases and their adversarial versions, as the paper's evaluation set does
             frame = score(part.assign(split="pooled"), by=("split",))
-            cell = _cell(frame, "pooled", "symmetric_accuracy", _arm_jobs(study, model, arm)[0][0][1])
+            cell = _cell(frame, "pooled", "symmetric_accuracy", arm_jobs(study, model, arm)[0][0][1])
             if cell is not None:
                 cell["splits"] = sorted(part["split"].unique())
                 paper_value = _paper_value(paper, 7, dataset if dataset in PAPER_DATASETS else None, "symmetric_accuracy", arm,
@@ -347,7 +347,7 @@ def _tables78(study: Study, paper: pd.DataFrame, datasets_of: Mapping[str, str |
                 s = mme_scores(rows).iloc[0]
                 value = float(s[column])
                 cell = None if math.isnan(value) else {"value": value, "metric": metric, "subtasks": int(s[f"n_{column}"]),
-                                                       "source": str(_arm_jobs(study, model, arm)[1])}
+                                                       "source": str(arm_jobs(study, model, arm)[1])}
                 paper_value = _paper_value(paper, 8, "mme", metric, arm, paper_model(model))
                 if cell is not None and paper_value is not None and not cfg.quick and not _synthetic_mme(mme_rows[arm]):
                     cell["paper"] = paper_value
@@ -368,7 +368,7 @@ def _arm_splits(study: Study, model: str, runs: Mapping[str, pd.DataFrame]) -> l
     order = ("original", *COMMON, *ATTACKS)
     rank = lambda split: next((i for i, s in enumerate(order) if split == s or split.endswith(f"_{s}")), len(order))  # noqa: E731
     frames = {arm: score(rows, by=("split",)) for arm, rows in runs.items()}
-    sources = {arm: _arm_jobs(study, model, arm)[0] for arm in runs}
+    sources = {arm: arm_jobs(study, model, arm)[0] for arm in runs}
     out = []
     for split in sorted({s for rows in runs.values() for s in rows["split"].unique()}, key=lambda s: (rank(s), s)):
         cells = {}
@@ -579,10 +579,10 @@ def _mme_difference(after: pd.DataFrame, before: pd.DataFrame, *, seed: int = 0,
     and accuracy+) and scores both models on the same draw.
     """
     from vhx.scoring import mme_scores
-    from vhx.scoring.mme import _mme_rows
+    from vhx.scoring.mme import mme_question_rows
     from vhx.schema import MME_PERCEPTION
 
-    after, before = (r[r["subset"].isin(MME_PERCEPTION)] for r in (_mme_rows(after), _mme_rows(before)))
+    after, before = (r[r["subset"].isin(MME_PERCEPTION)] for r in (mme_question_rows(after), mme_question_rows(before)))
     value_a, value_b = (float(mme_scores(r)["perception"].iloc[0]) for r in (after, before))
     images = sorted(set(after["image_id"]) & set(before["image_id"]))
     subtasks = sorted(set(after["subset"]) | set(before["subset"]))

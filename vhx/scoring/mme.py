@@ -22,7 +22,7 @@ MME_SUBTASKS: tuple[str, ...] = MME_PERCEPTION + MME_COGNITION
 _MME_FIELDS = ("source", "subset", "image_id", "negated", "transform", "answer", "pred")
 
 
-def _mme_rows(predictions: Predictions) -> pd.DataFrame:
+def mme_question_rows(predictions: Predictions) -> pd.DataFrame:
     """MME's own questions: source "mme", original images, not negated."""
     df = validate_predictions(predictions, required=_MME_FIELDS)
     return df[(df["source"] == "mme") & ~df["negated"].to_numpy(dtype=bool) & (df["transform"] == ORIGINAL)]
@@ -45,7 +45,7 @@ def mme_scores(predictions: Predictions) -> pd.DataFrame:
     10), ``cognition`` the cognition ones (max 800 with all 4); ``n_perception`` / ``n_cognition``
     say how many were present. A subtask without rows is NaN.
     """
-    mme = _mme_rows(predictions)
+    mme = mme_question_rows(predictions)
     if mme.empty:
         raise DataError("no MME rows (source 'mme', original images, not negated)", field="source")
     first_bad(mme, ~mme["subset"].isin(MME_SUBTASKS), f"subset must be an MME subtask {MME_SUBTASKS}", "subset")
@@ -66,7 +66,7 @@ def mme_scores(predictions: Predictions) -> pd.DataFrame:
 def mme_subtask_details(predictions: Predictions) -> pd.DataFrame:
     """Per model and MME subtask: ``n``, ``n_images``, ``accuracy``, ``accuracy_plus``, ``score``."""
     rows = []
-    for (model, subtask), s in _mme_rows(predictions).groupby(["model", "subset"], sort=False):
+    for (model, subtask), s in mme_question_rows(predictions).groupby(["model", "subset"], sort=False):
         acc, acc_plus, subtask_score = _subtask_score(s)
         rows.append(
             {
