@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from vhx import mini
+from vhx.mini import files as mini_files
+from vhx.mini import training as mini_training
 from vhx.mini import (
     MAX_PATCH_WORDS,
     MiniDataArguments,
@@ -42,7 +44,7 @@ SMALL = MiniModelArguments(image_size=48, patch_size=12, vision_hidden=32, visio
 def small() -> tuple[SceneBank, object, object]:
     """A random small vhx-mini (tokenizer trained on 60 scenes' questions), its processor and a bank of 24 scenes."""
     maker = QuestionMaker(MiniDataArguments(num_scenes=24, probe_images=4))
-    model, processor = new_model(SMALL, train_tokenizer(mini._tokenizer_corpus(maker, 60), SMALL.vocab_size))
+    model, processor = new_model(SMALL, train_tokenizer(mini_files.tokenizer_corpus(maker, 60), SMALL.vocab_size))
     return SceneBank(maker, processor, progress=False), model, processor
 
 
@@ -179,10 +181,10 @@ def test_each_stage_trains_its_part_only(small) -> None:
     _, model, _ = small
     vision = {id(p) for p in [*model.model.vision_tower.parameters(), *model.model.multi_modal_projector.parameters()]}
     for stage, expect_vision, expect_text in (("language", False, True), ("vision", True, False), ("joint", True, True)):
-        mini._trainable(model, stage)
+        mini_training._trainable(model, stage)
         trained = {id(p) for p in model.parameters() if p.requires_grad}
         assert bool(trained & vision) == expect_vision and bool(trained - vision) == expect_text, stage
-    mini._trainable(model, "joint")
+    mini_training._trainable(model, "joint")
 
 
 def test_probe_scores_as_the_scorer_does(small) -> None:
@@ -360,12 +362,12 @@ def test_new_vision_replaces_the_tower_and_keeps_the_language_model() -> None:
     text = {k: v.clone() for k, v in model.model.language_model.state_dict().items()}
     tower = {k: v.clone() for k, v in model.model.vision_tower.state_dict().items()}
     torch.manual_seed(0)
-    mini._new_vision(model, MiniModelArguments(), loaded.processor.tokenizer)
+    mini_training._new_vision(model, MiniModelArguments(), loaded.processor.tokenizer)
     assert all(torch.equal(v, model.model.language_model.state_dict()[k]) for k, v in text.items())
     changed = [k for k, v in model.model.vision_tower.state_dict().items() if not torch.equal(v, tower[k])]
     assert len(changed) > len(tower) // 2
     with pytest.raises(ValueError, match="new_vision: the model arguments do not describe"):
-        mini._new_vision(model, MiniModelArguments(vision_hidden=64), loaded.processor.tokenizer)
+        mini_training._new_vision(model, MiniModelArguments(vision_hidden=64), loaded.processor.tokenizer)
 
 
 def test_shipped_checkpoints_store_float16_and_load_float32() -> None:
