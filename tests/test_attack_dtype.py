@@ -14,7 +14,7 @@ from view_images import texture
 from vhx.adversarial import adversarial_split
 from vhx.adversarial import splits as adv_splits
 from vhx.adversarial.attack import AttackError
-from vhx.adversarial.options import add_attack_arguments, attack_options_from_args
+from vhx.cli.attack_options import add_attack_arguments, attack_options_from_args
 from vhx.mini.tiny_models import build_tiny_model
 
 

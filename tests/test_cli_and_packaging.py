@@ -107,7 +107,7 @@ def test_jsonl_files_survive_a_crash_mid_line(tmp_path: Path):
 
 def test_busy_run_folder_is_refused_before_the_model_loads(tmp_path: Path, monkeypatch):
     """A second `vhx evaluate` on a folder in use stops at once: no model load (minutes for a 7B) first."""
-    from vhx import cli
+    from vhx.cli import common as cli
     from vhx.locking import LockBusy, exclusive_lock
     from vhx.predict import LOCK_FILE
 
@@ -126,18 +126,20 @@ def test_busy_run_folder_is_refused_before_the_model_loads(tmp_path: Path, monke
 
 def test_share_prefix_flag_reaches_the_model(tmp_path: Path):
     """`--no-share-prefix` turns prefix sharing off in the loaded model; left out, the model's default (on) stays."""
-    from vhx import cli
+    from vhx.cli import common as cli
     from vhx.models import load_model
     from vhx.mini.tiny_models import build_tiny_model
 
     path = str(build_tiny_model("llava"))
-    parser = cli.build_parser()
-    off = cli._model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", path, "--mode", "logits", "--no-share-prefix"]))
-    default = cli._model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", path, "--mode", "logits"]))
+    from vhx.cli import build_parser
+
+    parser = build_parser()
+    off = cli.model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", path, "--mode", "logits", "--no-share-prefix"]))
+    default = cli.model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", path, "--mode", "logits"]))
     assert off["share_prefix"] is False and "share_prefix" not in default
     assert load_model(path, **off).share_prefix is False
     assert load_model(path, **default).share_prefix is True
-    api = cli._model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", "openai:gpt-4o", "--share-prefix"]))
+    api = cli.model_options(parser.parse_args(["evaluate", "folder", "--out", "o", "--model", "openai:gpt-4o", "--share-prefix"]))
     assert "share_prefix" not in api
 
 

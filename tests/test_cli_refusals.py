@@ -206,11 +206,11 @@ def test_a_folder_without_write_permission_is_one_line(scored, tmp_path, capsys,
 def test_a_write_refused_midway_is_said_in_the_same_words(scored, tmp_path, capsys, monkeypatch):
     """Where the check before the work cannot tell (a mount turned read-only later, a quota on some files), the write itself is
     worded as the disk-full line is, naming the output and the file."""
-    import vhx.cli
+    import vhx.cli.entry
     import vhx.hub.write
 
     folder, _ = scored
-    monkeypatch.setattr(vhx.cli, "check_writable", lambda out: None)
+    monkeypatch.setattr(vhx.cli.entry, "check_writable", lambda out: None)
 
     def read_only(ds, split, data_dir, max_bytes):
         raise OSError(errno.EROFS, "Read-only file system", str(data_dir / f"{split}-00000-of-00001.parquet"))
@@ -224,14 +224,14 @@ def test_a_write_refused_midway_is_said_in_the_same_words(scored, tmp_path, caps
 
 
 def test_permission_denied_on_an_input_names_the_input_not_the_output(tmp_path, capsys, monkeypatch):
-    import vhx.cli
+    import vhx.cli.build
 
     src = tmp_path / "secret.json"
 
     def denied(args):
         raise PermissionError(errno.EACCES, "Permission denied", str(src))
 
-    monkeypatch.setattr(vhx.cli, "cmd_build", denied)
+    monkeypatch.setattr(vhx.cli.build, "cmd_build", denied)
     assert main(["build", "synthetic", "--out", str(tmp_path / "out")]) == 2
     assert _vhx_lines(capsys.readouterr().err) == [f"vhx build: error: {src}: permission denied"]
 
@@ -314,7 +314,7 @@ def test_a_step_size_the_apgd_schedule_would_ignore_is_refused(tmp_path, capsys,
 
 
 def test_a_step_size_with_constant_steps_is_taken():
-    from vhx.adversarial.options import step_with_adaptive_schedule
+    from vhx.cli.attack_options import step_with_adaptive_schedule
     from vhx.cli import build_parser
 
     parser = build_parser()
@@ -356,7 +356,7 @@ def test_a_negative_limit_is_refused_by_the_library_too(tmp_path):
 @pytest.mark.parametrize("value", ["0", "none", "off"])
 def test_converge_window_zero_is_off_in_expand(value):
     from vhx.adversarial.attack import AttackConfig
-    from vhx.adversarial.options import attack_options_from_args
+    from vhx.cli.attack_options import attack_options_from_args
 
     args = build_parser().parse_args(["expand", "src", "--out", "o", "--attack", "ifgsm", "--converge-window", value])
     options = attack_options_from_args(args, Path("o"))

@@ -140,7 +140,7 @@ def test_every_test_the_docs_cite_exists():
 #: builders/ is installed as ``vhx.builders``; ``metrics/``, ``recipes/`` and ``hub_cards/`` sit with the entry points.
 FLOORS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ground", ("vhx", "vhx.errors", "vhx.schema", "vhx.cases", "vhx.runtime", "vhx.locking", "vhx.jsonl", "vhx.images",
-                "vhx.argtypes", "vhx.api_client", "vhx.parsing")),
+                "vhx.api_client", "vhx.parsing")),
     ("text and pixels", ("vhx.negation", "vhx.perturbations")),
     ("models", ("vhx.models", "vhx.llm", "vhx.judge")),
     ("benchmarks", ("vhx.builders",)),
@@ -227,3 +227,27 @@ def test_every_import_follows_the_floors():
     builders/ included; so no two packages can import each other."""
     assert floor_breaks() == []
     assert set(FLOOR) >= {package_of(m) for m in library_files()}, "a package no floor holds"
+
+
+#: Package faces (``__init__.py``) name what the package offers; past this many lines one holds a program.
+FACE_LINES = 150
+
+
+def test_package_faces_are_thin():
+    faces = {p: len(p.read_text(encoding="utf-8").splitlines()) for p in [*ROOT.rglob("__init__.py"), *(CHECKOUT / "builders").glob("__init__.py")]}
+    assert {str(p.relative_to(CHECKOUT)): n for p, n in faces.items() if n > FACE_LINES} == {}
+
+
+#: Private names another module may import, each with its reason (at most 20).
+PRIVATE_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+def test_private_names_stay_home():
+    """A name another module needs is public in its home module; the few exceptions are listed with a reason."""
+    found = set()
+    for name, path in library_files().items():
+        for _, module, names in imports_of(name, path):
+            if module.split(".")[0] == "vhx" and module != name:
+                found |= {(name, f"{module}.{n}") for n in names if n.startswith("_") and not n.startswith("__")}
+    assert len(PRIVATE_IMPORTS_ALLOWED) <= 20
+    assert sorted(found - set(PRIVATE_IMPORTS_ALLOWED)) == []

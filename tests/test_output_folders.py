@@ -283,8 +283,8 @@ def test_a_copied_study_resumes_with_nothing_redone(tmp_path: Path, monkeypatch:
     # a copy that keeps no modification time (cp -r; cp -a keeps them): content decides
     shutil.copytree(tmp_path / "study", tmp_path / "study2", copy_function=shutil.copy)
     redone: list[Path] = []
-    real = stages._mark_done
-    monkeypatch.setattr(stages, "_mark_done", lambda folder, *a, **k: (redone.append(folder), real(folder, *a, **k)))
+    real = stages.mark_done
+    monkeypatch.setattr(stages, "mark_done", lambda folder, *a, **k: (redone.append(folder), real(folder, *a, **k)))
 
     def no_scoring(*args, **kwargs):
         raise AssertionError("scored again")
@@ -298,22 +298,22 @@ def test_a_copied_study_resumes_with_nothing_redone(tmp_path: Path, monkeypatch:
 def test_a_study_marker_of_the_older_format_is_taken_and_rewritten_by_content(tmp_path: Path):
     import json
 
-    from vhx.replicate.study import DONE_FILE, MARKER_FORMAT, _done, _fingerprint, _mark_done
+    from vhx.replicate.study import DONE_FILE, MARKER_FORMAT, stage_done, fingerprint, mark_done
 
     study, data = tmp_path / "study", tmp_path / "study" / "expanded" / "x"
     data.mkdir(parents=True)
     (data / "README.md").write_text("card")
-    params = {"data": data, "data_files": _fingerprint(data), "options": {"mode": "logits"}}
+    params = {"data": data, "data_files": fingerprint(data), "options": {"mode": "logits"}}
     run = study / "runs" / "m"
-    _mark_done(run, params)  # the older format: absolute paths and file times
+    mark_done(run, params)  # the older format: absolute paths and file times
     assert "format" not in json.loads((run / DONE_FILE).read_text())
-    assert _done(run, params, root=study)
+    assert stage_done(run, params, root=study)
     marker = json.loads((run / DONE_FILE).read_text())
     assert marker["format"] == MARKER_FORMAT and marker["params"]["data"] == "{study}/expanded/x"
     assert marker["params"]["data_files"].startswith("sha256:")
-    assert _done(run, params, root=study)
+    assert stage_done(run, params, root=study)
     (data / "README.md").write_text("another card")
-    assert not _done(run, {**params, "data_files": _fingerprint(data)}, root=study)  # other content: redone
+    assert not stage_done(run, {**params, "data_files": fingerprint(data)}, root=study)  # other content: redone
 
 
 def test_a_report_into_a_used_folder_leaves_none_of_the_earlier_reports_files(tmp_path: Path):

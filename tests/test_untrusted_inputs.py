@@ -438,14 +438,14 @@ def test_cli_expand_llm_total_failure_exits_non_zero_and_card_counts_negators(tm
     import vhx.cli.common as cli  # where the expand's negator takes its LLM settings
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-unused")
-    real = cli._llm_config
+    real = cli.llm_config
     # no retries and short timeouts keep the test fast; the endpoint is what fails
     hub = _synthetic_hub(tmp_path)
     llm = ["--negator", "llm", "--base-url", silent_endpoint, "--cache-dir", str(tmp_path / "c"), "--perturb", "none", "--review", "0", "--gallery", "0"]
-    monkeypatch.setattr(cli, "_llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01))
+    monkeypatch.setattr(cli, "llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01))
     assert main(["expand", str(hub), "--out", str(tmp_path / "exp"), *llm]) == 2
     assert "connection failures in a row" in capsys.readouterr().err  # the default: stop early, one line
-    monkeypatch.setattr(cli, "_llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01,
+    monkeypatch.setattr(cli, "llm_config", lambda args: dataclasses.replace(real(args), max_retries=0, timeout=0.3, backoff_base=0.01,
                                                                              max_connection_failures=10**6))
     assert main(["expand", str(hub), "--out", str(tmp_path / "exp"), *llm]) == 2
     err = capsys.readouterr().err

@@ -1,6 +1,6 @@
 """The names the attack settings accept, kept apart from the torch code that uses them.
 
-The command line (:mod:`vhx.adversarial.options`) lists them as choices; importing this module loads
+The command line (:mod:`vhx.cli.attack_options`) lists them as choices; importing this module loads
 no torch, so ``vhx --help``, ``vhx build`` or ``vhx info`` start without it.
 """
 

@@ -4,13 +4,16 @@ Hub folder, scoring a folder and reporting it, and the summaries printed at a co
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from vhx.argtypes import non_negative_float, non_negative_int, num_proc, positive_float, positive_int, share_0_1
+from vhx.cli.argtypes import non_negative_float, non_negative_int, num_proc, positive_float, positive_int, share_0_1
+from vhx.errors import VHXError
 
-def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
+
+def print_stats(folder: str | Path, *, advice: bool = True) -> None:
     from vhx.hub.outcomes import unmoved_warning, updates_note
     from vhx.hub import read_folder_sources, read_folder_stats, source_description
 
@@ -42,7 +45,7 @@ def _print_stats(folder: str | Path, *, advice: bool = True) -> None:
         print(f"no negated twins yet: the source cases as built. `vhx expand {folder} --out FOLDER` pairs each case with its "
               "negation (and perturbs the images), which symmetric accuracy needs")
 
-def _add_negation_form(p: argparse.ArgumentParser) -> None:
+def add_negation_form(p: argparse.ArgumentParser) -> None:
     from vhx.negation import NEGATION_FORMS
 
     p.add_argument("--negation-form", choices=NEGATION_FORMS, default="not",
@@ -59,9 +62,9 @@ def make_negator(args: argparse.Namespace) -> Any:
         return RuleNegator(form)
     from vhx.llm import LLMNegator
 
-    return LLMNegator(_llm_config(args), rules_form=form)
+    return LLMNegator(llm_config(args), rules_form=form)
 
-def _perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
+def perturb_names(text: str | None) -> tuple[list[str], dict[str, dict[str, Any]]]:
     from vhx.perturbations import parse_perturb_option
 
     if not text or text == "none":
@@ -72,7 +75,7 @@ def expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_i
     """Expand ``dsd`` as the options say, write the Hub folder, the review export and the gallery."""
     from vhx.locking import output_lock
 
-    names, params = _perturb_names(args.perturb)
+    names, params = perturb_names(args.perturb)
     out = Path(args.out)
     # the folder, its review sample and gallery come from one run (`vhx run` too; taken again by `vhx expand`'s own hold)
     with output_lock(out, what=f"the output folder {out}"):
@@ -88,7 +91,7 @@ def _expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_
     if (out / "data").exists() and not args.overwrite:
         # said before the expansion runs (minutes), not when its result is written
         raise FileExistsError(f"{out / 'data'} exists; pass --overwrite to replace it")
-    from vhx.adversarial.options import attack_methods, attack_options_from_args
+    from vhx.cli.attack_options import attack_methods, attack_options_from_args
 
     attacks = attack_methods(args)
     attack_options = attack_options_from_args(args, out)
@@ -121,10 +124,10 @@ def _expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_
         print(f"negator requests: {stats}")
     return expanded
 
-def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None = None) -> None:
+def add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None = None) -> None:
     p.add_argument("--out", required=out_default is None, default=out_default, help="output folder")
     p.add_argument("--negator", choices=["rules", "llm"], default="rules", help="offline rules (default) or the paper's LLM prompt")
-    _add_negation_form(p)
+    add_negation_form(p)
     from vhx.perturbations import PERTURBATIONS
 
     p.add_argument("--perturb", default="all", help="'all' (the paper's four), 'none', 'all-registered' (every one below, "
@@ -137,13 +140,13 @@ def _add_expand_options(p: argparse.ArgumentParser, *, out_default: str | None =
     p.add_argument("--review", type=non_negative_int, default=100, help="pairs sampled into OUT/review/ for human checking (0: none)")
     p.add_argument("--gallery", type=non_negative_int, default=12, help="cases shown in OUT/gallery.html (0: none)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output folder")
-    _add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
+    add_llm_options(p, "LLM negator (OpenAI-compatible chat completions; key from OPENAI_API_KEY)")
     p.add_argument("--max-llm-fallback", type=share_0_1, help="fail when more than this share of negations fell back to the rules (default 0.1)")
-    from vhx.adversarial.options import add_attack_arguments
+    from vhx.cli.attack_options import add_attack_arguments
 
     add_attack_arguments(p)
 
-def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
+def add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
     g = p.add_argument_group(title)
     g.add_argument("--llm-model", help="model name (default gpt-4o, as in the paper), or hf:<Hub id or folder> for a local "
                                        "transformers chat model run in this process, batched, no server")
@@ -152,17 +155,17 @@ def _add_llm_options(p: argparse.ArgumentParser, title: str) -> None:
     g.add_argument("--concurrency", type=positive_int, help="requests in flight (default 8)")
     g.add_argument("--timeout", type=positive_float, help="seconds per request (default 60)")
     g.add_argument("--cache-dir", help="on-disk answer cache (default ~/.cache/vhx/llm)")
-    _add_rate_wait(p, g)
+    add_rate_wait(p, g)
 
 
-def _add_rate_wait(p: argparse.ArgumentParser, g: Any) -> None:
+def add_rate_wait(p: argparse.ArgumentParser, g: Any) -> None:
     """``--max-rate-wait`` once per command, whether its model, its LLM or both talk to a server."""
     if "--max-rate-wait" not in p._option_string_actions:
         g.add_argument("--max-rate-wait", type=non_negative_float, metavar="SECONDS",
                        help="how long to go on while a server (an openai: model, the LLM) answers every request with a "
                             "rate limit (HTTP 429) before stopping with what was answered kept (default 300)")
 
-def _llm_config(args: argparse.Namespace) -> Any:
+def llm_config(args: argparse.Namespace) -> Any:
     from vhx.llm import LLMConfig
 
     fields = {"model": args.llm_model, "base_url": args.base_url, "temperature": args.temperature,
@@ -170,7 +173,7 @@ def _llm_config(args: argparse.Namespace) -> Any:
               "max_rate_wait": getattr(args, "max_rate_wait", None)}
     return LLMConfig(**{k: v for k, v in fields.items() if v is not None})
 
-def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
+def add_model_options(p: argparse.ArgumentParser, *, model_required: bool = True) -> None:
     g = p.add_argument_group("model")
     g.add_argument("--model", required=model_required, help="Hub id or folder (transformers), a PEFT adapter folder, openai:MODEL[@BASE_URL], or replies:PATH "
                         "(a file or folder of replies made elsewhere: lmms-eval, VLMEvalKit, a benchmark's scripts)")
@@ -195,9 +198,9 @@ def _add_model_options(p: argparse.ArgumentParser, *, model_required: bool = Tru
     g.add_argument("--trust-remote-code", action="store_true", help="allow custom modelling code from the checkpoint")
     g.add_argument("--share-prefix", action=argparse.BooleanOptionalAction, default=None,
                    help="logits mode: encode each image's prompt prefix once for all its questions (default on where the architecture allows it)")
-    _add_rate_wait(p, g)
+    add_rate_wait(p, g)
 
-def _model_options(args: argparse.Namespace) -> dict[str, Any]:
+def model_options(args: argparse.Namespace) -> dict[str, Any]:
     pairs = {
         "mode": args.mode, "batch_size": args.batch_size, "dtype": args.dtype, "device": args.device,
         "adapter": args.adapter, "prompt_template": args.prompt_template, "max_new_tokens": args.max_new_tokens,
@@ -215,7 +218,7 @@ def _model_options(args: argparse.Namespace) -> dict[str, Any]:
         options.pop("max_rate_wait", None)  # no server to wait for
     return options
 
-def _check_model(spec: str | None) -> None:
+def check_model(spec: str | None) -> None:
     """A model name checked on this machine first (a typo fails at once, with "did you mean"); backend specs (``openai:...``) pass."""
     from vhx.models.names import check_name
     from vhx.mini.zoo import SHIPPED
@@ -256,7 +259,7 @@ def score_and_report(data: Any, model_spec: str, options: dict[str, Any], out: P
     print(f"report: {paths['markdown']}")
     return paths
 
-def _print_report_summary(paths: dict[str, Path]) -> None:
+def print_report_summary(paths: dict[str, Path]) -> None:
     """What a scoring command ends with: the report's warnings in full, its findings in words, and where
     the report is (report.md itself is ~100 lines: read it there)."""
     from vhx.report.html import markdown_to_text
@@ -265,9 +268,9 @@ def _print_report_summary(paths: dict[str, Path]) -> None:
     for section in text.split("\n## ")[1:]:
         if section.startswith("WARNING"):
             print("## " + markdown_to_text(section.strip()) + "\n")  # plain words: no entities, escapes or backticks
-    _print_findings(paths)
+    print_findings(paths)
 
-def _print_findings(paths: dict[str, Path]) -> None:
+def print_findings(paths: dict[str, Path]) -> None:
     """The report's findings in words (the sentences report.html opens with), then where report.html is: a run's last lines."""
     import json
 
@@ -277,3 +280,30 @@ def _print_findings(paths: dict[str, Path]) -> None:
         for line in lines:
             print(f"  {line}")
     print(f"report: {paths['html']} (and report.md beside it)")
+
+
+
+def refuse_input_as_output(source: str | os.PathLike, out: str | os.PathLike, *, what: str) -> None:
+    """Refuse an output folder that is the input folder ``source``, lies inside it or holds it.
+
+    Writing there would replace (``--overwrite``) or mix with what the command reads; paths are
+    compared resolved, so ``pope``, ``./pope`` and a link to it are one folder."""
+    src, dst = Path(source).resolve(), Path(out).resolve()
+    if dst == src:
+        where = "is"
+    elif dst.is_relative_to(src):
+        where = "lies inside"
+    elif src.is_relative_to(dst):
+        where = "holds"
+    else:
+        return
+    raise VHXError(f"--out {out} {where} the input folder {source} ({what}): the output would replace or mix with what "
+                   "is read (also with --overwrite); name another output folder")
+
+
+def load_folder_of(folder: str | Path) -> Any:
+    if not (Path(folder) / "README.md").is_file():
+        raise VHXError(f"{folder}: not a Hub dataset folder (write one with `vhx build`)")
+    from vhx.hub import load_folder
+
+    return load_folder(folder)

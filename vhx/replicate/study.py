@@ -168,7 +168,7 @@ class ReplicateConfig:
         unknown = [k for k in self.ablation if k not in ABLATABLE]
         if unknown:
             raise ValueError(f"unknown ablation setting(s) {unknown}; expected {list(ABLATABLE)}")
-        # `vhx expand`'s rule (vhx.argtypes.converge_window): 0 is off, else a whole number of updates >= 1;
+        # `vhx expand`'s rule (vhx.cli.argtypes.converge_window): 0 is off, else a whole number of updates >= 1;
         # checked here, not when the attack stage reaches the value after the build and the scoring
         for window in (self.attack.get("converge_window", 0), *self.ablation.get("converge_window", ())):
             if window is not None and (window < 0 or window != int(window)):

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from vhx.report import sources as report_sources
+import vhx.report.sources as report_sources
 from vhx.report.plots import group_label, plot_accuracy_bars, plot_accuracy_scatter
 from vhx.report.html import summary_lines
 from vhx.report.chance import chance_note

@@ -1,4 +1,4 @@
-"""Command-line options of the adversarial expansion (``vhx expand`` / ``vhx run``) and ``vhx attack-plot``.
+"""Command-line options of the adversarial expansion (``vhx expand`` / ``vhx run``).
 
 Every :class:`~vhx.adversarial.attack.AttackConfig` field has a flag; a flag left out keeps the
 preset's value (``--preset paper``, vhx's defaults, or ``--preset authors``, the authors' scripts).
@@ -23,8 +23,8 @@ from vhx.adversarial.choices import (
     SIMILARITIES,
     TARGETS,
 )
-from vhx.argtypes import (
-    converge_window, fraction, non_negative_float, non_negative_fraction, non_negative_int, or_none, positive_fraction, positive_int,
+from vhx.cli.argtypes import (
+    converge_window, fraction, non_negative_float, non_negative_fraction, or_none, positive_fraction, positive_int,
     share_0_1,
 )
 
@@ -155,26 +155,3 @@ def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, A
 
     options["out_dir"] = args.attack_dir or str(out / BRANCH_SCORES.parent)  # OUT/attacks, where vhx evaluate finds its scores
     return options
-
-
-
-def add_attack_plot_parser(sub: Any) -> None:
-    """The ``vhx attack-plot`` subcommand."""
-    p = sub.add_parser("attack-plot", help="plot the similarity per attack update (convergence) from an attack folder")
-    p.add_argument("folder", help="the attack folder (OUT/attacks of `vhx expand`, or --attack-dir)")
-    p.add_argument("--out", help="image file to write (default FOLDER/convergence.png)")
-    p.add_argument("--max-lines", type=non_negative_int, default=40, help="faint per-attack lines per method and branch (default 40)")
-    p.set_defaults(func=cmd_attack_plot)
-
-
-def cmd_attack_plot(args: argparse.Namespace) -> int:
-    """Draw the convergence plot and print the per-branch summary."""
-    from vhx.adversarial.convergence import plot_convergence, read_traces, summarize
-
-    out = Path(args.out) if args.out else Path(args.folder) / "convergence.png"
-    for row in summarize(read_traces(args.folder)):
-        print(f"{row['method']:>6} {row['cases']:>6} cases ({row['branch']} branch): {row['attacks']} attacks, "
-              f"similarity {row['start']:.4f} -> {row['last']:.4f} (saved 8-bit image {row['saved']:.4f}), "
-              f"{row['updates']:.1f} updates on average")  # fmt: skip
-    print(f"convergence plot: {plot_convergence(args.folder, out, max_lines=args.max_lines)}")
-    return 0
