@@ -14,7 +14,7 @@ from view_images import texture
 from vhx.adversarial import adversarial_split
 from vhx.adversarial import splits as adv_splits
 from vhx.adversarial.attack import AttackError
-from vhx.cli.attack_options import add_attack_arguments, attack_options_from_args
+from vhx.cli.attack_options import add_attack_arguments, attack_settings_from_args
 from vhx.mini.tiny_models import build_tiny_model
 
 
@@ -58,7 +58,7 @@ def test_cli_flag_reaches_the_attack_options(tmp_path: Path) -> None:
     parser = argparse.ArgumentParser()
     add_attack_arguments(parser)
     args = parser.parse_args(["--attack", "ifgsm", "--attack-dtype", "bfloat16"])
-    assert attack_options_from_args(args, tmp_path)["dtype"] == "bfloat16"
-    assert "dtype" not in attack_options_from_args(parser.parse_args(["--attack", "ifgsm"]), tmp_path)
+    assert attack_settings_from_args(args, tmp_path).dtype == "bfloat16"
+    assert attack_settings_from_args(parser.parse_args(["--attack", "ifgsm"]), tmp_path).dtype is None
     with pytest.raises(SystemExit):
         parser.parse_args(["--attack", "ifgsm", "--attack-dtype", "int8"])

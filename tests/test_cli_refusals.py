@@ -356,10 +356,10 @@ def test_a_negative_limit_is_refused_by_the_library_too(tmp_path):
 @pytest.mark.parametrize("value", ["0", "none", "off"])
 def test_converge_window_zero_is_off_in_expand(value):
     from vhx.adversarial.attack import AttackConfig
-    from vhx.cli.attack_options import attack_options_from_args
+    from vhx.cli.attack_options import attack_settings_from_args
 
     args = build_parser().parse_args(["expand", "src", "--out", "o", "--attack", "ifgsm", "--converge-window", value])
-    options = attack_options_from_args(args, Path("o"))
+    options = attack_settings_from_args(args, Path("o")).options
     assert options["converge_window"] is None
     assert not AttackConfig(converge_window=options["converge_window"]).converges()  # accepted, and off
 

@@ -40,6 +40,7 @@ def expand(
     num_proc: int | None = None,
     attacks: Sequence[str] | None = None,
     target_model: Any = None,
+    attack: Any = None,
     attack_options: dict[str, Any] | None = None,
     on_error: str = "raise",
     report: Any = None,
@@ -63,12 +64,14 @@ def expand(
         attacks: white-box attack methods (``"ifgsm"``, ``"pgd"``), each a split of every pair on
             the adversarial image against ``target_model``.
         target_model: Hub id, folder or loaded model the attacks target (and, unless
-            ``attack_options["vh_column"]`` says which cases trigger VH, the model that scores them).
-        attack_options: options of :func:`vhx.adversarial.adversarial_splits` (``eps``, ``step``,
-            ``preset``, ``steps_nonvh``, ``steps_vh``, ``similarity``, ``schedule``, ``method_options``, ``out_dir`` for resuming,
-            ``dtype``: the attack's precision, float32 by default, float16 for ``preset="authors"`` on CUDA, ...).
+            the attack's ``vh_column`` says which cases trigger VH, the model that scores them).
+        attack: the attack as one :class:`vhx.adversarial.AttackSettings` (preset, its overrides, ``out_dir`` for
+            resuming, ``dtype``: the attack's precision, float32 by default, float16 for ``preset="authors"`` on CUDA,
+            ...), built once (``vhx expand`` builds it from its flags). Its seed is ``seed`` unless it names one.
             A split whose every non-VH attack left its image unchanged raises
             :class:`~vhx.adversarial.attack.AttackError` before anything is returned.
+        attack_options: the same settings as one flat mapping (``{"preset": "fast", "eps": 4/255, "out_dir": ...}``),
+            read by :meth:`~vhx.adversarial.AttackSettings.from_options`; give ``attack`` or this, not both.
         on_error: ``"raise"`` stops at the first case the negator cannot negate, naming its row;
             ``"skip"`` drops it (no pair, so no later split holds it) and records why in ``report``.
         report: a :class:`vhx.errors.SkipReport` that collects the skipped cases.
@@ -101,5 +104,10 @@ def expand(
 
         if target_model is None:
             raise DataError("adversarial expansion needs a target model (--target-model)")
-        out.update(adversarial_splits(pairs, target_model, methods=tuple(attacks), seed=seed, **(attack_options or {})))
+        from vhx.adversarial.settings import AttackSettings
+
+        if attack is not None and attack_options:
+            raise TypeError("give the attack as attack=AttackSettings(...) or as attack_options, not both")
+        settings = attack if attack is not None else AttackSettings.from_options(attack_options)
+        out.update(adversarial_splits(pairs, target_model, settings.seeded(seed), methods=tuple(attacks)))
     return datasets.DatasetDict(out)

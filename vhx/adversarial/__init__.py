@@ -48,6 +48,7 @@ _HOMES: dict[str, str] = {
     ),
     **dict.fromkeys(("AttackItem", "ImageResult", "run_pool"), "pool"),
     **dict.fromkeys(("PRESETS", "SCHEDULES", "SIMILARITIES", "TARGETS"), "choices"),
+    "AttackSettings": "settings",
     "plot_convergence": "convergence",
     **dict.fromkeys(("AttackStore", "adversarial_split", "adversarial_splits"), "splits"),
     **dict.fromkeys(
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     )
     from vhx.adversarial.pool import AttackItem, ImageResult, run_pool
     from vhx.adversarial.choices import PRESETS, SCHEDULES, SIMILARITIES, TARGETS
+    from vhx.adversarial.settings import AttackSettings
     from vhx.adversarial.convergence import plot_convergence
     from vhx.adversarial.splits import AttackStore, adversarial_split, adversarial_splits
     from vhx.adversarial.views import (

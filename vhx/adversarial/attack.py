@@ -89,7 +89,6 @@ import dataclasses
 import functools
 import hashlib
 import math
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -102,6 +101,8 @@ from vhx.adversarial.choices import (  # noqa: F401  (re-exported: the names bel
     DEFAULT_CONVERGE_TOL,
     FAST_STEPS,
     AttackError,
+    RENAMED,
+    renamed,
     CLEAN_PATHS,
     FIRST_STEPS,
     GRAD_NORMS,
@@ -137,7 +138,6 @@ METHODS: tuple[str, ...]  # the registered method names, in registration order, 
 
 
 #: Old field names still accepted by :func:`make_config` (with a FutureWarning).
-RENAMED: dict[str, str] = {"steps_min": "steps_nonvh", "steps_max": "steps_vh"}
 
 
 #: The paper's random start of the VH branch, +-5/255 per pixel (clipped to eps when eps is smaller).
@@ -348,18 +348,6 @@ def make_config(**options: Any) -> AttackConfig:
     if unknown:
         raise AttackError(f"unknown attack option(s) {unknown}; known: {sorted(fields)}")
     return AttackConfig(**options)
-
-
-def renamed(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with the old names of :data:`RENAMED` replaced by the new ones (one FutureWarning each)."""
-    options = dict(options)
-    for old, new in RENAMED.items():
-        if old in options:
-            warnings.warn(f"attack option {old!r} is now {new!r}", FutureWarning, stacklevel=3)
-            if new in options:
-                raise AttackError(f"give {new!r} or its old name {old!r}, not both")
-            options[new] = options.pop(old)
-    return options
 
 
 def preset_options(preset: str, method: str, arch: str | None = None) -> dict[str, Any]:

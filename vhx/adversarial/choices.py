@@ -6,6 +6,9 @@ no torch, so ``vhx --help``, ``vhx build`` or ``vhx info`` start without it.
 
 from __future__ import annotations
 
+import warnings
+from typing import Any
+
 from vhx.errors import VHXError
 
 
@@ -33,3 +36,18 @@ FAST_STEPS = 50
 #: M_E o M_C) or ``"encoder"`` (the vision encoder's output before the connector: the authors'
 #: InstructBLIP script attacks ``ln_vision(visual_encoder(x))``, the ViT output before the Q-Former).
 TARGETS: tuple[str, ...] = ("connector", "encoder")
+
+
+RENAMED: dict[str, str] = {"steps_min": "steps_nonvh", "steps_max": "steps_vh"}
+
+
+def renamed(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the old names of :data:`RENAMED` replaced by the new ones (one FutureWarning each)."""
+    options = dict(options)
+    for old, new in RENAMED.items():
+        if old in options:
+            warnings.warn(f"attack option {old!r} is now {new!r}", FutureWarning, stacklevel=3)
+            if new in options:
+                raise AttackError(f"give {new!r} or its old name {old!r}, not both")
+            options[new] = options.pop(old)
+    return options

@@ -84,11 +84,9 @@ from vhx.adversarial.attack import (
     AttackConfig,
     AttackError,
     attack_stream,
-    make_config,
-    preset_options,
-    renamed,
     preset_view_options,
 )
+from vhx.adversarial.settings import AttackSettings
 from vhx.adversarial.branches import SCORES_DIR, pair_branches, row_triggers  # noqa: F401  (SCORES_DIR re-exported)
 from vhx.adversarial.pool import AttackItem
 from vhx.adversarial.store import (  # noqa: F401  (INDEX_FILE, IMAGES_DIR, UNMOVED_SIMILARITY re-exported)
@@ -503,21 +501,13 @@ def _attach(
 def adversarial_split(
     pairs: datasets.Dataset,
     model_path_or_view: Any,
+    settings: AttackSettings | None = None,
     *,
     method: str = "ifgsm",
-    preset: str = "paper",
-    vh_column: str | None = None,
     scorer: Any = None,
     model_id: str | None = None,
-    out_dir: str | os.PathLike | None = None,
-    batch_size: int = 16,
-    device: str | torch.device | None = None,
-    dtype: str | torch.dtype | None = None,
     amp: bool | None = None,
-    progress: bool = True,
-    qformer_instruction: str = "",
-    target: str | None = None,
-    **attack_options: Any,
+    **options: Any,
 ) -> datasets.Dataset:
     """The ``ifgsm`` / ``pgd`` split of ``pairs`` against one target model (see the module docs).
 
@@ -525,87 +515,48 @@ def adversarial_split(
         pairs: the ``original`` split: cases and their negated twins on source images.
         model_path_or_view: the target model: a Hub id or local folder, a loaded
             :class:`vhx.models.hf.HFModel`, or a :class:`~vhx.adversarial.views.VisionView`.
+        settings: the attack, as one :class:`~vhx.adversarial.settings.AttackSettings` (preset, its overrides,
+            ``vh_column``, ``out_dir`` for resuming, ``batch_size``, ``device``, ``dtype``, ``target``, ...). Or give its
+            fields and the :class:`~vhx.adversarial.attack.AttackConfig` fields as keywords (``preset="authors"``,
+            ``eps=...``, ``out_dir=...``): :meth:`AttackSettings.from_options` reads them.
+            ``dtype`` is the precision the attacked model runs in (``auto``: the checkpoint's, ``float32``,
+            ``bfloat16``, ``float16``). Default (:func:`default_attack_dtype`): float32, on a CPU and on CUDA, except
+            ``preset="authors"`` on CUDA: float16, the authors' precision. float16 can lose the gradient at the
+            start (exactly 0 at the clean image). When the model also scores the cases (no ``vh_column``), or comes
+            as a loaded ``HFModel``, it scores in its own precision (the checkpoint's unless ``dtype`` is given) and
+            the attack runs on a copy of its vision path in the attack's precision. A
+            :class:`~vhx.adversarial.views.VisionView` is attacked as it is. The precision of the weights is
+            recorded with each attack (float32 left out, as before it was recorded), so attacks in another precision
+            are not taken for finished ones.
         method: ``"ifgsm"`` or ``"pgd"`` (also the split's ``transform``).
-        preset: ``"paper"`` (vhx's defaults) or ``"authors"`` (the authors' scripts), see
-            :func:`~vhx.adversarial.attack.preset_options`; ``attack_options`` override it.
-        vh_column: a boolean column saying which cases trigger VH; without it the cases are scored.
         scorer: the :class:`~vhx.models.VHModel` that scores them (default: the target model, when
             given as a path or HFModel).
         model_id: the ``target_model`` value (default: the Hub id, or a local folder's name).
-        out_dir: folder for resumable results (attack images + index, scores); None keeps them in memory.
-        batch_size: images attacked together (a finished image hands its slot to the next).
-        device: where the model runs (default: this process's accelerate device).
-        dtype: precision the attacked model runs in (``auto``: the checkpoint's, ``float32``,
-            ``bfloat16``, ``float16``). Default (:func:`default_attack_dtype`): float32, on a CPU
-            and on CUDA, except ``preset="authors"`` on CUDA: float16, the authors' precision.
-            float16 can lose the gradient at the start (exactly 0 at the clean image).
-            When the model also scores the cases (no ``vh_column``), or comes as a loaded
-            ``HFModel``, it scores in its own precision (the checkpoint's unless ``dtype`` is
-            given) and the attack runs on a copy of its vision path in the attack's precision. A
-            :class:`~vhx.adversarial.views.VisionView` is attacked as it is. The precision of the
-            weights is recorded with each attack (float32 left out, as before it was recorded),
-            so attacks in another precision are not taken for finished ones.
         amp: bfloat16 autocast (default: on for CUDA unless the weights are float16, which run
             as they are, as the authors' fp16 loop did).
-        progress: show progress bars.
-        qformer_instruction: InstructBLIP only: the Q-Former's fixed instruction.
-        target: what the view returns, ``"connector"`` or ``"encoder"`` (default: the preset's).
-        attack_options: :class:`~vhx.adversarial.attack.AttackConfig` fields (``eps``, ``step``,
-            ``steps_nonvh``, ``steps_vh``, ``similarity``, ``schedule``, ``seed``, ``init``,
-            ``eta_min``, ``grad_norm``, ``early_stopping``, ``resolution``, ...).
     """
-    return adversarial_splits(
-        pairs,
-        model_path_or_view,
-        methods=(method,),
-        preset=preset,
-        vh_column=vh_column,
-        scorer=scorer,
-        model_id=model_id,
-        out_dir=out_dir,
-        batch_size=batch_size,
-        device=device,
-        dtype=dtype,
-        amp=amp,
-        progress=progress,
-        qformer_instruction=qformer_instruction,
-        target=target,
-        **attack_options,
-    )[method]
+    return adversarial_splits(pairs, model_path_or_view, settings, methods=(method,), scorer=scorer, model_id=model_id, amp=amp,
+                              **options)[method]
 
 
 def adversarial_splits(
     pairs: datasets.Dataset,
     model_path_or_view: Any,
+    settings: AttackSettings | None = None,
     *,
     methods: Sequence[str] | None = None,
-    preset: str = "paper",
-    vh_column: str | None = None,
     scorer: Any = None,
     model_id: str | None = None,
-    out_dir: str | os.PathLike | None = None,
-    batch_size: int = 16,
-    device: str | torch.device | None = None,
-    dtype: str | torch.dtype | None = None,
     amp: bool | None = None,
-    progress: bool = True,
-    qformer_instruction: str = "",
-    target: str | None = None,
-    method_options: Mapping[str, Mapping[str, Any]] | None = None,
-    bar_options: Mapping[str, Any] | None = None,
-    scorer_mode: str | None = None,
-    **attack_options: Any,
+    **options: Any,
 ) -> dict[str, datasets.Dataset]:
     """One split per method (``{"ifgsm": ..., "pgd": ...}``), loading and scoring the model once.
 
     Takes the arguments of :func:`adversarial_split` (``methods`` instead of ``method``; default:
-    every method of :data:`~vhx.adversarial.attack.ATTACKS`), plus ``method_options``: settings for
-    one method only (``{"pgd": {"step": 1.0}}``), applied last, and ``bar_options``: tqdm arguments
-    of its progress bars, the scoring's and each method's image-step bar (``position`` and
-    ``leave=False`` nest them under a caller's bar, as ``vhx replicate``'s stages do), and
-    ``scorer_mode``: the mode of the scorer loaded from a model path to decide the branches
-    (default generate; ``vhx run`` passes the mode it scores in, so a pair's branch follows the
-    answers its report counts).
+    every method of :data:`~vhx.adversarial.attack.ATTACKS`). The settings'
+    ``method_options`` hold settings for one method only (``{"pgd": {"step": 1.0}}``), applied last, and
+    ``scorer_mode`` the mode of the scorer loaded from a model path to decide the branches (default generate;
+    ``vhx run`` passes the mode it scores in, so a pair's branch follows the answers its report counts).
     """
     from vhx.runtime import process_state
 
@@ -613,22 +564,27 @@ def adversarial_splits(
     pairs = with_images(pairs)  # a question asked without an image has no image to attack
     if len(pairs) == 0:
         return {}
-    if batch_size < 1:
+    if settings is None:
+        settings = AttackSettings.from_options(options)
+    elif options:
+        raise TypeError(f"give the attack as AttackSettings or as keywords, not both (got {sorted(options)})")
+    if settings.batch_size < 1:
         raise ValueError("batch_size must be >= 1")
-    if preset not in PRESETS:
-        raise AttackError(f"preset must be one of {PRESETS}, got {preset!r}")
-    attack_options = renamed(attack_options)  # once: both config builds below see the new names
+    progress, bar_options = settings.progress, settings.bar_options or None
+    if settings.preset not in PRESETS:
+        raise AttackError(f"preset must be one of {PRESETS}, got {settings.preset!r}")
     methods = tuple(ATTACKS) if methods is None else tuple(methods)
-    unknown = [m for m in (*methods, *(method_options or {})) if m not in ATTACKS]
+    unknown = [m for m in (*methods, *settings.method_options) if m not in ATTACKS]
     if unknown:
         raise AttackError(f"unknown attack method(s) {unknown}; known: {tuple(ATTACKS)}")
     # settings are checked before the model loads: a typo must not cost a model load
     for method in methods:
-        make_config(method=method, **{**preset_options(preset, method), **attack_options, **(method_options or {}).get(method, {})})
-    if dtype is not None:
-        attack_dtype(dtype)  # a typo must not cost a model load
+        settings.config(method)
+    if settings.dtype is not None:
+        attack_dtype(settings.dtype)  # a typo must not cost a model load
     state = process_state()
     rank, world = int(state.process_index), int(state.num_processes)
+    out_dir = settings.out_dir
     if world > 1 and out_dir is None:
         raise VHXError("several processes need a shared out_dir to exchange their attacks")
     if out_dir is not None:
@@ -637,28 +593,24 @@ def adversarial_splits(
 
     view, scorer = _resolve(
         model_path_or_view,
-        need_scorer=vh_column is None,
+        need_scorer=settings.vh_column is None,
         scorer=scorer,
-        device=device,
-        dtype=dtype,
-        preset=preset,
+        device=settings.device,
+        dtype=settings.dtype,
+        preset=settings.preset,
         model_id=model_id,
-        view_options={"qformer_instruction": qformer_instruction} if qformer_instruction else {},
-        scorer_mode=scorer_mode,
+        view_options={"qformer_instruction": settings.qformer_instruction} if settings.qformer_instruction else {},
+        scorer_mode=settings.scorer_mode,
     )
-    view.set_target(target or preset_view_options(preset, view.arch).get("target", "connector"))
-    if preset == "authors":
+    view.set_target(settings.target or preset_view_options(settings.preset, view.arch).get("target", "connector"))
+    if settings.preset == "authors":
         _use_pil_image_processors(view, scorer)
-    configs = {
-        method: make_config(
-            method=method, **{**preset_options(preset, method, view.arch), **attack_options, **(method_options or {}).get(method, {})}
-        )
-        for method in methods
-    }
+    configs = {method: settings.config(method, view.arch) for method in methods}
     if any(c.resolution == "processor" for c in configs.values()):
         view.check_processor_resolution()  # before any scoring or attack
     flags, vh_source = row_triggers(
-        pairs, vh_column=vh_column, scorer=scorer, out_dir=out_dir, batch_size=batch_size, progress=progress, bar_options=bar_options
+        pairs, vh_column=settings.vh_column, scorer=scorer, out_dir=out_dir, batch_size=settings.batch_size, progress=progress,
+        bar_options=bar_options
     )
     branches, pair_flags = pair_branches(pairs, flags)
 
@@ -686,11 +638,11 @@ def adversarial_splits(
             keys: dict[tuple[str, str], str] = {}
             jobs: list[_Job] = []
             for (image_id, branch), row in first_row.items():
-                settings = {"params": config.params(branch), "model": view.model_id, "view": view.settings}
+                recorded = {"params": config.params(branch), "model": view.model_id, "view": view.settings}
                 if precision != "float32":
                     # float32 is left out so that attack folders written before precision was recorded stay valid
-                    settings["dtype"] = precision
-                key = attack_key(image_id, branch, settings)
+                    recorded["dtype"] = precision
+                key = attack_key(image_id, branch, recorded)
                 keys[(image_id, branch)] = key
                 jobs.append(_Job(key=key, image_id=image_id, branch=branch, row=row, size=sizes[image_id], source_sha256=digests[image_id]))
             # an attack stored for another image under the same image_id (replaced since) is redone;
@@ -712,8 +664,8 @@ def adversarial_splits(
             with state.split_between_processes(pending) as mine:
                 run_attacks(
                     view, cases, list(mine), config, store,
-                    batch_size=batch_size, amp=amp, progress=progress and state.is_local_main_process,
-                    desc=f"{method} ({view.model_id})", native_conv=preset != "authors", bar_options=bar_options,
+                    batch_size=settings.batch_size, amp=amp, progress=progress and state.is_local_main_process,
+                    desc=f"{method} ({view.model_id})", native_conv=settings.preset != "authors", bar_options=bar_options,
                 )  # fmt: skip
             state.wait_for_everyone()
             store.load()

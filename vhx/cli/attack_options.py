@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from vhx.adversarial.settings import AttackSettings
 from vhx.adversarial.choices import (
     DEFAULT_CONVERGE_TOL,
     CLEAN_PATHS,
@@ -133,10 +134,11 @@ def attack_methods(args: argparse.Namespace) -> list[str]:
     return [a for a in (getattr(args, "attack", None) or "none").split(",") if a and a != "none"]
 
 
-def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, Any]:
-    """The ``attack_options`` of :func:`vhx.pipeline.expand` from parsed arguments (empty without attacks)."""
+def attack_settings_from_args(args: argparse.Namespace, out: Path) -> AttackSettings | None:
+    """The attack of ``vhx expand`` / ``vhx run`` as one :class:`~vhx.adversarial.settings.AttackSettings`, built once
+    from the parsed flags (None without attacks): a flag left out keeps the preset's value."""
     if not attack_methods(args):
-        return {}
+        return None
     options: dict[str, Any] = {name: getattr(args, name, None) for name in _CONFIG_FLAGS}
     options = {k: v for k, v in options.items() if v is not None}
     # "none" is a value of its own for these (it switches the check off): they are absent unless typed
@@ -144,14 +146,13 @@ def attack_options_from_args(args: argparse.Namespace, out: Path) -> dict[str, A
         if hasattr(args, name):
             options[name] = getattr(args, name)
     method_options = {m: {"step": getattr(args, f"step_{m}")} for m in ("ifgsm", "pgd") if getattr(args, f"step_{m}", None) is not None}
-    if method_options:
-        options["method_options"] = method_options
-    extra = {"preset": getattr(args, "preset", "paper"), "target": getattr(args, "attack_target", None),
-             "qformer_instruction": getattr(args, "qformer_instruction", None), "vh_column": args.vh_column,
-             "batch_size": args.attack_batch_size, "device": args.attack_device,
-             "dtype": getattr(args, "attack_dtype", None), "scorer_mode": getattr(args, "scorer_mode", None)}  # fmt: skip
-    options.update({k: v for k, v in extra.items() if v is not None})
+    run = {"preset": getattr(args, "preset", "paper"), "target": getattr(args, "attack_target", None),
+           "qformer_instruction": getattr(args, "qformer_instruction", None), "vh_column": args.vh_column,
+           "batch_size": args.attack_batch_size, "device": args.attack_device,
+           "dtype": getattr(args, "attack_dtype", None), "scorer_mode": getattr(args, "scorer_mode", None)}  # fmt: skip
     from vhx.predict import BRANCH_SCORES
 
-    options["out_dir"] = args.attack_dir or str(out / BRANCH_SCORES.parent)  # OUT/attacks, where vhx evaluate finds its scores
-    return options
+    return AttackSettings(
+        options=options, method_options=method_options, **{k: v for k, v in run.items() if v is not None},
+        out_dir=args.attack_dir or str(out / BRANCH_SCORES.parent),  # OUT/attacks, where vhx evaluate finds its scores
+    )

@@ -91,15 +91,15 @@ def _expand_and_write(dsd: Any, args: argparse.Namespace, *, negator: Any, repo_
     if (out / "data").exists() and not args.overwrite:
         # said before the expansion runs (minutes), not when its result is written
         raise FileExistsError(f"{out / 'data'} exists; pass --overwrite to replace it")
-    from vhx.cli.attack_options import attack_methods, attack_options_from_args
+    from vhx.cli.attack_options import attack_methods, attack_settings_from_args
 
     attacks = attack_methods(args)
-    attack_options = attack_options_from_args(args, out)
+    attack = attack_settings_from_args(args, out)
     from vhx.errors import SkipReport
 
     skipped = SkipReport()
     expanded = expand(dsd, negator=negator, perturb=names, perturb_params=params, seed=args.seed or 0,
-                      num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack_options=attack_options,
+                      num_proc=args.num_proc, attacks=attacks, target_model=args.target_model, attack=attack,
                       on_error=args.on_error, report=skipped, max_fallback=args.max_llm_fallback)
     import textwrap
 

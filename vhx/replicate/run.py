@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from vhx.adversarial.settings import AttackSettings
 from vhx.errors import VHXError
 from vhx.locking import atomic_write_text
 from vhx.replicate.study import (
@@ -73,7 +74,7 @@ def _expand_attacks(study: Study, model: str, bench: str, out: Path, settings: M
     state = read_state()
     pairs = load_folder_by_reference(study.expanded(bench))["original"]
     options = {**cfg.attack_options, **attack_settings(settings), "out_dir": str(study.attack_cache(model, bench)), **_inner(bar)}
-    expanded = expand(pairs, perturb=None, attacks=list(methods), target_model=model, attack_options=options, seed=cfg.seed)
+    expanded = expand(pairs, perturb=None, attacks=list(methods), target_model=model, attack=AttackSettings.from_options(options), seed=cfg.seed)
     if state.is_main_process:
         write_hub_folder(expanded, out, repo_id=f"vhx/{benchmark_name(bench)}-{'-'.join(methods)}", overwrite=True,
                          summary=f"{', '.join(methods)} splits of {benchmark_name(bench)} against {model} "
@@ -325,7 +326,7 @@ def _finetune_sources(study: Study, model: str, bar: Any) -> list[Path]:
     if not stage_done(folder, params, root=study.out):
         options = {**cfg.attack_options, **attack_settings(cfg.attack), "out_dir": str(folder.parent / "synthetic.cache"), **_inner(bar)}
         expanded = expand(generate_synthetic(synth), negator=negator, perturb=list(COMMON), attacks=list(ATTACKS), target_model=model,
-                          attack_options=options, seed=cfg.seed)
+                          attack=AttackSettings.from_options(options), seed=cfg.seed)
         if state.is_main_process:
             write_hub_folder(expanded, folder, repo_id="vhx/synthetic-finetune", overwrite=True,
                              summary=f"vhx replicate's fine-tuning cases: {cfg.finetune_scenes} scenes of the training stream "
