@@ -34,3 +34,14 @@ def test_a_tiny_name_no_source_knows_is_one_clear_error(monkeypatch: pytest.Monk
     monkeypatch.setattr(loading, "_ENTRY_POINTS_READ", [True])
     with pytest.raises(VHXError, match="no model source knows 'vhx-tiny:'"):
         resolve_spec("vhx-tiny:llava")
+
+
+def test_load_options_are_one_object_that_the_backend_sorts_its_keywords_into():
+    from vhx.models.loading import LoadOptions, load_pretrained
+
+    load, rest = LoadOptions.split({"dtype": "float32", "adapter": "./lora", "batch_size": 4, "mode": "logits"})
+    assert load == LoadOptions(dtype="float32", adapter="./lora") and rest == {"batch_size": 4, "mode": "logits"}
+    with pytest.raises(TypeError, match="not both"):
+        load_pretrained("vhx-mini", LoadOptions(), dtype="float32")
+    loaded = load_pretrained("vhx-mini", LoadOptions(dtype="float32", place=False))
+    assert loaded.device is None and loaded.display_name == "vhx-mini"

@@ -112,7 +112,7 @@ def test_two_reports_into_one_folder_one_whole_report(tmp_path: Path, capsys):
     predict_dataset(make_dsd(), FakeModel(), run, batch_size=4, progress=False)
     out = tmp_path / "report"
     argv = ["report", str(run), "--out", str(out)]
-    first = _start_slow(argv, "vhx.report:load_runs")
+    first = _start_slow(argv, "vhx.report.write:load_runs")
     err = _second_is_refused(argv, first, capsys)
     assert f"the report folder {out}" in err
     assert {"report.md", "report.html", "scores.csv", "scores.json"} <= {p.name for p in out.iterdir()}

@@ -42,7 +42,7 @@ from PIL import Image
 from vhx.errors import VHXError
 from vhx.images import to_rgb
 from vhx.models.base import DEFAULT_PROMPT_TEMPLATE, Prediction, check_mode, format_question, prediction_from_replies
-from vhx.models.loading import input_device, load_pretrained, model_dtype
+from vhx.models.loading import LoadOptions, input_device, load_pretrained, model_dtype
 from vhx.models.prefix_sharing import PrefixSharing
 from vhx.models.processors import load_processor  # noqa: F401  (re-exported for callers of the old home)
 from vhx.parsing import MARKER as PARSE_MARKER
@@ -171,64 +171,37 @@ class HFModel(PrefixSharing):
 
     # ----------------------------------------------------------------------------------- loading
     @classmethod
-    def from_pretrained(
-        cls,
-        spec: str,
-        *,
-        mode: str = "generate",
-        dtype: Any = "auto",
-        device: str | None = None,
-        device_map: Any = None,
-        adapter: str | None = None,
-        merge_adapter: bool = False,
-        trust_remote_code: bool = False,
-        revision: str | None = None,
-        attn_implementation: str | None = None,
-        model_kwargs: dict[str, Any] | None = None,
-        **options: Any,
-    ) -> HFModel:
+    def from_pretrained(cls, spec: str, *, mode: str = "generate", **options: Any) -> HFModel:
         """Load ``spec`` (Hub id or folder) with ``AutoProcessor`` + ``AutoModelForImageTextToText``.
 
         Args:
             spec: Hub id or local folder; a local PEFT adapter folder loads its base model + adapter.
             mode: ``"generate"`` or ``"logits"``.
-            dtype: ``"auto"`` (the checkpoint's dtype), ``"float32"``, ``"bfloat16"`` or ``"float16"``.
-            device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...; default: this process's device under
-                ``accelerate`` (its local GPU), else the first GPU, else CPU. Ignored with ``device_map``.
-            device_map: passed to ``from_pretrained`` (``"auto"`` spreads a large model over GPUs).
-            adapter: a PEFT (LoRA) adapter folder or Hub id applied on top (needs ``peft``).
-            merge_adapter: merge the adapter into the weights (faster inference).
-            trust_remote_code: allow custom modelling code from the checkpoint (off by default).
-            revision: Hub revision of ``spec``.
-            attn_implementation: ``"sdpa"``, ``"eager"``, ``"flash_attention_2"``, ...
-            model_kwargs: any other ``from_pretrained`` keyword arguments.
-            options: answer options of :class:`HFModel` (``prompt_template``, ``batch_size``,
-                ``max_new_tokens``, ``temperature``, ``top_p``, ``do_sample``, ``num_samples``,
-                ``system_prompt``, ``chat_template``, ``seed``, ``share_prefix``, ``name``, ``reading``).
+            options: the :class:`~vhx.models.loading.LoadOptions` fields (``dtype``, ``device``, ``device_map``,
+                ``adapter``, ``merge_adapter``, ``trust_remote_code``, ``revision``, ``attn_implementation``,
+                ``model_kwargs``; ``device`` defaults to this process's device under ``accelerate``, else the first
+                GPU, else CPU), and the answer options of :class:`HFModel` (``prompt_template``, ``batch_size``,
+                ``max_new_tokens``, ``temperature``, ``top_p``, ``do_sample``, ``num_samples``, ``system_prompt``,
+                ``chat_template``, ``seed``, ``share_prefix``, ``name``, ``reading``). A ``load`` keyword may carry
+                the load options as one :class:`~vhx.models.loading.LoadOptions` instead.
         """
         check_mode(mode)
-        loaded = load_pretrained(
-            spec,
-            dtype=dtype,
-            device=device,
-            device_map=device_map,
-            adapter=adapter,
-            merge_adapter=merge_adapter,
-            trust_remote_code=trust_remote_code,
-            revision=revision,
-            attn_implementation=attn_implementation,
-            model_kwargs=model_kwargs,
-        )
+        load = options.pop("load", None)
+        split, options = LoadOptions.split(options)
+        if load is not None and split != LoadOptions():
+            raise TypeError("give the load options as load=LoadOptions(...) or as keywords, not both")
+        load = load or split
+        loaded = load_pretrained(spec, load)
         adapter = loaded.adapter
         load_options = {
             "spec": loaded.resolved,
-            "dtype": str(dtype),
+            "dtype": str(load.dtype),
             "device": loaded.device,
-            "device_map": device_map if isinstance(device_map, (str, type(None))) else "custom",
+            "device_map": load.device_map if isinstance(load.device_map, (str, type(None))) else "custom",
             "adapter": adapter,
-            "merge_adapter": merge_adapter,
-            "trust_remote_code": trust_remote_code,
-            "revision": revision,
+            "merge_adapter": load.merge_adapter,
+            "trust_remote_code": load.trust_remote_code,
+            "revision": load.revision,
         }
         return cls(loaded.model, loaded.processor, spec=loaded.display_name, mode=mode, load_options=load_options, **options)
 

@@ -22,11 +22,12 @@ Device placement follows :func:`vhx.runtime.default_device` unless a device or `
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import importlib.metadata
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,39 +226,60 @@ def check_remote_code(path: str, *, trust_remote_code: bool, **hub_kwargs: Any) 
         )
 
 
-def load_pretrained(
-    spec: str,
-    *,
-    dtype: Any = "auto",
-    device: Any = None,
-    device_map: Any = None,
-    place: bool = True,
-    adapter: str | None = None,
-    merge_adapter: bool = False,
-    trust_remote_code: bool = False,
-    revision: str | None = None,
-    attn_implementation: str | None = None,
-    model_kwargs: dict[str, Any] | None = None,
-    text_only: bool = False,
-) -> LoadedModel:
-    """Load a checkpoint and its processor (see the module docs for the accepted specs).
+@dataclass(frozen=True)
+class LoadOptions:
+    """How a checkpoint is loaded (everything but which one), one object for :func:`load_pretrained` and the
+    transformers backend (:meth:`vhx.models.hf.HFModel.from_pretrained` sorts its keywords into it).
 
-    Args:
-        spec: Hub id, local folder, shipped name, ``vhx-tiny:<arch>`` or local PEFT adapter folder.
-        dtype: ``"auto"`` (the checkpoint's dtype), ``"float32"``, ``"bfloat16"``, ``"float16"`` or a
-            ``torch.dtype``.
+    Attributes:
+        dtype: ``"auto"`` (the checkpoint's dtype), ``"float32"``, ``"bfloat16"``, ``"float16"`` or a ``torch.dtype``.
         device: where to move the model; default :func:`vhx.runtime.default_device`.
         device_map: passed to ``from_pretrained`` instead of moving the model (``"auto"`` shards it).
         place: move the model to ``device`` (fine-tuning leaves placement to the Trainer).
         adapter: a PEFT adapter folder or Hub id applied on top (needs ``peft``).
         merge_adapter: merge the adapter into the weights.
         trust_remote_code: allow custom modelling code from the checkpoint.
-        revision: Hub revision of ``spec``.
+        revision: Hub revision of the checkpoint.
         attn_implementation: ``"sdpa"``, ``"eager"``, ``"flash_attention_2"``, ...
         model_kwargs: any other ``from_pretrained`` keyword arguments.
-        text_only: a text chat model (``AutoModelForCausalLM`` with its ``AutoTokenizer`` as the
-            processor), e.g. the local LLM that negates questions.
+        text_only: a text chat model (``AutoModelForCausalLM`` with its ``AutoTokenizer`` as the processor), e.g. the
+            local LLM that negates questions.
     """
+
+    dtype: Any = "auto"
+    device: Any = None
+    device_map: Any = None
+    place: bool = True
+    adapter: str | None = None
+    merge_adapter: bool = False
+    trust_remote_code: bool = False
+    revision: str | None = None
+    attn_implementation: str | None = None
+    model_kwargs: Mapping[str, Any] | None = None
+    text_only: bool = False
+
+    @classmethod
+    def split(cls, options: Mapping[str, Any]) -> tuple[LoadOptions, dict[str, Any]]:
+        """``options`` sorted into these load options and the rest (a backend's answer options)."""
+        own = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in options.items() if k in own}), {k: v for k, v in options.items() if k not in own}
+
+
+def load_pretrained(spec: str, options: LoadOptions | None = None, **keywords: Any) -> LoadedModel:
+    """Load a checkpoint and its processor (see the module docs for the accepted specs).
+
+    Args:
+        spec: Hub id, local folder, shipped name, ``vhx-tiny:<arch>`` or local PEFT adapter folder.
+        options: how to load it, one :class:`LoadOptions`; or give its fields as keywords (``dtype="float32"``,
+            ``place=False``, ...).
+    """
+    if options is None:
+        options = LoadOptions(**keywords)
+    elif keywords:
+        raise TypeError(f"give the load options as LoadOptions or as keywords, not both (got {sorted(keywords)})")
+    dtype, device, device_map, place = options.dtype, options.device, options.device_map, options.place
+    adapter, merge_adapter, trust_remote_code = options.adapter, options.merge_adapter, options.trust_remote_code
+    revision, attn_implementation, model_kwargs, text_only = options.revision, options.attn_implementation, options.model_kwargs, options.text_only
     from transformers import AutoModelForCausalLM, AutoModelForImageTextToText, AutoTokenizer
 
     resolved = resolve_spec(spec)
