@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from release_writers import DASH_B_LISTS, write_dash_b_release
-
 from vhx.builders import load_source
+
 from vhx.errors import DataError
 from vhx.schema import loads, validate_dataset
 from vhx.scoring.dash_b import dash_b_answer, dash_b_key, dash_b_scores
@@ -280,6 +280,7 @@ MISPLACED = {"is_in", "visible", "present_in_picture", "can_be_seen", "observabl
 
 def test_the_releases_objects_stay_whole_in_the_twins_of_every_other_prompt():
     from vhx.builders.dash_b import DEFAULT_PROMPT, PROMPTS, dash_b_question
+
     from vhx.negation import RuleNegator, is_framed
 
     neg = json.loads(_release_file("dash_benchmark_neg.json").read_text())

@@ -7,13 +7,12 @@ from pathlib import Path
 
 import datasets
 import pytest
-
+from conftest import POPE_SUBSETS, read_pope_questions
 from vhx.builders import load_source
 from vhx.builders.pope import PopeBuilder
+
 from vhx.errors import DataError
 from vhx.schema import validate_dataset
-
-from conftest import POPE_SUBSETS, read_pope_questions
 
 
 def test_real_pope_files_build_every_question(pope_release: Path):
