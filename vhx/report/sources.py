@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import html
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 

@@ -33,7 +33,6 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from vhx.errors import DataError
 from vhx.cases import DASH_B_SETS, DASH_B_SOURCE, dash_b_key, dash_b_source_id  # noqa: F401  (the ids live in vhx.cases)
 from vhx.schema import ORIGINAL
 from vhx.scoring.predictions import UNKNOWN, Predictions, validate_predictions
