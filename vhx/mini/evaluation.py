@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from vhx.mini.config import YES_NO_KINDS
-from vhx.mini.zoo import SHIPPED, resolve_model
 from vhx.locking import atomic_write_text
 
 logger = logging.getLogger("vhx")
