@@ -114,6 +114,13 @@ SHAPES += [
     # the thing named after "resembles" is compared with, not claimed: the building named is another one
     ("Is this building the Colosseum?", "The building shown is a modern stadium in Lisbon, which resembles the Colosseum.", "no",
      READ_RESTATED),
+    # the text a reply says is written, against the text a question quotes; "in the image" is the medium, no place
+    ("Is the word on the banner 'Welcome'?", 'The banner reads "Goodbye" in large letters.', "no", READ_RESTATED),
+    ("Is the text on the label 'Organic Honey'?", "The label's text says 'ORGANIC HONEY'.", "yes", READ_RESTATED),
+    ("Is the text in this picture 'Open'?", 'Yes, the text in the picture reads "Open".', "yes", READ_FIRST_WORD),
+    # a compass word names the claim's direction
+    ("Does the map show Maine in the north-east of the country?", "Yes, the map shows Maine in the northeastern corner of the "
+     "country.", "yes", READ_FIRST_WORD),
     # a pronoun alone names nothing of the claim: "it" is the image here
     ("Is the rug under the table?", "There is no rug in this picture, but it does show a tiled floor.", "no", READ_RESTATED),
 ]
@@ -141,6 +148,8 @@ UNKNOWNS = [
      SAYS_NOTHING),
     ("Is the man at the podium Justin Trudeau?", "I'm sorry, but I can't identify real people in images. However, I can tell you "
      "that the man wears a dark suit and stands at a podium.", REFUSES),
+    # 'is this "..."' asks what the thing is, not what is written on it: a transcription does not answer it
+    ('According to the text in this image, is this "Lemon Cake"?', 'The text reads "Orange Tart" in Chinese characters.', SAYS_NOTHING),
     # one pair of values cannot settle a claim about two things
     ("Did both rice and wheat prices fall in 2008?", "Rice prices went from 300 to 700 dollars a ton.", SAYS_NOTHING),
 ]
@@ -227,7 +236,7 @@ def test_the_first_word_reader_is_the_question_blind_rules():
 
 def test_agreement_with_careful_human_readings_on_the_labelled_replies():
     """The README's numbers: on the 974 labelled replies of tests/data/replies the reader agrees with the human reading
-    on 87.5% (the first-word rules: 57%) and reads 0.6% as the opposite answer (2.3%)."""
+    on 87.6% (the first-word rules: 57%) and reads 0.6% as the opposite answer (2.3%)."""
     import importlib.util
     from pathlib import Path
 
@@ -239,7 +248,7 @@ def test_agreement_with_careful_human_readings_on_the_labelled_replies():
     assert len(items) == 974
     ours = quality.measure(items, lambda r, q: read_reply(r, q).answer)
     blind = quality.measure(items, lambda r, q: parse_yes_no(r))
-    assert round(ours["agreement"], 3) >= 0.875 and round(blind["agreement"], 2) <= 0.57, (ours, blind)
+    assert round(ours["agreement"], 3) >= 0.876 and round(blind["agreement"], 2) <= 0.57, (ours, blind)
     assert round(ours["opposite"], 3) <= 0.006 and round(blind["opposite"], 3) >= 0.023, (ours, blind)
 
 

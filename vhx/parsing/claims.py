@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from vhx.parsing.words import (
+    MEDIA,
+    place_head,
     COLOUR_STEMS,
     COMP,
     CONTRARY,
@@ -207,6 +209,8 @@ def parse_claim(question: str) -> Claim | None:
     place = None
     for i in range(len(lower) - 1, 0, -1):
         if lower[i] in _PLACE_PREPOSITIONS:
+            if place_head(lower, i) in MEDIA:
+                break  # "Is the text in this image 'Coca-Cola'?": the medium, not a place
             obj = frozenset(st for w, st in zip(lower[i + 1 : i + 6], stems[i + 1 : i + 6]) if w not in STOP and st in content)
             if obj and not obj & GENERIC_PLACES:
                 place = (lower[i], obj)

@@ -74,6 +74,7 @@ from vhx.parsing.verdicts import (
     numeric_comparison,
     order_verdict,
     partial_universal,
+    quoted_text,
     trend,
     reversed_claim,
 )
@@ -306,6 +307,9 @@ def read_reply(text: str | None, question: str | None = None) -> Reading:
         return Reading(_answer(ranked, claim.negated), READ_PARTS)
     if claim.existence and _DO_NOT_SEE.match(region):
         return Reading(_answer(False, claim.negated), READ_RESTATED)  # "I don't see any." to "Is there a ...?"
+    written = quoted_text(claim.text, region)
+    if written is not None:
+        return Reading(_answer(written, claim.negated), READ_RESTATED)  # 'The text reads "Pepsi".' to "... 'Coca-Cola'?"
     counted = bare_number(claim, region)
     if counted is None:
         counted = equation_result(claim, region)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from vhx.parsing.claims import Claim
 from vhx.parsing.words import (
+    MEDIA,
+    place_head,
     COLOUR_STEMS,
     COLOURS,
     COMP,
@@ -284,6 +286,9 @@ def _presupposes(lower: list[str], stems: list[str], matched: set[str], claim: C
     return not (tail & (NEGATIONS | _EXISTENCE_WORDS | SAMENESS) or set(after) & (claim.vocab - PRONOUNS) or count_negations(lower[at:]))
 
 
+_COMPASS = ("north", "south", "east", "west")
+
+
 def _elsewhere(claim: Claim, lower: list[str], stems: list[str], have: set[str], negations: int) -> bool:
     """Whether a clause puts the claim's subject at another place after the claim's own preposition ("on the wall" for
     "on a cake"), without naming the claim's place or denying anything."""
@@ -292,8 +297,12 @@ def _elsewhere(claim: Claim, lower: list[str], stems: list[str], have: set[str],
         return False
     for i, w in enumerate(lower[:-1]):
         if w == prep:
+            if place_head(lower, i) in MEDIA:
+                continue  # "the text in the image reads ...": the medium, not another place
             other = {st for x, st in zip(lower[i + 1 : i + 4], stems[i + 1 : i + 4]) if x not in STOP}
-            if other and not other & claim.content and not other & GENERIC_PLACES:
+            # a compass word names the claim's direction ("southeastern" for "south-east")
+            compass = {d for x in lower[i + 1 : i + 4] for d in _COMPASS if d in x}
+            if other and not other & claim.content and not other & GENERIC_PLACES and not compass & claim.content:
                 return True
     return False
 
@@ -611,3 +620,39 @@ def equation_result(claim: Claim, text: str) -> bool | None:
         return None
     return {"==": got == want, "<": got < want, ">": got > want, ">=": got >= want, "<=": got <= want}[op]
 
+
+_QUOTE_ANY = re.compile(r"\"([^\"\n]{1,80})\"|“([^”\n]{1,80})”|(?<![A-Za-z])'([^'\n]{1,80})'(?![A-Za-z])|‘([^’\n]{1,80})’")
+_READS = re.compile(r"\b(?:reads?|says?|spells?|shows? the (?:text|words?)|written|displays? the (?:text|words?)|text is|label(?:l?ed)?|titled|"
+                    r"named|called)\W*$", re.IGNORECASE)
+
+
+_WRITING = re.compile(r"\b(?:text|sign|label|word|words|caption|title|book|logo|banner|writing|letters|name|poster|it)\b", re.IGNORECASE)
+
+
+def _quotes(text: str) -> list[tuple[int, str]]:
+    return [(m.start(), next(g for g in m.groups() if g is not None)) for m in _QUOTE_ANY.finditer(text)]
+
+
+def _same_text(a: str, b: str) -> bool:
+    return re.sub(r"[\W_]+", " ", a).strip().lower() == re.sub(r"[\W_]+", " ", b).strip().lower()
+
+
+def quoted_text(question: str, reply: str) -> bool | None:
+    """For a question that quotes one text ("Is the text in this image 'Coca-Cola'?"): whether the text the reply says
+    is written there ('... reads "Pepsi".') is that text; None when the reply quotes no text after such a verb, or one
+    that shares words with the asked one without being it (a part, a longer title: for a person or a judge)."""
+    asked = _quotes(question)
+    if len(asked) != 1:
+        return None
+    before = question[max(0, asked[0][0] - 50) : asked[0][0]]
+    if not _WRITING.search(before) or re.search(r"\b(?:is|are|was)\s+(?:this|it|that|these)\s+(?:an?\s+)?\W*$", before, re.IGNORECASE):
+        return None  # 'is this "Boli Cake ..."?' asks what the thing is, not what is written
+    said = [q for at, q in _quotes(reply) if _READS.search(reply[max(0, at - 40) : at]) and _WRITING.search(reply[max(0, at - 60) : at])]
+    if not said:
+        return None
+    if all(_same_text(q, asked[0][1]) for q in said):
+        return True
+    words = set(re.findall(r"\w+", asked[0][1].lower()))
+    if all(not words & set(re.findall(r"\w+", q.lower())) for q in said):
+        return False
+    return None

@@ -183,6 +183,15 @@ def count_negations(words: list[str]) -> int:
 PREPOSITIONS = frozenset("in on at near under behind beside above below inside outside of with by next around between "
                           "across along against over underneath within".split())
 GENERIC_PLACES = frozenset("image picture photo scene frame background foreground middle center centre".split())
+#: What a question or reply is about, not where in it ("in this image", "in the figure", "on the map"): after a
+#: preposition these name the medium, never a place the claim puts its subject.
+MEDIA = GENERIC_PLACES | frozenset("photograph figure chart graph diagram map plot screenshot illustration".split())
+_DETERMINERS_BEFORE_PLACE = frozenset("the a an this that these those its their his her".split())
+
+
+def place_head(lower: list[str], i: int) -> str:
+    """The first word of the noun phrase after the preposition at ``lower[i]`` (determiners skipped), or ""."""
+    return next((w for w in lower[i + 1 : i + 4] if w not in _DETERMINERS_BEFORE_PLACE), "")
 INTRO_WORDS = frozenset(
     "according based in on from looking judging given considering as upon after within for by observing viewing "
     "assuming regarding if when since because suppose supposing".split()
