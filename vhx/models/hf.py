@@ -1,6 +1,6 @@
 """transformers backend: any ``AutoModelForImageTextToText`` checkpoint, through its own processor.
 
-Tested architectures (on tiny random models built by :mod:`vhx.mini.tiny_models`): LLaVA-1.5
+Tested architectures (on tiny random models, ``vhx-tiny:<arch>``): LLaVA-1.5
 (``llava-hf/llava-1.5-7b-hf``), LLaVA-NeXT, LLaVA-OneVision, InstructBLIP, Qwen2-VL and Qwen2.5-VL,
 and the further families of docs/models.md's table; other image-text models with a chat template
 load the same way. Without torchvision, processors

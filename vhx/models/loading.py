@@ -5,8 +5,8 @@ specs mean the same thing everywhere:
 
 * a Hub id or local folder of an ``AutoModelForImageTextToText`` checkpoint;
 * a name a model source resolves (:func:`register_model_source`, entry points ``vhx.model_sources``): vhx's
-  shipped checkpoints (``vhx-mini``, ``vhx-mini-yes``: :mod:`vhx.mini.zoo`) and ``vhx-tiny:<arch>``, a tiny random
-  model built locally (:mod:`vhx.mini.tiny_models`), for smoke runs;
+  shipped checkpoints (``vhx-mini``, ``vhx-mini-yes``, the zoo its pyproject declares) and ``vhx-tiny:<arch>``, a
+  tiny random model built locally, for smoke runs;
 * a local PEFT (LoRA) adapter folder, which loads its base model plus the adapter.
 
 A checkpoint whose model type transformers does not implement but whose repository ships its own

@@ -1,7 +1,7 @@
 """Processors: ``AutoProcessor`` loading that also works where torchvision is missing.
 
-Kept apart from the model loader so that :mod:`vhx.mini.tiny_models` (which builds processors for tiny
-test checkpoints) and :mod:`vhx.models.loading` (which loads any checkpoint, tiny ones included)
+Kept apart from the model loader so that the builder of tiny random test checkpoints (``vhx-tiny:<arch>``, which
+builds their processors) and :mod:`vhx.models.loading` (which loads any checkpoint, tiny ones included)
 both depend on it without depending on each other.
 """
 

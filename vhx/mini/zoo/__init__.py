@@ -2,10 +2,11 @@
 
 Trained vhx-mini checkpoints are folders of this package (``vhx/mini/zoo/vhx-mini/``,
 ``vhx/mini/zoo/vhx-mini-yes/``, ``vhx/mini/zoo/vhx-mini-neg/``, ``vhx/mini/zoo/vhx-mini-weak/``); ``python recipes/train_mini.py --config vhx-mini --output_dir
-vhx/mini/zoo/vhx-mini`` writes one. :func:`resolve_model` turns a shipped name into its folder, and the
-one model loader (:func:`vhx.models.loading.load_pretrained`) calls it, so ``load_model("vhx-mini")``
-and ``--target-model vhx-mini`` find it. This module imports nothing heavier than the standard
-library, so the loader can use it without depending on :mod:`vhx.mini` (the training code).
+vhx/mini/zoo/vhx-mini`` writes one. :func:`resolve_model` turns a shipped name into its folder;
+:func:`shipped_source` is the model source vhx's pyproject declares (entry point ``vhx.model_sources``: ``zoo``),
+through which the one model loader (:func:`vhx.models.loading.load_pretrained`) finds it without naming
+:mod:`vhx.mini`, so ``load_model("vhx-mini")`` and ``--target-model vhx-mini`` work. This module imports nothing
+heavier than the standard library, so resolving a name imports neither torch nor transformers.
 """
 
 from __future__ import annotations
