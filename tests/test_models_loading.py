@@ -45,3 +45,18 @@ def test_load_options_are_one_object_that_the_backend_sorts_its_keywords_into():
         load_pretrained("vhx-mini", LoadOptions(), dtype="float32")
     loaded = load_pretrained("vhx-mini", LoadOptions(dtype="float32", place=False))
     assert loaded.device is None and loaded.display_name == "vhx-mini"
+
+
+def test_a_broken_model_source_is_named_on_every_call_not_skipped_later(monkeypatch: pytest.MonkeyPatch):
+    class Broken:
+        name, value = "acme", "acme.zoo:resolve"
+
+        def load(self):
+            raise ImportError("No module named 'acme'")
+
+    monkeypatch.setattr(loading, "_SOURCES", {})
+    monkeypatch.setattr(loading, "_ENTRY_POINTS_READ", [])
+    monkeypatch.setattr(loading.importlib.metadata, "entry_points", lambda group: [Broken()])
+    for _ in range(2):
+        with pytest.raises(VHXError, match="model source 'acme' .*failed to load"):
+            resolve_spec("acme-vl")

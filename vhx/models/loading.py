@@ -100,13 +100,13 @@ def register_model_source(name: str, resolve: Callable[[str], str | None]) -> No
 def model_sources() -> dict[str, Callable[[str], str | None]]:
     """The registered model sources, the installed ``vhx.model_sources`` entry points first read once."""
     if not _ENTRY_POINTS_READ:
-        _ENTRY_POINTS_READ.append(True)
         for ep in importlib.metadata.entry_points(group=MODEL_SOURCE_GROUP):
             if ep.name not in _SOURCES:
                 try:
                     _SOURCES[ep.name] = ep.load()
-                except Exception as exc:  # a broken plug-in names itself; the other sources still resolve
+                except Exception as exc:  # a broken plug-in names itself, every time: it is not read as absent later
                     raise VHXError(f"model source {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        _ENTRY_POINTS_READ.append(True)  # only once every source loaded
     return _SOURCES
 
 
