@@ -118,6 +118,9 @@ SHAPES += [
     ("Is the word on the banner 'Welcome'?", 'The banner reads "Goodbye" in large letters.', "no", READ_RESTATED),
     ("Is the text on the label 'Organic Honey'?", "The label's text says 'ORGANIC HONEY'.", "yes", READ_RESTATED),
     ("Is the text in this picture 'Open'?", 'Yes, the text in the picture reads "Open".', "yes", READ_FIRST_WORD),
+    # a multiple-choice option label between the announcement and the word (MathVista's "(A) Yes (B) No")
+    ("Is the blue bar the tallest?", "The correct answer is **(B) No**.", "no", READ_CONCLUSION),
+    ("Is f(0) < 1?", "Looking at the curve near zero, the answer is (A) yes.", "yes", READ_CONCLUSION),
     # a compass word names the claim's direction
     ("Does the map show Maine in the north-east of the country?", "Yes, the map shows Maine in the northeastern corner of the "
      "country.", "yes", READ_FIRST_WORD),

@@ -107,7 +107,9 @@ _ANNOUNCED = re.compile(
     r"(?:is\b|would\s+be\b|will\s+be\b|should\s+be\b|[:：])"
     # One character class for everything between verb and word ("is: **Yes", "answer:** Yes"):
     # adjacent optional runs such as \s*[*_]*\s* would try every split of a long blank run.
-    r"[\s*_`'\"“‘(\[:：]*(yes|no)"
+    r"[\s*_`'\"“‘(\[:：]*"
+    # a multiple-choice option label before the word ("The answer is (B) No.", "answer: **(A) Yes**")
+    r"(?:[a-d]\)[\s*_]*)?(yes|no)"
     # The word must end the announcement: "no longer", "yes or no", "yes?" are not answers.
     r"(?=[*_`'\"”’)\]}]*(?:[.!,;:)<]|[^\S\n]*(?:\n|$)))",
     re.IGNORECASE,

@@ -143,8 +143,9 @@ _SENTENCE_START = re.compile(r"[.!?\n;:—–]\s*[*_#>`'\"“‘(\[~-]*\s*$|\s-\
 _MARKER_BEFORE = re.compile(
     r"(?:^|[.!?\n;:,]\s*|\s)(?:and\s+)?(?:so|thus|therefore|hence|consequently|overall|ultimately|finally|in\s+(?:short|summary|"
     r"conclusion|sum|the\s+end)|to\s+(?:sum\s+up|summarize|summarise|conclude)|all\s+in\s+all|in\s+a\s+word|simply\s+put|"
-    r"(?:my|the|our)\s+(?:final\s+|short\s+)?answer\s+(?:is|would\s+be))\b[\s,:：*_\"'“—-]*"
-    r"(?:(?:i\s+would\s+say|i'd\s+say|i\s+think|i\s+believe|i\s+guess|the\s+answer\s+is)[\s,:：*_\"'“—-]*)?$|"
+    r"(?:my|the|our)\s+(?:final\s+|short\s+|correct\s+)?answer\s+(?:is|would\s+be))\b[\s,:：*_\"'“—-]*"
+    r"(?:(?:i\s+would\s+say|i'd\s+say|i\s+think|i\s+believe|i\s+guess|the\s+answer\s+is)[\s,:：*_\"'“—-]*)?"
+    r"(?:\(?[a-d]\)[\s*_]*)?$|"
     r"(?:^|[.!?\n;:,—–-]\s*|\s)(?:correct(?:ing|ion)(?:\s+myself)?|on\s+second\s+thought|actually|(?:my\s+)?final\s+answer|"
     r"to\s+correct\s+myself|i\s+was\s+wrong)\b[\s,:：*_\"'“—-]*$",
     re.IGNORECASE,
