@@ -9,7 +9,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import datasets
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI lists the sources without loading datasets (a second of `vhx --help`)
+    import datasets
 
 from vhx.errors import DataError, logger
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
-import datasets
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI lists the sources without loading datasets (a second of `vhx --help`)
+    import datasets
 
 from vhx.errors import VHXError
 

@@ -169,7 +169,8 @@ def test_help_agrees_with_what_each_command_does(capsys: pytest.CaptureFixture):
 
 
 def test_ctrl_c_while_the_libraries_load_is_an_interrupt_without_a_traceback():
-    """Ctrl-C in the second or two `vhx` spends importing datasets/torch used to print a KeyboardInterrupt traceback."""
+    """Ctrl-C while `vhx` starts (its modules loading; datasets and torch load later, when a command needs them) used to
+    print a KeyboardInterrupt traceback."""
     import subprocess
     import sys
 
@@ -177,7 +178,7 @@ def test_ctrl_c_while_the_libraries_load_is_an_interrupt_without_a_traceback():
         "import importlib.abc, os, runpy, signal, sys, time\n"
         "class Interrupt(importlib.abc.MetaPathFinder):\n"
         "    def find_spec(self, name, path, target=None):\n"
-        "        if name == 'datasets':\n"
+        "        if name == 'vhx.cli.replicate':\n"
         "            os.kill(os.getpid(), signal.SIGINT); time.sleep(2)\n"
         "        return None\n"
         "sys.meta_path.insert(0, Interrupt())\n"
@@ -190,3 +191,15 @@ def test_ctrl_c_while_the_libraries_load_is_an_interrupt_without_a_traceback():
     import vhx
 
     assert "datasets" in type(vhx.FEATURES).__module__  # the schema's names are still there, read on first use
+
+
+def test_help_loads_no_heavy_library():
+    """`vhx --help` (and the parser every command builds) loads neither torch, transformers nor datasets: the builders'
+    registry, the negation forms and the perturbation names are read without them."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom vhx.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('torch', 'transformers', 'datasets') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

@@ -8,12 +8,12 @@ dataset-level helpers (:func:`negate_dataset`, the summary ``vhx expand`` prints
 "Negations" section). Every public name of those is importable from here.
 """
 
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from vhx.negation.grammar import question_from_statement
-from vhx.negation.pairs import (
-    CATCH_ALL_RULES, check_fallbacks, DEFAULT_MAX_FALLBACK, describe_negation, describe_negators,
-    format_negation_summary, FRAMED_FLAG, negate_dataset, negation_summary, NEGATION_TABLE_LEGEND,
-    NegationFallbackError, negator_counts, review_flag, SKIP_COLUMN,
-)
 from vhx.negation.rules import (
     check_question, COORDINATED_PREDICATE, COUNT_WORDING, FORMULA, GUESSED_SPLIT, is_framed, MODAL_SCOPE,
     NEGATION_FORMS, NegationResult, Negator, NO_VERB, NOT_ONLY, QUANTIFIED_SUBJECT, RULE_A_TO_NO, RULE_ALL_TO_ANY,
@@ -27,6 +27,26 @@ from vhx.negation.rules import (
 from vhx.negation.wordings import (
     ALL_TO_ANY, FORMULA_OPERATOR, MODAL_UNABLE, OBJECT_NOT_SUBSTANCE, UNGRAMMATICAL_BARE_VERB, UNGRAMMATICAL_NUMBER,
 )
+
+
+#: The dataset-level names (vhx.negation.pairs) load on first use: they need datasets, which the command line's
+#: parser (it lists the negation forms) should not load.
+_PAIRS: frozenset[str] = frozenset({"CATCH_ALL_RULES", "check_fallbacks", "DEFAULT_MAX_FALLBACK", "describe_negation", "describe_negators", "format_negation_summary", "FRAMED_FLAG", "negate_dataset", "negation_summary", "NEGATION_TABLE_LEGEND", "NegationFallbackError", "negator_counts", "review_flag", "SKIP_COLUMN"})
+
+if TYPE_CHECKING:
+    from vhx.negation.pairs import (
+        CATCH_ALL_RULES, check_fallbacks, DEFAULT_MAX_FALLBACK, describe_negation, describe_negators,
+        format_negation_summary, FRAMED_FLAG, negate_dataset, negation_summary, NEGATION_TABLE_LEGEND,
+        NegationFallbackError, negator_counts, review_flag, SKIP_COLUMN,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _PAIRS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("vhx.negation.pairs"), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "ALL_TO_ANY", "CATCH_ALL_RULES", "check_fallbacks", "check_question", "COORDINATED_PREDICATE", "COUNT_WORDING",

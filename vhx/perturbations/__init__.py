@@ -17,6 +17,9 @@ The names below are re-exported here, so ``from vhx.perturbations import apply``
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from vhx.perturbations.encoding import decode, jpeg_bytes, png_bytes, to_rgb_array
 from vhx.perturbations.pixels import (
     ROUNDINGS,
@@ -44,8 +47,20 @@ from vhx.perturbations.registry import (
 # Imported for its side effect: it registers vhx's perturbations in PERTURBATIONS, in the paper's
 # order, before anything can read the registry.
 from vhx.perturbations import catalogue  # noqa: F401
-from vhx.perturbations.dataset import default_image_dir, perturb_splits
 from vhx.perturbations.options import parse_perturb_option
+
+if TYPE_CHECKING:
+    from vhx.perturbations.dataset import default_image_dir, perturb_splits
+
+
+def __getattr__(name: str) -> Any:
+    # the datasets stage loads on first use: the command line lists the perturbations without loading datasets
+    if name not in ("default_image_dir", "perturb_splits"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module("vhx.perturbations.dataset"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "FILE_FORMATS",
